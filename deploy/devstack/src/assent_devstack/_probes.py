@@ -1,0 +1,59 @@
+"""Client round trips that decide whether a server is up: Kafka metadata, PostgreSQL SELECT 1, Redis PING."""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import urlsplit
+
+from assent_devstack._service import Kind, port_open, run_async
+
+
+def probe(kind: Kind, endpoint: str, timeout: float = 5.0) -> bool:
+    """True when the server of `kind` at `endpoint` answers within `timeout` seconds; never raises."""
+    port = urlsplit(endpoint if "://" in endpoint else f"tcp://{endpoint}").port
+    # A plain TCP connect first keeps the client libraries from logging connection errors while a
+    # server is still booting.
+    if port is None or not port_open(port, timeout):
+        return False
+    check = {"kafka": _kafka, "postgres": _postgres, "redis": _redis}[kind]
+    try:
+        return run_async(lambda: asyncio.wait_for(check(endpoint, timeout), timeout))
+    except Exception:
+        return False
+
+
+async def _kafka(bootstrap: str, timeout: float) -> bool:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+    try:
+        await admin.start()
+        cluster = await admin.describe_cluster()
+        return bool(cluster.get("brokers"))
+    finally:
+        await admin.close()
+
+
+async def _postgres(url: str, timeout: float) -> bool:
+    import asyncpg
+
+    conn = await asyncpg.connect(asyncpg_dsn(url), timeout=timeout)
+    try:
+        return await conn.fetchval("SELECT 1") == 1
+    finally:
+        await conn.close()
+
+
+async def _redis(url: str, timeout: float) -> bool:
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    try:
+        return bool(await client.ping())
+    finally:
+        await client.aclose()
+
+
+def asyncpg_dsn(url: str) -> str:
+    """The SQLAlchemy-style `postgresql+asyncpg://` URL in the form asyncpg itself accepts."""
+    return url.replace("postgresql+asyncpg://", "postgresql://", 1)

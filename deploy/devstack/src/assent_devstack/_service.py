@@ -1,0 +1,285 @@
+"""The `Service` handle and the process plumbing every server shares.
+
+Linux only: liveness and memory are read from /proc.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+Kind = Literal["kafka", "postgres", "redis"]
+
+T = TypeVar("T")
+
+LOG_TAIL_LINES = 40
+
+
+class DevstackError(RuntimeError):
+    """A server could not be started, reached or stopped. The message says why (with its log tail)."""
+
+
+@dataclass
+class Service:
+    """A running server started by this package, or one recorded by an earlier run (see `from_dict`).
+
+    Contract:
+      - `endpoint` is what a client needs: Kafka's bootstrap `host:port`, otherwise a URL.
+      - `pids` are the server's top-level processes; their children exit with them.
+      - `stop()` asks politely (`stop_signal`), kills after `timeout`, and is safe to call twice.
+      - `healthy()` is a real client round trip, not just a liveness check.
+    """
+
+    name: str
+    kind: Kind
+    endpoint: str
+    pids: tuple[int, ...]
+    logs: tuple[Path, ...]
+    stop_signal: int = signal.SIGTERM
+    startup_seconds: float = 0.0
+    # Start times (clock ticks since boot) guard against signalling a recycled pid.
+    start_ticks: tuple[int | None, ...] = ()
+    _popen: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.start_ticks:
+            self.start_ticks = tuple(proc_start_ticks(pid) for pid in self.pids)
+
+    @property
+    def pid(self) -> int:
+        """The main process id."""
+        return self.pids[0]
+
+    def alive(self) -> bool:
+        """True while any of the server's top-level processes is still running."""
+        if self._popen is not None and self._popen.poll() is not None:
+            return False
+        return any(_same_process_alive(p, t) for p, t in zip(self.pids, self.start_ticks, strict=True))
+
+    def healthy(self, timeout: float = 5.0) -> bool:
+        """True when the server answers a client request within `timeout` seconds."""
+        from assent_devstack._probes import probe
+
+        return self.alive() and probe(self.kind, self.endpoint, timeout)
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the server's processes and all their descendants."""
+        return sum(_rss(pid) for pid in _with_descendants(self._live_pids()))
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The last lines of each of the server's log files, labelled, for error messages."""
+        return "\n".join(f"--- {log} ---\n{tail(log, lines)}" for log in self.logs)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop gracefully, then SIGKILL whatever is left after `timeout` seconds."""
+        for pid in self._live_pids():
+            _signal(pid, self.stop_signal)
+        if not self._wait_dead(timeout):
+            for pid in self._live_pids():
+                _signal(pid, signal.SIGKILL)
+            if not self._wait_dead(10.0):
+                raise DevstackError(f"{self.name} (pids {self.pids}) survived SIGKILL")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able record from which `from_dict` rebuilds this handle in another process."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "endpoint": self.endpoint,
+            "pids": list(self.pids),
+            "start_ticks": list(self.start_ticks),
+            "logs": [str(p) for p in self.logs],
+            "stop_signal": int(self.stop_signal),
+            "startup_seconds": self.startup_seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Service:
+        """Inverse of `to_dict`."""
+        return cls(
+            name=data["name"],
+            kind=data["kind"],
+            endpoint=data["endpoint"],
+            pids=tuple(data["pids"]),
+            start_ticks=tuple(data["start_ticks"]),
+            logs=tuple(Path(p) for p in data["logs"]),
+            stop_signal=data["stop_signal"],
+            startup_seconds=data.get("startup_seconds", 0.0),
+        )
+
+    def __enter__(self) -> Service:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _live_pids(self) -> list[int]:
+        if self._popen is not None:
+            self._popen.poll()  # reaps our own child so it is not left as a zombie
+        return [p for p, t in zip(self.pids, self.start_ticks, strict=True) if _same_process_alive(p, t)]
+
+    def _wait_dead(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self._live_pids():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+
+def wait_ready(service: Service, timeout: float, started: float | None = None) -> Service:
+    """Block until `service.healthy()`, then set `service.startup_seconds` (counted from `started`, a
+    `time.monotonic()` value, default now) and return it.
+
+    If the server dies, does not answer within `timeout` seconds, or the wait is interrupted, the
+    server is stopped and DevstackError (with its log tail) or the interrupt is raised.
+    """
+    from assent_devstack._probes import probe
+
+    started = time.monotonic() if started is None else started
+    deadline = time.monotonic() + timeout
+    try:
+        while not probe(service.kind, service.endpoint, timeout=min(5.0, max(deadline - time.monotonic(), 1.0))):
+            if not service.alive():
+                code = service._popen.poll() if service._popen is not None else None
+                raise DevstackError(
+                    f"{service.name} exited during start-up (exit code {code})\n{service.log_tail()}"
+                )
+            if time.monotonic() > deadline:
+                raise DevstackError(
+                    f"{service.name} did not answer on {service.endpoint} within {timeout:.0f}s\n"
+                    f"{service.log_tail()}"
+                )
+            time.sleep(0.1)
+    except BaseException:
+        if service.alive():
+            service.stop(timeout=5.0)
+        raise
+    service.startup_seconds = round(time.monotonic() - started, 2)
+    return service
+
+
+def spawn(cmd: list[str], log: Path, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start `cmd` detached: own session (survives our exit and Ctrl-C), stdout+stderr appended to `log`."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def free_port(exclude: tuple[int, ...] = ()) -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now.
+
+    The port is released before the server binds it, so a race is possible but unlikely: Linux hands out
+    ephemeral ports in a scattered order, which keeps concurrent stacks apart.
+    """
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port: int = s.getsockname()[1]
+        if port not in exclude:
+            return port
+
+
+def port_open(port: int, timeout: float = 1.0) -> bool:
+    """True when something accepts TCP connections on 127.0.0.1:`port`."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def run_async(factory: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion from sync code, even when the caller is inside an event loop."""
+
+    async def main() -> T:
+        return await factory()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, main()).result()
+
+
+def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last `lines` lines of a text file, or a note that it does not exist."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(f.tell() - 256 * lines, 0))
+            text = f.read().decode(errors="replace")
+    except FileNotFoundError:
+        return "(no log file)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def proc_start_ticks(pid: int) -> int | None:
+    """The process start time from /proc/<pid>/stat, or None when there is no such process."""
+    stat = _read_stat(pid)
+    return int(stat[19]) if stat else None
+
+
+def _read_stat(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (so index 0 is the state)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def _same_process_alive(pid: int, ticks: int | None) -> bool:
+    stat = _read_stat(pid)
+    if stat is None or stat[0] in ("Z", "X"):
+        return False
+    return ticks is None or int(stat[19]) == ticks
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _with_descendants(pids: list[int]) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (stat := _read_stat(int(entry.name))):
+            children.setdefault(int(stat[1]), []).append(int(entry.name))
+    found, todo = set(), list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(children.get(pid, []))
+    return found
+
+
+def _rss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0

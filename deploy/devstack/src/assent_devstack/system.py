@@ -1,0 +1,130 @@
+"""Run Assent's services as separate processes against given Kafka, PostgreSQL and Redis endpoints.
+
+Used by ``make run`` and by the integration tests: each service is its own OS process (``python -m edits``,
+``python -m gateway``), configured only through its environment, exactly as in a deployment.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ServiceProcess:
+    """One service process. ``start`` waits until its ``/healthz`` answers (migrations ran, broker up)."""
+
+    module: str
+    port: int
+    env: dict[str, str]
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, extra_env: dict[str, str] | None = None, timeout: float = 60.0) -> None:
+        env = {**os.environ, **self.env, "ASSENT_HTTP_PORT": str(self.port), **(extra_env or {})}
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", self.module], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.module} exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise TimeoutError(f"{self.module} did not become healthy in {timeout}s:\n{self.log_tail()}")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(timeout=30)
+
+    def wait_exit(self, timeout: float) -> int:
+        assert self.process is not None
+        return self.process.wait(timeout=timeout)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=15)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+
+@dataclass
+class System:
+    """The edits service and the gateway, wired to each other and to the given endpoints."""
+
+    edits: ServiceProcess
+    gateway: ServiceProcess
+    env: dict[str, str]
+
+    def start(self) -> None:
+        self.edits.start()
+        self.gateway.start()
+
+    def stop(self) -> None:
+        self.gateway.stop()
+        self.edits.stop()
+
+
+def build_system(
+    *,
+    kafka_bootstrap_servers: str,
+    database_url: str,
+    redis_url: str,
+    log_dir: Path,
+    topic_prefix: str = "",
+    api_tokens: str = '{"dev-token": "operator"}',
+    kafka_idempotence: bool = True,
+    extra_env: dict[str, str] | None = None,
+) -> System:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    edits_port, gateway_port = free_port(), free_port()
+    env = {
+        "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap_servers,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "ASSENT_TOPIC_PREFIX": topic_prefix,
+        "ASSENT_KAFKA_IDEMPOTENCE": "true" if kafka_idempotence else "false",
+        "ASSENT_API_TOKENS": api_tokens,
+        "ASSENT_EDITS_URL": f"http://127.0.0.1:{edits_port}",
+        **(extra_env or {}),
+    }
+    return System(
+        edits=ServiceProcess("edits", edits_port, env, log_dir / "edits.log"),
+        gateway=ServiceProcess("gateway", gateway_port, env, log_dir / "gateway.log"),
+        env=env,
+    )

@@ -1,0 +1,1 @@
+"""The edits service's adapters: its PostgreSQL tables and the queries over them."""

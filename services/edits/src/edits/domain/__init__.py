@@ -1,0 +1,1 @@
+"""The edits service's rules: plain models and functions, no I/O."""

@@ -1,0 +1,1 @@
+"""The gateway's adapters: its projection tables, the owners' internal APIs, Redis notifications."""

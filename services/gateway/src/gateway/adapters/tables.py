@@ -1,0 +1,108 @@
+"""The gateway's tables, in its own schema ``gateway``: a projection of the requests, turns and decisions
+built from the topics, plus its inbox and outbox."""
+
+from assent.inbox import inbox_table
+from assent.outbox import outbox_table
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+SCHEMA = "gateway"
+metadata = MetaData(schema=SCHEMA)
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("session_id", Text, primary_key=True),
+    Column("org_id", Text, nullable=False),
+    Column("source_guild_id", Text, nullable=False),
+    Column("operator_user_id", Text, nullable=False),
+    Column("opened_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("closed_at", DateTime(timezone=True)),
+)
+
+requests = Table(
+    "requests",
+    metadata,
+    Column("session_id", Text, nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("proposal_id", Text, nullable=False, unique=True),
+    Column("tool_call_id", Text, nullable=False, unique=True),
+    Column("turn_id", Text, nullable=False),
+    Column("step", Integer, nullable=False),
+    Column("tool", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("action", Text, nullable=False),
+    Column("section", Text, nullable=False),
+    Column("agent_id", Text),
+    Column("target", JSONB, nullable=False),
+    Column("base", JSONB, nullable=False),
+    Column("proposed_hash", Text, nullable=False),
+    Column("lines", JSONB, nullable=False),
+    Column("widens", Boolean, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("card", JSONB, nullable=False),
+    Column("trace", JSONB, nullable=False),
+    Column("status", Text, nullable=False, server_default="pending"),
+    Column("stale", Boolean, nullable=False, server_default="false"),
+    Column("resolved_by", Text),
+    Column("resolved_at", DateTime(timezone=True)),
+    Column("result", JSONB),
+    Column("proposed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("session_id", "seq"),
+)
+
+refused_calls = Table(
+    "refused_calls",
+    metadata,
+    Column("tool_call_id", Text, primary_key=True),
+    Column("session_id", Text, nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("tool", Text, nullable=False),
+    Column("error", JSONB, nullable=False),
+)
+
+turns = Table(
+    "turns",
+    metadata,
+    Column("session_id", Text, nullable=False),
+    Column("turn_id", Text, nullable=False),
+    Column("step", Integer, nullable=False),
+    Column("tool_call_ids", JSONB, nullable=False),
+    Column("ended_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("continued_at", DateTime(timezone=True)),
+    Column("continuation", JSONB),
+    Column("sends", Integer, nullable=False, server_default="0"),
+    PrimaryKeyConstraint("session_id", "turn_id", "step"),
+)
+
+decisions = Table(
+    "decisions",
+    metadata,
+    Column("decision_id", Text, primary_key=True),
+    Column("session_id", Text, nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("proposal_id", Text, nullable=False),
+    Column("decision", Text, nullable=False),
+    Column("actor", Text, nullable=False),
+    Column("via", Text, nullable=False),
+    Column("decided_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("outcome", JSONB),
+    Column("outcome_at", DateTime(timezone=True)),
+    Column("message_id", Uuid, nullable=False),
+    UniqueConstraint("message_id"),
+)
+
+inbox = inbox_table(metadata)
+outbox = outbox_table(metadata)

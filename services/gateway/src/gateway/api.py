@@ -1,0 +1,203 @@
+"""The public HTTP API: the seed's studio endpoints, pending items, Continue, and the workspace API.
+
+Every endpoint needs a bearer token. Client mistakes get 4xx with a ``detail`` that says why; an owner that
+does not answer is 503; a decision whose outcome is late is 504 and still stands.
+"""
+
+
+from typing import Annotated, Any, Literal
+
+from assent.hashing import content_hash, unified_diff
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from . import handlers
+from .adapters.owners import Owners, OwnerUnavailable
+from .domain.items import summarize
+from .handlers import Deps
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
+bearer = HTTPBearer(auto_error=False, description="An API token of the operator")
+
+
+class EditDecision(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    decision: Literal["apply", "decline"]
+    via: Literal["card", "tray", "item", "chat"] = "card"
+
+
+class OrgIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    org_id: Name
+    name: Name
+
+
+class GuildIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    guild_id: Name
+    org_id: Name
+    name: Name
+
+
+class AgentIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agent_id: Name
+    org_id: Name
+    guild_id: Name | None
+    name: Name
+    memory: str = ""
+
+
+class AgentPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    guild_id: Name | None = None
+    live: bool | None = None
+
+
+class MemoryIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    content: str
+    expected_version: int | None = Field(None, ge=0)
+
+
+def _resolution(request: dict[str, Any]) -> dict[str, Any]:
+    return {"status": request["status"], "resolved_by": request["resolved_by"], "resolved_at": request["resolved_at"]}
+
+
+def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
+    tokens = deps.settings.api_tokens
+
+    async def operator(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> str:
+        user = tokens.get(credentials.credentials) if credentials is not None else None
+        if user is None:
+            raise HTTPException(401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"})
+        return user
+
+    User = Annotated[str, Depends(operator)]
+    studio = APIRouter(prefix="/api/studio/sessions", tags=["studio"])
+    workspace = APIRouter(prefix="/api/workspace", tags=["workspace"])
+
+    @studio.get("/{session_id}/pending")
+    async def pending(session_id: str, _: User) -> dict[str, Any]:
+        """Every open request of the session, with counts per section and per agent ("Waiting on N")."""
+        items = await handlers.pending_items(deps, session_id)
+        return {"session_id": session_id, **summarize(items), "items": items}
+
+    @studio.get("/{session_id}/edits/{seq}")
+    async def read_edit(session_id: str, seq: int, _: User) -> dict[str, Any]:
+        """The live text now beside the proposal, the stale flag and a unified diff."""
+        request = await handlers.request_at(deps, session_id, seq)
+        card = request["card"]
+        live_text: str | None = card["before"]
+        live_version = request["base"].get("version")
+        stale = request["stale"]
+        if request["status"] == "pending" and request["kind"] == "memory":
+            live = await owners.live_memory(request["agent_id"])
+            live_text = live["content"] if live else None
+            live_version = live["version"] if live else None
+            stale = stale or live is None or content_hash(live["content"]) != request["base"]["hash"]
+        return {
+            "session_id": session_id,
+            "seq": seq,
+            "proposal_id": request["proposal_id"],
+            "kind": request["kind"],
+            "action": request["action"],
+            "status": request["status"],
+            "stale": stale,
+            "target": request["target"],
+            "base": request["base"],
+            "lines": request["lines"],
+            "reason": request["reason"],
+            "apply_label": card["apply_label"],
+            "live": {"text": live_text, "version": live_version},
+            "proposal": {"text": card["after"], "hash": request["proposed_hash"]},
+            "diff": unified_diff(live_text or "", card["after"], request["target"]["label"]),
+            "resolution": None
+            if request["status"] == "pending"
+            else {
+                "status": request["status"],
+                "resolved_by": request["resolved_by"],
+                "resolved_at": request["resolved_at"],
+            },
+        }
+
+    @studio.post(
+        "/{session_id}/edits/{seq}",
+        responses={
+            404: {"description": "No edit request at that seq"},
+            409: {"description": "The target changed since the coach read it; the request stays pending"},
+            422: {"description": "Already decided, or a decision that does not fit the request"},
+            504: {"description": "The owner has not answered yet; the decision stands"},
+        },
+    )
+    async def decide_edit(session_id: str, seq: int, body: EditDecision, user: User) -> JSONResponse:
+        """Apply or decline one request. Answers when the owning service has applied or refused it."""
+        outcome = await handlers.decide(deps, session_id, seq, body.decision, user, body.via)
+        status = outcome["status"] if outcome["outcome"] != "failed" else 502
+        return JSONResponse(outcome, status_code=status)
+
+    @studio.post("/{session_id}/continue")
+    async def continue_turn(session_id: str, _: User) -> dict[str, Any]:
+        """Send the latest paused turn's continuation again (the coach drops a copy it already has)."""
+        return await handlers.resend_continuation(deps, session_id)
+
+    async def forward(method: str, path: str, body: Any = None) -> JSONResponse:
+        reply = await owners.call(method, path, body)
+        return JSONResponse(reply.body, status_code=reply.status)
+
+    @workspace.post("/orgs", status_code=201)
+    async def create_org(body: OrgIn, _: User) -> JSONResponse:
+        return await forward("POST", "/internal/orgs", body.model_dump())
+
+    @workspace.post("/guilds", status_code=201)
+    async def create_guild(body: GuildIn, _: User) -> JSONResponse:
+        return await forward("POST", "/internal/guilds", body.model_dump())
+
+    @workspace.post("/agents", status_code=201)
+    async def create_agent(body: AgentIn, user: User) -> JSONResponse:
+        return await forward("POST", "/internal/agents", {**body.model_dump(), "actor": user})
+
+    @workspace.get("/agents/{agent_id}")
+    async def get_agent(agent_id: str, _: User) -> JSONResponse:
+        return await forward("GET", f"/internal/agents/{agent_id}")
+
+    @workspace.patch("/agents/{agent_id}")
+    async def update_agent(agent_id: str, body: AgentPatch, _: User) -> JSONResponse:
+        return await forward("PATCH", f"/internal/agents/{agent_id}", body.model_dump(exclude_unset=True))
+
+    @workspace.get("/agents/{agent_id}/memory")
+    async def read_memory(agent_id: str, _: User) -> JSONResponse:
+        return await forward("GET", f"/internal/agents/{agent_id}/memory")
+
+    @workspace.put("/agents/{agent_id}/memory")
+    async def write_memory(agent_id: str, body: MemoryIn, user: User) -> JSONResponse:
+        """Write Memory directly, as the operator (not a proposal)."""
+        return await forward("PUT", f"/internal/agents/{agent_id}/memory", {**body.model_dump(), "actor": user})
+
+    @workspace.get("/agents/{agent_id}/memory/history")
+    async def memory_history(agent_id: str, _: User) -> JSONResponse:
+        return await forward("GET", f"/internal/agents/{agent_id}/memory/history")
+
+    app.include_router(studio)
+    app.include_router(workspace)
+
+    @app.exception_handler(handlers.NotFound)
+    async def not_found(_: Request, exc: handlers.NotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(handlers.Refused)
+    async def refused(_: Request, exc: handlers.Refused) -> JSONResponse:
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status)
+
+    @app.exception_handler(handlers.OutcomePending)
+    async def late(_: Request, exc: handlers.OutcomePending) -> JSONResponse:
+        return JSONResponse(
+            {"detail": "the decision was sent; its outcome has not arrived yet", "decision_id": exc.decision_id},
+            status_code=504,
+        )
+
+    @app.exception_handler(OwnerUnavailable)
+    async def unavailable(_: Request, exc: OwnerUnavailable) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503)

@@ -1,0 +1,83 @@
+"""The turn barrier: a paused turn continues once, after every request of its step is decided."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from assent.contracts import DecisionSummary
+
+RESOLVED = frozenset({"applied", "declined", "granted", "published", "discarded"})
+
+
+@dataclass(frozen=True)
+class RequestState:
+    """What the gateway knows of one request of a turn."""
+
+    tool_call_id: str
+    seq: int
+    proposal_id: str
+    kind: str
+    target: str
+    status: str  # pending, or one of RESOLVED
+    resolved_by: str | None
+
+
+@dataclass(frozen=True)
+class RefusedCall:
+    """A call named by the step whose result was an error: there is nothing to wait for."""
+
+    tool_call_id: str
+    seq: int
+    code: str
+
+
+def settle(
+    waited: Sequence[str], requests: Mapping[str, RequestState], refused: Mapping[str, RefusedCall]
+) -> list[DecisionSummary] | None:
+    """The decisions of the turn, in the order the step named them, or None while any is still open.
+
+    A request the gateway has not heard of yet counts as open: its proposal may still be on its way.
+    """
+    decisions: list[DecisionSummary] = []
+    for call_id in waited:
+        if call_id in refused:
+            call = refused[call_id]
+            decisions.append(
+                DecisionSummary(
+                    tool_call_id=call_id,
+                    seq=call.seq,
+                    proposal_id=None,
+                    kind="refused",
+                    target="",
+                    outcome="refused",
+                )
+            )
+            continue
+        request = requests.get(call_id)
+        if request is None or request.status not in RESOLVED:
+            return None
+        decisions.append(
+            DecisionSummary(
+                tool_call_id=call_id,
+                seq=request.seq,
+                proposal_id=request.proposal_id,
+                kind=request.kind,
+                target=request.target,
+                outcome=request.status,
+                resolved_by=request.resolved_by,
+            )
+        )
+    return decisions
+
+
+def continuation_text(decisions: Sequence[DecisionSummary]) -> str:
+    """The one message that resumes the coach: a line per decision."""
+    lines = [f"The operator decided {len(decisions)} request{'s' if len(decisions) != 1 else ''}:"]
+    for d in decisions:
+        if d.outcome == "refused":
+            lines.append(f"- seq {d.seq}: refused when proposed; nothing to decide")
+        else:
+            by = f" by {d.resolved_by}" if d.resolved_by else ""
+            lines.append(f"- seq {d.seq}: {d.target}: {d.outcome}{by}")
+    return "\n".join(lines)

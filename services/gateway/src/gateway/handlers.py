@@ -1,0 +1,401 @@
+"""The gateway's use cases: keep the projection of requests, turns and decisions from the topics, settle
+paused turns, and carry an operator's decision to the owning service and its outcome back.
+
+Consumers claim each envelope id in the inbox first, so redelivery changes nothing. The continuation of a
+turn is written to the outbox in the transaction that marks the turn continued: exactly one per pause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from assent.contracts import (
+    DecisionMade,
+    ProposalOutcome,
+    ProposalProposed,
+    SessionClosed,
+    SessionOpened,
+    StepEnded,
+    ToolResult,
+    TurnContinuation,
+)
+from assent.db import session_lock
+from assent.inbox import claim
+from assent.outbox import Outbox
+from assent.telemetry import attach_carrier, current_carrier, detach
+from assent.topics import PROPOSALS_DECIDED, STUDIO_CONTINUATIONS
+from opentelemetry import trace
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from .adapters import tables as t
+from .adapters.notify import OutcomeFeed
+from .domain.items import DECISIONS_BY_KIND
+from .domain.turns import RESOLVED, RefusedCall, RequestState, continuation_text, settle
+from .settings import GatewaySettings
+
+tracer = trace.get_tracer("assent.gateway")
+
+
+@dataclass(frozen=True)
+class Deps:
+    engine: AsyncEngine
+    outbox: Outbox
+    settings: GatewaySettings
+    outcomes: OutcomeFeed
+
+
+class NotFound(LookupError):
+    pass
+
+
+class Refused(Exception):
+    """A client mistake the gateway can tell without asking the owner (HTTP 422 or 409)."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+class OutcomePending(Exception):
+    """The decision was sent but its outcome did not arrive in time; it still stands."""
+
+    def __init__(self, decision_id: str) -> None:
+        super().__init__(decision_id)
+        self.decision_id = decision_id
+
+
+# --- projection ---------------------------------------------------------------------------------------
+
+
+async def on_session_event(message: SessionOpened | SessionClosed, deps: Deps) -> None:
+    async with deps.engine.begin() as conn:
+        if not await claim(conn, t.inbox, "gateway.sessions", message.id):
+            return
+        if isinstance(message, SessionOpened):
+            await conn.execute(
+                insert(t.sessions)
+                .values(
+                    session_id=message.session_id,
+                    org_id=message.org_id,
+                    source_guild_id=message.source_guild_id,
+                    operator_user_id=message.operator_user_id,
+                )
+                .on_conflict_do_nothing()
+            )
+        else:
+            await conn.execute(
+                t.sessions.update()
+                .where(t.sessions.c.session_id == message.session_id)
+                .values(closed_at=datetime.now(UTC))
+            )
+
+
+async def on_proposed(message: ProposalProposed, deps: Deps) -> None:
+    async with deps.engine.begin() as conn:
+        if not await claim(conn, t.inbox, "gateway.proposed", message.id):
+            return
+        await session_lock(conn, "gateway", message.session_id)
+        await conn.execute(
+            insert(t.requests)
+            .values(
+                session_id=message.session_id,
+                seq=message.seq,
+                proposal_id=message.proposal_id,
+                tool_call_id=message.tool_call_id,
+                turn_id=message.turn_id,
+                step=message.step,
+                tool=message.tool,
+                kind=message.kind,
+                action=message.action,
+                section=message.section,
+                agent_id=message.agent_id,
+                target=message.target.model_dump(mode="json"),
+                base=message.base.model_dump(mode="json"),
+                proposed_hash=message.proposed_hash,
+                lines=message.lines.model_dump(mode="json"),
+                widens=message.widens,
+                reason=message.reason,
+                card=message.card.model_dump(mode="json"),
+                trace=current_carrier(),
+            )
+            .on_conflict_do_nothing()
+        )
+        await _settle_turns(conn, message.session_id, deps)
+
+
+async def on_tool_result(message: ToolResult, deps: Deps) -> None:
+    if message.ok:
+        return  # requests arrive as ProposalProposed; plain outputs are the coach's business
+    async with deps.engine.begin() as conn:
+        if not await claim(conn, t.inbox, "gateway.tool-results", message.id):
+            return
+        await session_lock(conn, "gateway", message.session_id)
+        assert message.error is not None
+        await conn.execute(
+            insert(t.refused_calls)
+            .values(
+                tool_call_id=message.tool_call_id,
+                session_id=message.session_id,
+                seq=message.seq,
+                tool=message.tool,
+                error=message.error.model_dump(mode="json"),
+            )
+            .on_conflict_do_nothing()
+        )
+        await _settle_turns(conn, message.session_id, deps)
+
+
+async def on_step_ended(message: StepEnded, deps: Deps) -> None:
+    async with deps.engine.begin() as conn:
+        if not await claim(conn, t.inbox, "gateway.turns", message.id):
+            return
+        await session_lock(conn, "gateway", message.session_id)
+        await conn.execute(
+            insert(t.turns)
+            .values(
+                session_id=message.session_id,
+                turn_id=message.turn_id,
+                step=message.step,
+                tool_call_ids=list(message.tool_call_ids),
+                # A step that made no request does not pause the turn: nothing to continue.
+                continued_at=None if message.tool_call_ids else datetime.now(UTC),
+            )
+            .on_conflict_do_nothing()
+        )
+        await _settle_turns(conn, message.session_id, deps)
+
+
+async def on_outcome(message: ProposalOutcome, deps: Deps) -> None:
+    async with deps.engine.begin() as conn:
+        if not await claim(conn, t.inbox, "gateway.outcomes", message.id):
+            return
+        await session_lock(conn, "gateway", message.session_id)
+        outcome = message.model_dump(mode="json")
+        await conn.execute(
+            t.decisions.update()
+            .where(t.decisions.c.decision_id == message.decision_id)
+            .values(outcome=outcome, outcome_at=datetime.now(UTC))
+        )
+        pending = (t.requests.c.proposal_id == message.proposal_id) & (t.requests.c.status == "pending")
+        if message.outcome in RESOLVED:
+            await conn.execute(
+                t.requests.update()
+                .where(pending)
+                .values(
+                    status=message.outcome,
+                    stale=False,
+                    resolved_by=message.resolved_by,
+                    resolved_at=message.resolved_at,
+                    result=outcome,
+                )
+            )
+        elif message.outcome == "stale":
+            await conn.execute(t.requests.update().where(pending).values(stale=True))
+        await _settle_turns(conn, message.session_id, deps)
+    await deps.outcomes.publish(outcome)
+
+
+async def _settle_turns(conn: AsyncConnection, session_id: str, deps: Deps) -> None:
+    """Continue every paused turn of the session whose requests are all decided (caller holds the lock)."""
+    open_turns = (
+        await conn.execute(select(t.turns).where(t.turns.c.session_id == session_id, t.turns.c.continued_at.is_(None)))
+    ).all()
+    for turn in open_turns:
+        waited: list[str] = list(turn.tool_call_ids)
+        rows = (await conn.execute(select(t.requests).where(t.requests.c.tool_call_id.in_(waited)))).all()
+        requests = {
+            row.tool_call_id: RequestState(
+                row.tool_call_id, row.seq, row.proposal_id, row.kind, row.target["label"], row.status, row.resolved_by
+            )
+            for row in rows
+        }
+        refused_rows = (
+            await conn.execute(select(t.refused_calls).where(t.refused_calls.c.tool_call_id.in_(waited)))
+        ).all()
+        refused = {row.tool_call_id: RefusedCall(row.tool_call_id, row.seq, row.error["code"]) for row in refused_rows}
+        decisions = settle(waited, requests, refused)
+        if decisions is None:
+            continue
+        continuation = TurnContinuation(
+            session_id=session_id,
+            turn_id=turn.turn_id,
+            step=turn.step,
+            decisions=tuple(decisions),
+            text=continuation_text(decisions),
+        )
+        await deps.outbox.put(conn, STUDIO_CONTINUATIONS, session_id, continuation)
+        await conn.execute(
+            t.turns.update()
+            .where(
+                t.turns.c.session_id == session_id,
+                t.turns.c.turn_id == turn.turn_id,
+                t.turns.c.step == turn.step,
+            )
+            .values(continued_at=datetime.now(UTC), continuation=continuation.model_dump(mode="json"), sends=1)
+        )
+
+
+# --- operator actions ---------------------------------------------------------------------------------
+
+
+async def request_at(deps: Deps, session_id: str, seq: int) -> dict[str, Any]:
+    async with deps.engine.connect() as conn:
+        row = (
+            await conn.execute(select(t.requests).where(t.requests.c.session_id == session_id, t.requests.c.seq == seq))
+        ).first()
+    if row is None:
+        raise NotFound(f"session {session_id!r} has no edit request at seq {seq}")
+    return dict(row._mapping)
+
+
+async def decide(deps: Deps, session_id: str, seq: int, decision: str, actor: str, via: str) -> dict[str, Any]:
+    """Send one decision to the owner and return its outcome (a ``ProposalOutcome`` as JSON).
+
+    Raises :class:`NotFound`, :class:`Refused` (already resolved, or a decision that does not fit), or
+    :class:`OutcomePending` when the owner has not answered within the configured time.
+    """
+    request = await request_at(deps, session_id, seq)
+    if request["status"] != "pending":
+        raise Refused(
+            422,
+            f"this request was already {request['status']} by {request['resolved_by']} at "
+            f"{request['resolved_at']:%Y-%m-%d %H:%M:%S} UTC",
+        )
+    if decision not in DECISIONS_BY_KIND.get(request["kind"], frozenset()):
+        raise Refused(422, f"a {request['kind']} request cannot be decided with {decision!r}")
+    decision_id = f"dec_{uuid.uuid4().hex}"
+    answered = deps.outcomes.expect(decision_id)
+    try:
+        # The decision continues the proposal's trace, so one trace spans tool call to outcome; the HTTP
+        # request's own span is linked.
+        http_span = trace.get_current_span().get_span_context()
+        token = attach_carrier(request["trace"])
+        try:
+            with tracer.start_as_current_span(
+                f"decide {request['kind']} {decision}", links=[trace.Link(http_span)] if http_span.is_valid else []
+            ):
+                message = DecisionMade(
+                    decision_id=decision_id,
+                    proposal_id=request["proposal_id"],
+                    session_id=session_id,
+                    seq=seq,
+                    kind=request["kind"],
+                    decision=decision,  # type: ignore[arg-type]
+                    actor=actor,
+                    via=via,
+                )
+                async with deps.engine.begin() as conn:
+                    await conn.execute(
+                        t.decisions.insert().values(
+                            decision_id=decision_id,
+                            session_id=session_id,
+                            seq=seq,
+                            proposal_id=request["proposal_id"],
+                            decision=decision,
+                            actor=actor,
+                            via=via,
+                            message_id=message.id,
+                        )
+                    )
+                    await deps.outbox.put(conn, PROPOSALS_DECIDED, session_id, message)
+        finally:
+            detach(token)
+        return await _await_outcome(deps, decision_id, answered)
+    finally:
+        deps.outcomes.forget(decision_id)
+
+
+async def _await_outcome(deps: Deps, decision_id: str, answered: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + deps.settings.decision_timeout_seconds
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise OutcomePending(decision_id)
+        done, _ = await asyncio.wait({answered}, timeout=min(0.25, remaining))
+        if done:
+            return answered.result()
+        async with deps.engine.connect() as conn:
+            stored = (
+                await conn.execute(select(t.decisions.c.outcome).where(t.decisions.c.decision_id == decision_id))
+            ).scalar_one_or_none()
+        if stored is not None:
+            return stored
+
+
+async def pending_items(deps: Deps, session_id: str) -> list[dict[str, Any]]:
+    async with deps.engine.connect() as conn:
+        if (
+            await conn.execute(select(t.sessions.c.session_id).where(t.sessions.c.session_id == session_id))
+        ).first() is None and (
+            await conn.execute(select(t.requests.c.seq).where(t.requests.c.session_id == session_id).limit(1))
+        ).first() is None:
+            raise NotFound(f"session {session_id!r} does not exist")
+        rows = (
+            await conn.execute(
+                select(t.requests)
+                .where(t.requests.c.session_id == session_id, t.requests.c.status == "pending")
+                .order_by(t.requests.c.seq)
+            )
+        ).all()
+    return [
+        {
+            "seq": row.seq,
+            "proposal_id": row.proposal_id,
+            "turn_id": row.turn_id,
+            "kind": row.kind,
+            "action": row.action,
+            "section": row.section,
+            "agent_id": row.agent_id,
+            "target": row.target,
+            "base": row.base,
+            "lines": row.lines,
+            "widens": row.widens,
+            "stale": row.stale,
+            "apply_label": row.card["apply_label"],
+            "reason": row.reason,
+            "proposed_at": row.proposed_at,
+        }
+        for row in rows
+    ]
+
+
+async def resend_continuation(deps: Deps, session_id: str) -> dict[str, Any]:
+    """Continue: publish the latest paused turn's continuation again (same envelope id)."""
+    async with deps.engine.begin() as conn:
+        await session_lock(conn, "gateway", session_id)
+        turn = (
+            await conn.execute(
+                select(t.turns)
+                .where(t.turns.c.session_id == session_id, func.jsonb_array_length(t.turns.c.tool_call_ids) > 0)
+                .order_by(t.turns.c.ended_at.desc())
+                .limit(1)
+            )
+        ).first()
+        if turn is None:
+            raise NotFound(f"session {session_id!r} has no paused turn")
+        if turn.continuation is None:
+            waiting = (
+                await conn.execute(
+                    select(t.requests.c.seq).where(
+                        t.requests.c.tool_call_id.in_(list(turn.tool_call_ids)), t.requests.c.status != "pending"
+                    )
+                )
+            ).all()
+            left = len(turn.tool_call_ids) - len(waiting)
+            raise Refused(409, f"the turn is still waiting on {left} decision{'s' if left != 1 else ''}")
+        continuation = TurnContinuation.model_validate(turn.continuation)
+        await deps.outbox.put(conn, STUDIO_CONTINUATIONS, session_id, continuation)
+        await conn.execute(
+            t.turns.update()
+            .where(t.turns.c.session_id == session_id, t.turns.c.turn_id == turn.turn_id, t.turns.c.step == turn.step)
+            .values(sends=t.turns.c.sends + 1)
+        )
+    return {**turn.continuation, "sends": turn.sends + 1}

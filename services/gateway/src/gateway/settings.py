@@ -1,0 +1,16 @@
+"""Settings of the gateway."""
+
+from assent.settings import ServiceSettings
+from pydantic import Field
+
+
+class GatewaySettings(ServiceSettings):
+    service_name: str = "gateway"
+    http_port: int = 8100
+    edits_url: str = "http://127.0.0.1:8101"
+    api_tokens: dict[str, str] = Field(
+        default_factory=dict,
+        description='Bearer tokens and the user each one authenticates, as JSON: {"token": "user-id"}.',
+    )
+    decision_timeout_seconds: float = 10.0
+    """How long a decision POST waits for the owner's outcome before answering 504 (the decision stands)."""

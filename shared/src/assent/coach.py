@@ -1,0 +1,239 @@
+"""The coach's side of Assent: open a session, publish tool calls and ``StepEnded``, await results and
+the turn's continuation. Tests, the demo and users' coaches all use this module.
+
+Usage::
+
+    async with CoachClient("127.0.0.1:9092") as coach:
+        session = await coach.open_session(org_id="o1", source_guild_id="g1", operator_user_id="u1")
+        turn = session.begin_turn()
+        result = await turn.call("studio_edit_memory", {"agent_id": "a1", "content": "...",
+                                                          "base_version": 3, "reason": "..."})
+        await turn.end_step()                   # the turn waits on every call that awaits the operator
+        continuation = await turn.continuation()
+
+Delivery: a call is published once and its result awaited with a timeout; a result or continuation that
+arrives twice (at-least-once delivery) is seen once. The client reads results from the end of the topics
+as they were when it started, so start it before publishing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import uuid
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Self
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from opentelemetry import trace
+
+from .contracts import (
+    MalformedMessage,
+    SessionOpened,
+    StepEnded,
+    ToolCall,
+    ToolResult,
+    TurnContinuation,
+    parse_message,
+)
+from .contracts.envelope import Message
+from .telemetry import current_carrier
+from .topics import STUDIO_CONTINUATIONS, STUDIO_SESSIONS, STUDIO_TURNS, TOOL_RESULTS, Topic, route
+
+tracer = trace.get_tracer("assent.coach")
+
+
+class CoachClient:
+    """A connection to Assent's topics for one coach process; many sessions may share it."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        topic_prefix: str = "",
+        idempotent: bool = True,
+        client_id: str = "assent-coach",
+    ) -> None:
+        self.prefix = topic_prefix
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap_servers,
+            client_id=client_id,
+            enable_idempotence=idempotent,
+            acks="all" if idempotent else 1,
+            linger_ms=0,
+        )
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap_servers, client_id=client_id, group_id=None, enable_auto_commit=False
+        )
+        self._results: dict[str, asyncio.Future[ToolResult]] = {}
+        self._continuations: dict[tuple[str, str, int], asyncio.Future[TurnContinuation]] = {}
+        self._seen: set[uuid.UUID] = set()
+        self._reader: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object | TracebackType) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        await self._producer.start()
+        await self._consumer.start()
+        partitions = []
+        for topic in (TOOL_RESULTS, STUDIO_CONTINUATIONS):
+            name = topic.full_name(self.prefix)
+            found = await self._producer.partitions_for(name)
+            partitions += [TopicPartition(name, p) for p in sorted(found)]
+        self._consumer.assign(partitions)
+        await self._consumer.seek_to_end(*partitions)
+        for tp in partitions:
+            await self._consumer.position(tp)  # fixes the start before anything is published
+        self._reader = asyncio.create_task(self._read(), name="coach-reader")
+
+    async def stop(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        await self._consumer.stop()
+        await self._producer.stop()
+
+    async def open_session(
+        self, *, org_id: str, source_guild_id: str, operator_user_id: str, session_id: str | None = None
+    ) -> CoachSession:
+        session_id = session_id or f"ses_{uuid.uuid4().hex}"
+        await self.publish(
+            STUDIO_SESSIONS,
+            session_id,
+            SessionOpened(
+                session_id=session_id,
+                org_id=org_id,
+                source_guild_id=source_guild_id,
+                operator_user_id=operator_user_id,
+            ),
+        )
+        return CoachSession(self, session_id)
+
+    async def publish(self, topic: Topic, key: str, message: Message) -> None:
+        headers = [(k, v.encode()) for k, v in current_carrier().items()]
+        headers.append(("message-type", message.type.encode()))
+        await self._producer.send_and_wait(
+            topic.full_name(self.prefix), message.to_bytes(), key=key.encode(), headers=headers
+        )
+
+    def expect_result(self, tool_call_id: str) -> asyncio.Future[ToolResult]:
+        return self._results.setdefault(tool_call_id, asyncio.get_running_loop().create_future())
+
+    def expect_continuation(self, session_id: str, turn_id: str, step: int) -> asyncio.Future[TurnContinuation]:
+        key = (session_id, turn_id, step)
+        return self._continuations.setdefault(key, asyncio.get_running_loop().create_future())
+
+    async def _read(self) -> None:
+        async for record in self._consumer:
+            try:
+                message = parse_message(record.value or b"")
+            except MalformedMessage:
+                continue
+            if message.id in self._seen:
+                continue
+            self._seen.add(message.id)
+            if isinstance(message, ToolResult):
+                future = self.expect_result(message.tool_call_id)
+            elif isinstance(message, TurnContinuation):
+                future = self.expect_continuation(  # type: ignore[assignment]
+                    message.session_id, message.turn_id, message.step
+                )
+            else:
+                continue
+            if not future.done():
+                future.set_result(message)  # type: ignore[arg-type]
+
+
+class CoachSession:
+    """One studio session. ``seq`` numbers the session's tool messages; this object hands them out."""
+
+    def __init__(self, client: CoachClient, session_id: str, *, first_seq: int = 1) -> None:
+        self.client = client
+        self.session_id = session_id
+        self._seq = itertools.count(first_seq)
+
+    def next_seq(self) -> int:
+        return next(self._seq)
+
+    def begin_turn(self, turn_id: str | None = None) -> CoachTurn:
+        return CoachTurn(self, turn_id or f"turn_{uuid.uuid4().hex[:12]}")
+
+
+class CoachTurn:
+    """One coach turn: its steps' tool calls, the step's end, and the continuation that resumes it."""
+
+    def __init__(self, session: CoachSession, turn_id: str) -> None:
+        self.session = session
+        self.turn_id = turn_id
+        self.step = 0
+        self.results: dict[str, ToolResult] = {}
+        self.calls: dict[str, ToolCall] = {}
+        self.paused_step: int | None = None
+
+    async def send(self, tool: str, arguments: Mapping[str, Any], *, tool_call_id: str | None = None) -> ToolCall:
+        """Publish one tool call without waiting for its result."""
+        client = self.session.client
+        call = ToolCall(
+            session_id=self.session.session_id,
+            seq=self.session.next_seq(),
+            turn_id=self.turn_id,
+            step=self.step,
+            tool_call_id=tool_call_id or f"call_{uuid.uuid4().hex}",
+            tool=tool,
+            arguments=dict(arguments),
+        )
+        client.expect_result(call.tool_call_id)
+        with tracer.start_as_current_span(f"coach {tool}", kind=trace.SpanKind.PRODUCER):
+            await client.publish(route(tool), call.session_id, call)
+        self.calls[call.tool_call_id] = call
+        return call
+
+    async def result(self, call: ToolCall, *, timeout: float = 15.0) -> ToolResult:
+        result = await asyncio.wait_for(asyncio.shield(self.session.client.expect_result(call.tool_call_id)), timeout)
+        self.results[call.tool_call_id] = result
+        return result
+
+    async def call(self, tool: str, arguments: Mapping[str, Any], *, timeout: float = 15.0) -> ToolResult:
+        """Publish one tool call and wait for its result."""
+        return await self.result(await self.send(tool, arguments), timeout=timeout)
+
+    def awaiting_operator(self) -> tuple[str, ...]:
+        """The step's calls whose result is a request that waits for the operator."""
+        return tuple(
+            call_id
+            for call_id, result in self.results.items()
+            if result.ok
+            and result.widget is not None
+            and result.widget.await_operator
+            and self.calls[call_id].step == self.step
+        )
+
+    async def end_step(self, tool_call_ids: tuple[str, ...] | None = None) -> StepEnded:
+        """End the step. The turn then waits on ``tool_call_ids`` (default: the requests of this step)."""
+        ended = StepEnded(
+            session_id=self.session.session_id,
+            turn_id=self.turn_id,
+            step=self.step,
+            tool_call_ids=self.awaiting_operator() if tool_call_ids is None else tool_call_ids,
+        )
+        self.session.client.expect_continuation(self.session.session_id, self.turn_id, ended.step)
+        await self.session.client.publish(STUDIO_TURNS, self.session.session_id, ended)
+        self.paused_step = ended.step
+        self.step += 1
+        return ended
+
+    async def continuation(self, *, step: int | None = None, timeout: float = 30.0) -> TurnContinuation:
+        """The message that resumes the turn after the pause at ``step`` (default: the last ended step)."""
+        step = self.paused_step if step is None else step
+        if step is None:
+            raise RuntimeError("no step of this turn has ended")
+        future = self.session.client.expect_continuation(self.session.session_id, self.turn_id, step)
+        return await asyncio.wait_for(asyncio.shield(future), timeout)

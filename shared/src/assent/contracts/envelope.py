@@ -1,0 +1,112 @@
+"""The envelope every Assent message carries, and the rules for reading one off the wire.
+
+Every message is a frozen pydantic model. Its envelope fields are:
+
+- ``id``: a UUID that is the deduplication key; a consumer applies a message with a given ``id`` at most once.
+- ``type``: the message's name (commands are imperative, events past tense).
+- ``v``: the schema version of that type. A breaking change adds a new version and an upcaster from the old.
+- ``ts``: when the producer created the message (UTC).
+- ``correlation_id``: the id that ties one conversation of messages together (a decision and its outcome).
+- ``causation_id``: the ``id`` of the message that caused this one, when there is one.
+
+Readers are tolerant: unknown fields are ignored, so adding an optional field is not a breaking change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Annotated, Any, ClassVar
+from uuid import UUID, uuid4
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+Id = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
+"""An identifier chosen by a producer (session, agent, tool call, ...)."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Message(BaseModel):
+    """Base of every message on a topic. Subclasses pin ``type`` and ``v`` with ``Literal`` defaults."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    id: UUID = Field(default_factory=uuid4)
+    type: str
+    v: int = 1
+    ts: datetime = Field(default_factory=utcnow)
+    correlation_id: UUID | None = None
+    causation_id: UUID | None = None
+
+    registry: ClassVar[dict[str, type[Message]]] = {}
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        type_field = cls.model_fields.get("type")
+        if type_field is not None and isinstance(type_field.default, str):
+            Message.registry[type_field.default] = cls
+
+    def to_bytes(self) -> bytes:
+        return self.model_dump_json().encode()
+
+
+class MalformedMessage(ValueError):
+    """A message that cannot be read: not JSON, an unknown type or version, or invalid fields.
+
+    Consumers send such a message to the topic's dead-letter topic and carry on.
+    """
+
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+"""(type, version) -> function turning that version's JSON into the next version's JSON."""
+
+
+def upcaster(type_: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
+    """Register a function that rewrites ``type_`` at ``from_version`` into ``from_version + 1``."""
+
+    def register(fn: Upcaster) -> Upcaster:
+        UPCASTERS[(type_, from_version)] = fn
+        return fn
+
+    return register
+
+
+def parse_message(raw: bytes | str, accept: tuple[type[Message], ...] | None = None) -> Message:
+    """Read one message off the wire, upcasting older versions to the current one.
+
+    Raises :class:`MalformedMessage` when the bytes are not a valid message of an accepted type.
+    """
+    import json
+
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedMessage(f"not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise MalformedMessage("a message must be a JSON object")
+    type_ = data.get("type")
+    model = Message.registry.get(type_) if isinstance(type_, str) else None
+    if model is None:
+        raise MalformedMessage(f"unknown message type {type_!r}")
+    if accept is not None and model not in accept:
+        raise MalformedMessage(f"message type {type_!r} does not belong on this topic")
+    current = model.model_fields["v"].default
+    version = data.get("v", 1)
+    if not isinstance(version, int) or version < 1 or version > current:
+        raise MalformedMessage(f"unsupported version {version!r} of {type_!r} (current is {current})")
+    while version < current:
+        step = UPCASTERS.get((type_, version))
+        if step is None:
+            raise MalformedMessage(f"no upcaster from {type_!r} v{version}")
+        data = step(data)
+        version += 1
+        data["v"] = version
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise MalformedMessage(f"invalid {type_}: {exc.errors(include_url=False)}") from exc

@@ -1,0 +1,95 @@
+"""Messages on ``proposals.proposed``, ``proposals.decided`` and ``proposals.applied``."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .envelope import Id, Message
+from .tool_results import EditBase, EditTarget, LineCounts
+
+Kind = Literal["memory", "note", "guild", "collection", "routine", "access", "login", "draft", "source"]
+Section = Literal["Agents", "State", "Tools", "Guild", "Logins"]
+Decision = Literal["apply", "decline", "grant", "publish", "discard", "approve"]
+Outcome = Literal["applied", "declined", "granted", "published", "discarded", "stale", "refused", "failed"]
+
+
+class Card(BaseModel):
+    """What the operator's card shows: the live text when proposed, the proposal, and what applying does."""
+
+    model_config = ConfigDict(frozen=True)
+
+    title: str
+    apply_label: str
+    before: str
+    after: str
+    effects: tuple[str, ...] = ()
+
+
+class ProposalProposed(Message):
+    """An owner recorded a request bound to the base it read; it waits for the operator."""
+
+    type: Literal["ProposalProposed"] = "ProposalProposed"
+    v: Literal[1] = 1
+    proposal_id: Id
+    session_id: Id
+    seq: int = Field(ge=0)
+    turn_id: Id
+    step: int = Field(ge=0)
+    tool_call_id: Id
+    tool: Id
+    kind: Kind
+    action: Literal["create", "edit", "delete", "grant"] = "edit"
+    section: Section
+    agent_id: str | None = None
+    target: EditTarget
+    base: EditBase
+    proposed_hash: str
+    lines: LineCounts
+    widens: bool = False
+    reason: str
+    card: Card
+
+
+class DecisionMade(Message):
+    """A command to the owner of ``kind``: resolve one request.
+
+    The owner answers with exactly one :class:`ProposalOutcome` per ``decision_id``.
+
+    ``via`` says where it was decided (card, tray, apply_all, ...); ``options`` carries decision-specific
+    choices (a branch for a source approval).
+    """
+
+    type: Literal["DecisionMade"] = "DecisionMade"
+    v: Literal[1] = 1
+    decision_id: Id
+    proposal_id: Id
+    session_id: Id
+    seq: int = Field(ge=0)
+    kind: Kind
+    decision: Decision
+    actor: Id
+    via: str = "card"
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class ProposalOutcome(Message):
+    """What a decision did. ``status`` is the HTTP status the deciding client gets.
+
+    ``stale`` (409) leaves the request pending and marked stale; ``refused`` (422) means the request was
+    already resolved or the decision does not fit it, and changed nothing.
+    """
+
+    type: Literal["ProposalOutcome"] = "ProposalOutcome"
+    v: Literal[1] = 1
+    decision_id: Id
+    proposal_id: Id
+    session_id: Id
+    seq: int = Field(ge=0)
+    kind: Kind
+    outcome: Outcome
+    status: int
+    detail: str
+    resolved_by: str | None = None
+    resolved_at: datetime | None = None
+    effects: dict[str, Any] = Field(default_factory=dict)

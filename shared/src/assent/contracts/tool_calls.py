@@ -1,0 +1,27 @@
+"""Messages on the ``*.tool-calls`` topics: the coach asks a service to run one tool."""
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .envelope import Id, Message
+
+
+class ToolCall(Message):
+    """Run ``tool`` with ``arguments`` for a coach session.
+
+    ``seq`` is the sequence number of the tool message that will hold the result; it is unique per session
+    and is how the operator's HTTP API addresses a request (``/edits/{seq}``). The owner answers every call
+    with exactly one :class:`~assent.contracts.tool_results.ToolResult` (at least once on the wire; the
+    ``tool_call_id`` dedupes).
+    """
+
+    type: Literal["ToolCall"] = "ToolCall"
+    v: Literal[1] = 1
+    session_id: Id
+    seq: int = Field(ge=0)
+    turn_id: Id
+    step: int = Field(ge=0)
+    tool_call_id: Id
+    tool: Id
+    arguments: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,84 @@
+"""PostgreSQL for a service: one async engine per process, the service's own schema, and its migrations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+
+def create_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
+    """The service's engine. Tables name their schema explicitly, so no ``search_path`` is relied on."""
+    return create_async_engine(database_url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+
+
+async def migrate(engine: AsyncEngine, migrations_dir: Path, schema: str) -> None:
+    """Bring ``schema`` to the newest revision in ``migrations_dir``.
+
+    Safe to run from several replicas at once: an advisory lock serialises them, and the loser finds the
+    schema already at head.
+    """
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir))
+    cfg.attributes["schema"] = schema
+
+    def upgrade(sync_connection: object) -> None:
+        cfg.attributes["connection"] = sync_connection
+        command.upgrade(cfg, "head")
+
+    async with engine.begin() as conn:
+        await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"migrate:{schema}"})
+        await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
+        await conn.run_sync(upgrade)
+
+
+def run_migrations_in_env(target_metadata: object) -> None:
+    """The body of a service's ``migrations/env.py``.
+
+    Runs on the connection that :func:`migrate` hands over; from the ``alembic`` command line it connects
+    to ``DATABASE_URL`` itself.
+    """
+    import asyncio
+    import os
+
+    from alembic import context
+
+    cfg = context.config
+    schema = cfg.attributes.get("schema") or cfg.get_main_option("schema")
+
+    def run(connection: object) -> None:
+        context.configure(
+            connection=connection,  # type: ignore[arg-type]
+            target_metadata=target_metadata,  # type: ignore[arg-type]
+            version_table_schema=schema,
+            include_schemas=True,
+            # Each service owns one schema; never diff (or drop) another service's tables.
+            include_name=lambda name, type_, _parent: type_ != "schema" or name == schema,
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+
+    connection = cfg.attributes.get("connection")
+    if connection is not None:
+        run(connection)
+        return
+
+    async def standalone() -> None:
+        engine = create_async_engine(os.environ["DATABASE_URL"])
+        async with engine.begin() as conn:
+            await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
+            await conn.run_sync(run)
+        await engine.dispose()
+
+    asyncio.run(standalone())
+
+
+async def session_lock(conn: AsyncConnection, owner: str, session_id: str) -> None:
+    """Hold ``owner``'s lock on a studio session until the transaction ends.
+
+    Writes for one session go one at a time within a service; services do not block each other.
+    """
+    await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"{owner}:session:{session_id}"})

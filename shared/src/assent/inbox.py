@@ -1,0 +1,37 @@
+"""The inbox: makes a consumer idempotent on the envelope ``id``.
+
+A handler claims the message inside its own transaction, before it changes anything. If the claim finds
+the message already there, the handler's effects were committed by an earlier delivery and it does
+nothing. Offsets are committed only after the transaction, so a crash between the two redelivers the
+message and the claim drops it.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from sqlalchemy import Column, DateTime, MetaData, PrimaryKeyConstraint, Table, Text, Uuid, func
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+
+def inbox_table(metadata: MetaData) -> Table:
+    return Table(
+        "inbox",
+        metadata,
+        Column("consumer", Text, nullable=False),
+        Column("message_id", Uuid, nullable=False),
+        Column("received_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+        PrimaryKeyConstraint("consumer", "message_id"),
+    )
+
+
+async def claim(conn: AsyncConnection, table: Table, consumer: str, message_id: UUID) -> bool:
+    """True when this is the first delivery of ``message_id`` to ``consumer`` (in this transaction)."""
+    result = await conn.execute(
+        insert(table)
+        .values(consumer=consumer, message_id=message_id)
+        .on_conflict_do_nothing()
+        .returning(table.c.message_id)
+    )
+    return result.first() is not None

@@ -1,0 +1,38 @@
+"""Process settings, read from the environment once, in the entrypoint, and passed down."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _env(name: str) -> AliasChoices:
+    """Accept both ``ASSENT_<NAME>`` and the conventional bare ``<NAME>``."""
+    return AliasChoices(f"ASSENT_{name}", name)
+
+
+class ServiceSettings(BaseSettings):
+    """Settings every Assent service shares. Each service subclasses it for its own."""
+
+    model_config = SettingsConfigDict(env_prefix="ASSENT_", extra="ignore", frozen=True)
+
+    service_name: str = "assent"
+    kafka_bootstrap_servers: str = Field("127.0.0.1:9092", validation_alias=_env("KAFKA_BOOTSTRAP_SERVERS"))
+    kafka_idempotence: bool = Field(
+        True,
+        validation_alias=_env("KAFKA_IDEMPOTENCE"),
+        description="Idempotent producer (acks=all). Off only for brokers without InitProducerId.",
+    )
+    topic_prefix: str = ""
+    database_url: str = Field(
+        "postgresql+asyncpg://postgres:postgres@127.0.0.1:5432/assent", validation_alias=_env("DATABASE_URL")
+    )
+    redis_url: str = Field("redis://127.0.0.1:6379/0", validation_alias=_env("REDIS_URL"))
+    otlp_endpoint: str | None = Field(
+        None, validation_alias=AliasChoices("ASSENT_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
+    http_host: str = "127.0.0.1"
+    http_port: int = 8000
+    db_pool_size: int = 10
+    outbox_poll_seconds: float = 0.5
+    log_level: str = "INFO"

@@ -1,0 +1,55 @@
+"""OpenTelemetry for a service: traces across Kafka (W3C ``traceparent`` in headers), asyncpg and HTTP.
+
+Spans are exported over OTLP/HTTP when an endpoint is configured; without one, tracing still runs so that
+trace context flows through messages, but nothing is exported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+
+def setup_telemetry(service_name: str, otlp_endpoint: str | None) -> TracerProvider:
+    """Install the process's tracer provider and instrument asyncpg. Call once, from the entrypoint."""
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    if otlp_endpoint:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint.rstrip("/") + "/v1/traces"))
+        )
+    trace.set_tracer_provider(provider)
+    from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
+
+    AsyncPGInstrumentor().instrument(tracer_provider=provider)
+    return provider
+
+
+def current_carrier() -> dict[str, str]:
+    """The current trace context as message headers (``traceparent``, ``tracestate``)."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier
+
+
+def attach_carrier(carrier: Mapping[str, str] | None) -> object:
+    """Make the trace context in ``carrier`` current; pass the result to :func:`detach`."""
+    return otel_context.attach(propagate.extract(dict(carrier or {})))
+
+
+def detach(token: object) -> None:
+    otel_context.detach(token)  # type: ignore[arg-type]
+
+
+def trace_id_of(traceparent: str | None) -> str | None:
+    """The trace id inside a W3C ``traceparent`` header, or None."""
+    if not traceparent:
+        return None
+    parts = traceparent.split("-")
+    return parts[1] if len(parts) == 4 else None
