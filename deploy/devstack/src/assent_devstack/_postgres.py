@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from assent_devstack._probes import asyncpg_dsn
-from assent_devstack._service import DevstackError, Service, free_port, run_async, tail, wait_ready
+from assent_devstack._service import DevstackError, Service, pick_port, run_async, tail, wait_ready
 
 DATABASE = "assent"
 USER = "postgres"
@@ -72,12 +72,23 @@ def start_postgres(state_dir: Path, port: int | None = None, timeout: float = 60
     if not (data / "PG_VERSION").exists():
         _initdb(data, owner)
 
-    port = port or free_port()
+    port = pick_port(port)
     bin_dir = pg_bin_dir()
     try:
         _run_as(
-            [str(bin_dir / "pg_ctl"), "start", "-D", str(data), "-l", str(log), "-w", "-t", str(int(timeout)),
-             "-o", f"-p {port}"],
+            [
+                str(bin_dir / "pg_ctl"),
+                "start",
+                "-D",
+                str(data),
+                "-l",
+                str(log),
+                "-w",
+                "-t",
+                str(int(timeout)),
+                "-o",
+                f"-p {port}",
+            ],
             owner,
         )
     except DevstackError as e:
@@ -138,8 +149,10 @@ def _initdb(data: Path, owner: pwd.struct_passwd | None) -> None:
         _run_as(
             [
                 str(pg_bin_dir() / "initdb"),
-                "-D", str(data),
-                "-U", USER,
+                "-D",
+                str(data),
+                "-U",
+                USER,
                 f"--pwfile={pwfile}",
                 "--auth-host=scram-sha-256",
                 "--auth-local=trust",

@@ -6,7 +6,7 @@ import importlib.util
 import time
 from pathlib import Path
 
-from assent_devstack._service import DevstackError, Service, free_port, spawn, wait_ready
+from assent_devstack._service import DevstackError, Service, pick_port, spawn, wait_ready
 
 
 def redis_server_bin() -> Path:
@@ -30,24 +30,35 @@ def start_redis(state_dir: Path, port: int | None = None, timeout: float = 30.0)
     started = time.monotonic()
     home = Path(state_dir).resolve() / "redis"
     home.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
+    port = pick_port(port)
     log = home / "redis.log"
     proc = spawn(
         [
             str(redis_server_bin()),
-            "--bind", "127.0.0.1",
-            "--port", str(port),
-            "--save", "",
-            "--appendonly", "no",
-            "--daemonize", "no",
-            "--dir", str(home),
-            "--logfile", str(log),
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--dir",
+            str(home),
+            "--logfile",
+            str(log),
         ],
         log,
         cwd=home,
     )
     service = Service(
-        name="redis", kind="redis", endpoint=f"redis://127.0.0.1:{port}/0", pids=(proc.pid,), logs=(log,),
+        name="redis",
+        kind="redis",
+        endpoint=f"redis://127.0.0.1:{port}/0",
+        pids=(proc.pid,),
+        logs=(log,),
         _popen=proc,
     )
     return wait_ready(service, timeout, started)

@@ -76,8 +76,10 @@ class Service:
         return sum(_rss(pid) for pid in _with_descendants(self._live_pids()))
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        """The last lines of each of the server's log files, labelled, for error messages."""
-        return "\n".join(f"--- {log} ---\n{tail(log, lines)}" for log in self.logs)
+        """The last lines of each of the server's non-empty log files, labelled, for error messages."""
+        return "\n".join(
+            f"--- {log} ---\n{tail(log, lines)}" for log in self.logs if not log.exists() or log.stat().st_size
+        )
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop gracefully, then SIGKILL whatever is left after `timeout` seconds."""
@@ -148,16 +150,18 @@ def wait_ready(service: Service, timeout: float, started: float | None = None) -
     started = time.monotonic() if started is None else started
     deadline = time.monotonic() + timeout
     try:
-        while not probe(service.kind, service.endpoint, timeout=min(5.0, max(deadline - time.monotonic(), 1.0))):
+        while True:
+            answered = probe(service.kind, service.endpoint, timeout=min(5.0, max(deadline - time.monotonic(), 1.0)))
+            # Checked after the probe, so that another server answering on the same port is not
+            # mistaken for ours when ours has died.
             if not service.alive():
                 code = service._popen.poll() if service._popen is not None else None
-                raise DevstackError(
-                    f"{service.name} exited during start-up (exit code {code})\n{service.log_tail()}"
-                )
+                raise DevstackError(f"{service.name} exited during start-up (exit code {code})\n{service.log_tail()}")
+            if answered:
+                break
             if time.monotonic() > deadline:
                 raise DevstackError(
-                    f"{service.name} did not answer on {service.endpoint} within {timeout:.0f}s\n"
-                    f"{service.log_tail()}"
+                    f"{service.name} did not answer on {service.endpoint} within {timeout:.0f}s\n{service.log_tail()}"
                 )
             time.sleep(0.1)
     except BaseException:
@@ -195,6 +199,20 @@ def free_port(exclude: tuple[int, ...] = ()) -> int:
             port: int = s.getsockname()[1]
         if port not in exclude:
             return port
+
+
+def pick_port(port: int | None, exclude: tuple[int, ...] = ()) -> int:
+    """`port` if nothing listens on it (else DevstackError), or a free port when `port` is None."""
+    if port is None:
+        return free_port(exclude)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # SO_REUSEADDR as the servers set it: bind then fails only if something listens on the port.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            raise DevstackError(f"port {port} on 127.0.0.1 is already in use") from e
+    return port
 
 
 def port_open(port: int, timeout: float = 1.0) -> bool:

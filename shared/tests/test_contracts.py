@@ -1,0 +1,87 @@
+"""The message contracts: golden examples, the envelope rules and the topic registry."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from assent.contracts import MalformedMessage, Message, ToolResult, parse_message
+from assent.contracts import envelope as envelope_module
+from assent.topics import REGISTRY, TOOL_ROUTES, by_name
+
+EXAMPLES = sorted((Path(envelope_module.__file__).parent / "examples").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_golden_examples_parse_and_round_trip(path: Path) -> None:
+    raw = path.read_text()
+    message = parse_message(raw)
+    assert path.name.startswith(f"{message.type}.v{message.v}")
+    assert json.loads(message.model_dump_json()) == json.loads(raw)
+
+
+def test_every_message_type_has_a_golden_example_and_one_topic() -> None:
+    examples = {path.name.split(".")[0] for path in EXAMPLES}
+    assert examples == set(Message.registry)
+    for type_ in Message.registry.values():
+        topics = [topic.name for topic in REGISTRY if type_ in topic.messages]
+        assert topics, f"{type_.__name__} travels on no topic"
+
+
+def test_registry_names_are_unique_and_routes_point_into_it() -> None:
+    names = [topic.name for topic in REGISTRY]
+    assert len(names) == len(set(names))
+    for tool, topic in TOOL_ROUTES.items():
+        assert by_name(topic.name) is topic, tool
+    assert TOOL_ROUTES["studio_edit_memory"].name == "edits.tool-calls"
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        (b"\xff\xfe", "not JSON"),
+        (b"[1, 2]", "JSON object"),
+        (b'{"type": "Nope"}', "unknown message type"),
+        (b'{"type": "ToolCall", "v": 2}', "unsupported version"),
+        (b'{"type": "ToolCall", "v": 1, "session_id": "s"}', "invalid ToolCall"),
+    ],
+)
+def test_malformed_messages_are_named(raw: bytes, why: str) -> None:
+    with pytest.raises(MalformedMessage, match=why):
+        parse_message(raw)
+
+
+def test_a_topic_accepts_only_its_own_messages() -> None:
+    raw = next(p for p in EXAMPLES if p.name.startswith("StepEnded")).read_text()
+    with pytest.raises(MalformedMessage, match="does not belong"):
+        parse_message(raw, accept=(ToolResult,))
+
+
+def test_results_carry_an_error_exactly_when_not_ok() -> None:
+    with pytest.raises(ValueError, match="exactly when ok is false"):
+        ToolResult(session_id="s", seq=1, tool_call_id="c", tool="t", ok=False)
+
+
+def test_unknown_fields_are_ignored_so_adding_one_is_not_breaking() -> None:
+    data = json.loads(next(p for p in EXAMPLES if p.name.startswith("StepEnded")).read_text())
+    data["added_in_a_later_minor"] = True
+    assert parse_message(json.dumps(data)).type == "StepEnded"
+
+
+def test_upcasters_lift_old_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typing import Literal
+
+    class Probe(Message):
+        type: Literal["Probe"] = "Probe"
+        v: Literal[2] = 2
+        items: tuple[str, ...]
+
+    try:
+        monkeypatch.setitem(envelope_module.UPCASTERS, ("Probe", 1), lambda d: {**d, "items": [d.pop("item")]})
+        lifted = parse_message(json.dumps({"type": "Probe", "v": 1, "item": "x"}))
+        assert isinstance(lifted, Probe) and lifted.v == 2 and lifted.items == ("x",)
+        assert parse_message(json.dumps({"type": "Probe", "v": 2, "items": ["y"]})).items == ("y",)  # type: ignore[attr-defined]
+        with pytest.raises(MalformedMessage, match="unsupported version"):
+            parse_message(json.dumps({"type": "Probe", "v": 3, "items": []}))
+    finally:
+        Message.registry.pop("Probe", None)

@@ -1,0 +1,236 @@
+"""Fixtures for the integration tier: real Kafka, PostgreSQL and Redis, and Assent's services as processes.
+
+Where the servers come from, in order:
+1. ``KAFKA_BOOTSTRAP_SERVERS``, ``DATABASE_URL`` and ``REDIS_URL``, when all three are set;
+2. testcontainers, when a Docker engine answers;
+3. otherwise the local devstack: Apache Kafka 3.9 from Maven Central jars, embedded PostgreSQL, Redis.
+
+Each stack of services gets its own topic prefix and its own database, so stacks never see each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from sqlalchemy.engine import make_url
+
+from assent.coach import CoachClient
+from assent_devstack.system import System, build_system
+
+TOKEN = "test-token"
+OPERATOR = "operator@example.com"
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    kafka: str
+    database_url: str
+    redis_url: str
+
+
+def _docker_available() -> bool:
+    try:
+        import docker
+
+        docker.from_env().ping()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
+    given = [os.environ.get(k) for k in ("KAFKA_BOOTSTRAP_SERVERS", "DATABASE_URL", "REDIS_URL")]
+    if all(given):
+        kafka, database_url, redis_url = given
+        yield Endpoints(kafka, database_url, redis_url)  # type: ignore[arg-type]
+        return
+    if _docker_available():
+        from testcontainers.kafka import KafkaContainer
+        from testcontainers.postgres import PostgresContainer
+        from testcontainers.redis import RedisContainer
+
+        with (
+            KafkaContainer("confluentinc/cp-kafka:7.9.0").with_kraft() as kafka,
+            PostgresContainer("postgres:17", driver="asyncpg") as postgres,
+            RedisContainer("redis:7") as redis,
+        ):
+            yield Endpoints(
+                kafka.get_bootstrap_server(),
+                postgres.get_connection_url(),
+                f"redis://{redis.get_container_host_ip()}:{redis.get_exposed_port(6379)}/0",
+            )
+        return
+    from assent_devstack import start_all
+
+    stack = start_all(tmp_path_factory.mktemp("devstack"))
+    try:
+        env = stack.env()
+        yield Endpoints(env["KAFKA_BOOTSTRAP_SERVERS"], env["DATABASE_URL"], env["REDIS_URL"])
+    finally:
+        stack.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def tracer_provider() -> TracerProvider:
+    """A real tracer in the test process, so the coach's tool calls start traces that the services continue."""
+    provider = TracerProvider()
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+async def create_database(admin_url: str, name: str) -> str:
+    url = make_url(admin_url)
+    conn = await asyncpg.connect(
+        host=url.host, port=url.port, user=url.username, password=url.password, database=url.database
+    )
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return url.set(database=name).render_as_string(hide_password=False)
+
+
+@dataclass
+class Stack:
+    """One running Assent (edits + gateway) with its own topics and database."""
+
+    endpoints: Endpoints
+    system: System
+    prefix: str
+    database_url: str
+
+    @property
+    def gateway_url(self) -> str:
+        return self.system.gateway.url
+
+    def http(self, timeout: float = 60.0) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=self.gateway_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=timeout
+        )
+
+    def coach(self) -> CoachClient:
+        return CoachClient(self.endpoints.kafka, topic_prefix=self.prefix)
+
+    def topic(self, name: str) -> str:
+        return f"{self.prefix}{name}"
+
+    async def records(
+        self, topic: str, match: Callable[[ConsumerRecord[bytes, bytes]], bool] = lambda _: True
+    ) -> list[ConsumerRecord[bytes, bytes]]:
+        """Every record on ``topic`` (full name) so far that ``match`` accepts, read from the beginning."""
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.endpoints.kafka, group_id=None, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            producer_meta = AIOKafkaProducer(bootstrap_servers=self.endpoints.kafka)
+            await producer_meta.start()
+            try:
+                partitions = [TopicPartition(topic, p) for p in sorted(await producer_meta.partitions_for(topic))]
+            finally:
+                await producer_meta.stop()
+            consumer.assign(partitions)
+            await consumer.seek_to_beginning(*partitions)
+            ends = await consumer.end_offsets(partitions)
+            found: list[ConsumerRecord[bytes, bytes]] = []
+            while [tp for tp in partitions if await consumer.position(tp) < ends[tp]]:
+                batch = await consumer.getmany(timeout_ms=1000)
+                for records in batch.values():
+                    found.extend(r for r in records if match(r))
+            return found
+        finally:
+            await consumer.stop()
+
+
+@contextlib.asynccontextmanager
+async def running_stack(
+    endpoints: Endpoints, log_dir: Path, extra_env: dict[str, str] | None = None
+) -> AsyncIterator[Stack]:
+    name = uuid.uuid4().hex[:10]
+    database_url = await create_database(endpoints.database_url, f"assent_{name}")
+    system = build_system(
+        kafka_bootstrap_servers=endpoints.kafka,
+        database_url=database_url,
+        redis_url=endpoints.redis_url,
+        log_dir=log_dir,
+        topic_prefix=f"t{name}.",
+        api_tokens=f'{{"{TOKEN}": "{OPERATOR}"}}',
+        extra_env=extra_env,
+    )
+    await asyncio.to_thread(system.start)
+    try:
+        yield Stack(endpoints, system, f"t{name}.", database_url)
+    finally:
+        await asyncio.to_thread(system.stop)
+
+
+@pytest.fixture(scope="session")
+async def stack(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+    async with running_stack(endpoints, tmp_path_factory.mktemp("stack")) as running:
+        yield running
+
+
+@dataclass(frozen=True)
+class World:
+    """A fresh organisation with a source guild, two live member agents and an agent of another guild."""
+
+    org_id: str
+    guild_id: str
+    agent_id: str
+    other_agent_id: str
+    outsider_id: str
+
+
+async def new_world(http: httpx.AsyncClient, memory: str = "Prefer short answers.\n") -> World:
+    n = uuid.uuid4().hex[:8]
+    world = World(f"org_{n}", f"guild_{n}", f"agent_{n}", f"agent2_{n}", f"outsider_{n}")
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("/api/workspace/orgs", {"org_id": world.org_id, "name": "Acme"}),
+        ("/api/workspace/guilds", {"guild_id": world.guild_id, "org_id": world.org_id, "name": "Support"}),
+        ("/api/workspace/guilds", {"guild_id": f"{world.guild_id}_b", "org_id": world.org_id, "name": "Sales"}),
+        (
+            "/api/workspace/agents",
+            {"agent_id": world.agent_id, "org_id": world.org_id, "guild_id": world.guild_id, "name": "Ada",
+             "memory": memory},
+        ),
+        (
+            "/api/workspace/agents",
+            {"agent_id": world.other_agent_id, "org_id": world.org_id, "guild_id": world.guild_id, "name": "Bo",
+             "memory": "Greet by name.\n"},
+        ),
+        (
+            "/api/workspace/agents",
+            {"agent_id": world.outsider_id, "org_id": world.org_id, "guild_id": f"{world.guild_id}_b",
+             "name": "Cy", "memory": "Sell.\n"},
+        ),
+    ]
+    for path, body in calls:
+        response = await http.post(path, json=body)
+        assert response.status_code == 201, response.text
+    return world
+
+
+async def wait_for(probe: Callable[[], Any], *, timeout: float = 15.0, interval: float = 0.05) -> Any:
+    """Poll ``probe`` (sync or async) until it returns something truthy; fail after ``timeout``."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = probe()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)

@@ -1,0 +1,132 @@
+"""Delivery guarantees: crash recovery, dead letters and one trace across the services."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from assent.contracts import ToolCall
+from assent.telemetry import trace_id_of
+from tests.conftest import Stack, new_world, running_stack, wait_for
+from tests.test_memory_edits import memory, open_turn, propose, wait_pending
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("crash_at", ["edits.decision.before_commit", "edits.decision.after_commit"])
+async def test_kill_9_while_applying_loses_nothing_and_writes_once(
+    endpoints: Any, tmp_path: Any, crash_at: str
+) -> None:
+    async with running_stack(endpoints, tmp_path, extra_env={"ASSENT_DECISION_TIMEOUT_SECONDS": "60"}) as stack:
+        async with stack.http() as http, stack.coach() as coach:
+            world = await new_world(http)
+            turn = await open_turn(coach, world)
+            base = await memory(http, world.agent_id)
+            result = await propose(turn, world.agent_id, "Survives a crash.\n", base["version"])
+            assert result.ok, result.error
+            await turn.end_step()
+            sid, seq = turn.session.session_id, turn.calls[result.tool_call_id].seq
+            await wait_pending(http, sid, 1)
+
+            # Restart edits with the crash point armed: it dies with SIGKILL on its first decision.
+            edits = stack.system.edits
+            await asyncio.to_thread(edits.stop)
+            await asyncio.to_thread(edits.start, {"ASSENT_CRASH_AT": crash_at})
+            decision = asyncio.create_task(
+                http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"})
+            )
+            assert await asyncio.to_thread(edits.wait_exit, 60) == -9
+            await asyncio.to_thread(edits.start)
+
+            answer = await decision
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["outcome"] == "applied"
+            live = await memory(http, world.agent_id)
+            assert live["content"] == "Survives a crash.\n" and live["version"] == base["version"] + 1
+            history = (await http.get(f"/api/workspace/agents/{world.agent_id}/memory/history")).json()
+            assert [rev["tool_call_id"] for rev in history].count(result.tool_call_id) == 1
+
+            decision_id = answer.json()["decision_id"]
+            await turn.continuation(timeout=60)
+            outcomes = await stack.records(
+                stack.topic("proposals.applied"), lambda r: json.loads(r.value)["decision_id"] == decision_id
+            )
+            assert len({json.loads(r.value)["id"] for r in outcomes}) == 1
+
+
+async def test_malformed_tool_call_goes_to_the_dead_letter_topic_and_the_next_is_handled(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        turn = await open_turn(coach, world)
+        topic = stack.topic("edits.tool-calls")
+        marker = uuid.uuid4().hex
+        producer = AIOKafkaProducer(bootstrap_servers=stack.endpoints.kafka)
+        await producer.start()
+        try:
+            poison = [
+                f"not json {marker}".encode(),
+                json.dumps({"type": "ToolCall", "v": 1, "marker": marker}).encode(),  # missing fields
+                json.dumps({"type": "ToolCall", "v": 99, "marker": marker}).encode(),  # unknown version
+                json.dumps({"type": "Nonsense", "marker": marker}).encode(),
+            ]
+            for body in poison:
+                await producer.send_and_wait(topic, body, key=turn.session.session_id.encode())
+        finally:
+            await producer.stop()
+
+        result = await turn.call("studio_read_memory", {"agent_id": world.agent_id})
+        assert result.ok and result.output is not None and result.output["agent_id"] == world.agent_id
+
+        async def dead_letters() -> list[Any] | None:
+            found = await stack.records(f"{topic}.dlq", lambda r: marker.encode() in (r.value or b""))
+            return found if len(found) == len(poison) else None
+
+        letters = await wait_for(dead_letters)
+        for letter in letters:
+            headers = dict(letter.headers)
+            assert headers["x-dlq-topic"].decode() == topic
+            assert headers["x-dlq-error"]
+        assert sorted(letter.value for letter in letters) == sorted(poison)
+
+
+async def test_one_trace_spans_tool_call_proposal_decision_and_outcome(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        turn = await open_turn(coach, world)
+        result = await propose(turn, world.agent_id, "Traced.\n", (await memory(http, world.agent_id))["version"])
+        await turn.end_step()
+        sid, seq = turn.session.session_id, turn.calls[result.tool_call_id].seq
+        await wait_pending(http, sid, 1)
+        answer = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"})
+        assert answer.status_code == 200, answer.text
+        await turn.continuation()
+
+        def trace_ids(records: list[Any]) -> set[str | None]:
+            return {trace_id_of(dict(r.headers).get("traceparent", b"").decode()) for r in records}
+
+        def body(record: Any) -> dict[str, Any]:
+            try:
+                parsed = json.loads(record.value)
+            except ValueError:  # other tests' poison messages share the topic
+                return {}
+            return parsed if isinstance(parsed, dict) else {}
+
+        def of_session(record: Any) -> bool:
+            return body(record).get("session_id") == sid
+
+        call = await stack.records(
+            stack.topic("edits.tool-calls"), lambda r: body(r).get("tool_call_id") == result.tool_call_id
+        )
+        assert len(call) == 1
+        (trace_id,) = trace_ids(call)
+        assert trace_id and trace_id != "0" * 32
+        for topic in ("proposals.proposed", "studio.tool-results", "proposals.decided", "proposals.applied"):
+            records = await stack.records(stack.topic(topic), of_session)
+            assert records, topic
+            assert trace_ids(records) == {trace_id}, topic
+        assert ToolCall.model_validate_json(call[0].value).tool == "studio_edit_memory"
