@@ -23,12 +23,11 @@ import asyncpg
 import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from assent.coach import CoachClient
+from assent_devstack.system import System, build_system
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from sqlalchemy.engine import make_url
-
-from assent.coach import CoachClient
-from assent_devstack.system import System, build_system
 
 TOKEN = "test-token"
 OPERATOR = "operator@example.com"
@@ -202,18 +201,33 @@ async def new_world(http: httpx.AsyncClient, memory: str = "Prefer short answers
         ("/api/workspace/guilds", {"guild_id": f"{world.guild_id}_b", "org_id": world.org_id, "name": "Sales"}),
         (
             "/api/workspace/agents",
-            {"agent_id": world.agent_id, "org_id": world.org_id, "guild_id": world.guild_id, "name": "Ada",
-             "memory": memory},
+            {
+                "agent_id": world.agent_id,
+                "org_id": world.org_id,
+                "guild_id": world.guild_id,
+                "name": "Ada",
+                "memory": memory,
+            },
         ),
         (
             "/api/workspace/agents",
-            {"agent_id": world.other_agent_id, "org_id": world.org_id, "guild_id": world.guild_id, "name": "Bo",
-             "memory": "Greet by name.\n"},
+            {
+                "agent_id": world.other_agent_id,
+                "org_id": world.org_id,
+                "guild_id": world.guild_id,
+                "name": "Bo",
+                "memory": "Greet by name.\n",
+            },
         ),
         (
             "/api/workspace/agents",
-            {"agent_id": world.outsider_id, "org_id": world.org_id, "guild_id": f"{world.guild_id}_b",
-             "name": "Cy", "memory": "Sell.\n"},
+            {
+                "agent_id": world.outsider_id,
+                "org_id": world.org_id,
+                "guild_id": f"{world.guild_id}_b",
+                "name": "Cy",
+                "memory": "Sell.\n",
+            },
         ),
     ]
     for path, body in calls:

@@ -8,7 +8,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from assent.coach import CoachClient, CoachTurn
 from assent.contracts import ToolResult
 from assent.hashing import content_hash
@@ -83,7 +82,9 @@ async def test_apply_writes_as_the_operator_and_resumes_the_turn(stack: Stack) -
         assert card["stale"] is False and card["status"] == "pending"
         assert "+Always cite the order number." in card["diff"]
 
-        decided = await http.post(f"/api/studio/sessions/{turn.session.session_id}/edits/{seq}", json={"decision": "apply"})
+        decided = await http.post(
+            f"/api/studio/sessions/{turn.session.session_id}/edits/{seq}", json={"decision": "apply"}
+        )
         assert decided.status_code == 200, decided.text
         assert decided.json()["outcome"] == "applied" and decided.json()["resolved_by"] == OPERATOR
 
@@ -215,7 +216,9 @@ async def test_refused_proposals_say_why_and_leave_no_pending_item(
         assert accepted.ok, accepted.error
         board = await wait_pending(http, turn.session.session_id, 1)
         assert [item["seq"] for item in board["items"]] == [turn.calls[accepted.tool_call_id].seq]
-        missing = await http.get(f"/api/studio/sessions/{turn.session.session_id}/edits/{turn.calls[refused.tool_call_id].seq}")
+        missing = await http.get(
+            f"/api/studio/sessions/{turn.session.session_id}/edits/{turn.calls[refused.tool_call_id].seq}"
+        )
         assert missing.status_code == 404
         assert (await memory(http, world.agent_id))["content"] == "Live.\n"
 
@@ -225,7 +228,9 @@ async def test_two_request_turn_continues_exactly_once(stack: Stack) -> None:
         world = await new_world(http)
         turn = await open_turn(coach, world)
         first = await propose(turn, world.agent_id, "One.\n", (await memory(http, world.agent_id))["version"])
-        second = await propose(turn, world.other_agent_id, "Two.\n", (await memory(http, world.other_agent_id))["version"])
+        second = await propose(
+            turn, world.other_agent_id, "Two.\n", (await memory(http, world.other_agent_id))["version"]
+        )
         refused = await propose(turn, world.outsider_id, "Three.\n", 1)
         assert first.ok and second.ok and not refused.ok
         ended = await turn.end_step()
@@ -242,13 +247,17 @@ async def test_two_request_turn_continues_exactly_once(stack: Stack) -> None:
             return body["session_id"] == sid and body["turn_id"] == turn.turn_id
 
         seq1, seq2 = turn.calls[first.tool_call_id].seq, turn.calls[second.tool_call_id].seq
-        assert (await http.post(f"/api/studio/sessions/{sid}/edits/{seq1}", json={"decision": "apply"})).status_code == 200
+        assert (
+            await http.post(f"/api/studio/sessions/{sid}/edits/{seq1}", json={"decision": "apply"})
+        ).status_code == 200
         early = await http.post(f"/api/studio/sessions/{sid}/continue")
         assert early.status_code == 409 and "waiting on 1 decision" in early.json()["detail"]
         await asyncio.sleep(0.5)
         assert await stack.records(stack.topic("studio.continuations"), continuations_of_turn) == []
 
-        assert (await http.post(f"/api/studio/sessions/{sid}/edits/{seq2}", json={"decision": "decline"})).status_code == 200
+        assert (
+            await http.post(f"/api/studio/sessions/{sid}/edits/{seq2}", json={"decision": "decline"})
+        ).status_code == 200
         continuation = await turn.continuation()
         assert [(d.seq, d.outcome) for d in continuation.decisions] == [(seq1, "applied"), (seq2, "declined")]
         assert "applied" in continuation.text and "declined" in continuation.text
@@ -272,7 +281,9 @@ async def _records_if(records: Any, n: int) -> Any:
 
 async def test_http_refuses_client_mistakes_with_4xx(stack: Stack) -> None:
     async with stack.http() as http:
-        assert (await httpx.AsyncClient(base_url=stack.gateway_url).get("/api/studio/sessions/x/pending")).status_code == 401
+        assert (
+            await httpx.AsyncClient(base_url=stack.gateway_url).get("/api/studio/sessions/x/pending")
+        ).status_code == 401
         bad_token = {"Authorization": "Bearer nope"}
         assert (await http.get("/api/studio/sessions/x/pending", headers=bad_token)).status_code == 401
         assert (await http.get("/api/studio/sessions/nope/pending")).status_code == 404
@@ -283,6 +294,8 @@ async def test_http_refuses_client_mistakes_with_4xx(stack: Stack) -> None:
         assert (await http.post("/api/studio/sessions/nope/edits/1", json={"decision": "apply"})).status_code == 404
         assert (await http.post("/api/studio/sessions/nope/continue")).status_code == 404
         assert (await http.get("/api/workspace/agents/nope/memory")).status_code == 404
-        assert (await http.post("/api/workspace/guilds", json={"guild_id": "g", "org_id": "nope", "name": "n"})).status_code == 404
+        assert (
+            await http.post("/api/workspace/guilds", json={"guild_id": "g", "org_id": "nope", "name": "n"})
+        ).status_code == 404
         openapi = (await http.get("/openapi.json")).json()
         assert "/api/studio/sessions/{session_id}/edits/{seq}" in openapi["paths"]

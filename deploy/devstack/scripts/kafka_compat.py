@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
 
 STEP_TIMEOUT = 20.0
 
@@ -37,6 +38,17 @@ async def main(bootstrap: str) -> dict[str, str]:
         await admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])
         meta = await admin.describe_topics([topic])
         return f"{len(meta[0]['partitions'])} partitions"
+
+    async def create_existing_topic() -> object:
+        # aiokafka reports per-topic errors in the response rather than raising.
+        try:
+            response = await admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])
+        except TopicAlreadyExistsError:
+            return "raised TopicAlreadyExistsError"
+        codes = [entry[1] for entry in response.topic_errors]
+        if codes != [TopicAlreadyExistsError.errno]:
+            raise AssertionError(f"error codes {codes}, expected [{TopicAlreadyExistsError.errno}]")
+        return f"error code {codes[0]} in the response"
 
     async def list_topics() -> object:
         return topic in await admin.list_topics()
@@ -147,6 +159,7 @@ async def main(bootstrap: str) -> dict[str, str]:
         await admin.delete_topics([auto_topic])
 
     await step("admin create_topics", create_topic)
+    await step("admin create_topics on an existing topic", create_existing_topic)
     await step("admin list_topics", list_topics)
     await step("produce acks=1", lambda: produce(acks=1, enable_idempotence=False))
     await step("produce acks=all", lambda: produce(acks="all", enable_idempotence=False))

@@ -1,11 +1,10 @@
 """The memory-edit rules, without a broker or a database."""
 
 import pytest
-from pydantic import ValidationError
-
 from assent.hashing import content_hash
 from edits.domain import memory
 from edits.domain.model import Agent, LiveMemory, Refusal, Request, Session
+from pydantic import ValidationError
 
 SESSION = Session("s1", "org", "guild", "operator")
 AGENT = Agent("a1", "org", "guild", "Ada", live=True)
@@ -42,7 +41,9 @@ def test_reach_is_a_live_member_of_the_source_guild(agent: Agent | None, expecte
 
 
 def test_the_byte_cap_counts_utf8_bytes() -> None:
-    assert isinstance(memory.review_edit(SESSION, AGENT, LIVE, args(content="é" * 512), max_bytes=1024), memory.MemoryProposal)
+    assert isinstance(
+        memory.review_edit(SESSION, AGENT, LIVE, args(content="é" * 512), max_bytes=1024), memory.MemoryProposal
+    )
     refusal = memory.review_edit(SESSION, AGENT, LIVE, args(content="é" * 513), max_bytes=1024)
     assert isinstance(refusal, Refusal) and (refusal.status, refusal.code) == (422, "content_too_large")
     assert "1026 bytes" in refusal.message
@@ -70,8 +71,24 @@ def test_arguments_are_validated(bad: dict[str, object]) -> None:
 
 
 def request(status: str = "pending") -> Request:
-    return Request("p1", "s1", 2, "c1", "studio_edit_memory", "memory", "a1", 3, LIVE.hash, "h", "x", status, False,
-                   None, None, None)
+    return Request(
+        "p1",
+        "s1",
+        2,
+        "c1",
+        "studio_edit_memory",
+        "memory",
+        "a1",
+        3,
+        LIVE.hash,
+        "h",
+        "x",
+        status,
+        False,
+        None,
+        None,
+        None,
+    )
 
 
 def test_decisions() -> None:

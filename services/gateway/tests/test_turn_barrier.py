@@ -5,7 +5,9 @@ from gateway.domain.turns import RefusedCall, RequestState, continuation_text, s
 
 
 def state(call: str, seq: int, status: str) -> RequestState:
-    return RequestState(call, seq, f"p{seq}", "memory", f"Memory of {call}", status, "op" if status != "pending" else None)
+    return RequestState(
+        call, seq, f"p{seq}", "memory", f"Memory of {call}", status, "op" if status != "pending" else None
+    )
 
 
 def test_a_turn_waits_for_every_request() -> None:

@@ -46,6 +46,7 @@ def make_broker(
         linger_ms=0,
         middlewares=(KafkaTelemetryMiddleware(tracer_provider=tracer_provider),),
         logger=log,
+        log_level=logging.DEBUG,  # one line per message is too costly at INFO on the hot path
         graceful_timeout=5.0,
     )
 

@@ -1,9 +1,14 @@
 """The transactional outbox and its relay.
 
 A handler that changes state writes the events it causes into the ``outbox`` table of its own schema, in
-the same transaction. The relay publishes committed rows to Kafka and deletes them once the broker has
-acknowledged them. Delivery is therefore at least once: a crash after publishing and before deleting
-publishes the row again with the same envelope ``id``, which consumers drop through their inbox.
+the same transaction (:meth:`Outbox.transaction` and :meth:`Outbox.put`). Once that transaction commits,
+the relay of the same process publishes those rows at once from memory and then deletes them. Rows that
+the fast path did not publish (the process died, or Kafka refused them) are swept from the table by any
+replica's relay once they are older than a grace period.
+
+Delivery is therefore at least once: a crash between publishing and deleting publishes a row again with
+the same envelope ``id``, which consumers drop through their inbox. Order is kept per process in commit
+order; rows recovered by a sweep may arrive after younger rows.
 
 Each row keeps the trace context that was current when it was written, and the relay publishes under that
 context, so one trace spans the whole chain across services.
@@ -13,10 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from faststream.kafka import KafkaBroker
-from sqlalchemy import BigInteger, Column, DateTime, Identity, LargeBinary, MetaData, Table, Text, Uuid, func
+from sqlalchemy import BigInteger, Column, DateTime, Identity, LargeBinary, MetaData, Table, Text, Uuid, func, insert
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -25,6 +35,8 @@ from .telemetry import attach_carrier, current_carrier, detach
 from .topics import Topic
 
 log = logging.getLogger(__name__)
+
+_PENDING = "assent.outbox.pending"
 
 
 def outbox_table(metadata: MetaData) -> Table:
@@ -41,38 +53,75 @@ def outbox_table(metadata: MetaData) -> Table:
     )
 
 
+@dataclass(frozen=True)
+class Envelope:
+    """One outbox row as the relay publishes it."""
+
+    id: int
+    topic: str
+    key: str
+    payload: bytes
+    headers: dict[str, str]
+    type: str
+
+
 class Outbox:
     """Writes messages into the outbox table, inside the caller's transaction."""
 
     def __init__(self, table: Table, topic_prefix: str) -> None:
         self.table = table
         self.topic_prefix = topic_prefix
-        self._written = asyncio.Event()
+        self.committed: deque[list[Envelope]] = deque()
+        self.wake = asyncio.Event()
+
+    @asynccontextmanager
+    async def transaction(self, engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+        """``engine.begin()`` whose :meth:`put` rows are written at the end and handed to the relay after commit."""
+        async with engine.begin() as conn:
+            pending: list[tuple[dict[str, Any], str]] = []
+            conn.info[_PENDING] = pending
+            try:
+                yield conn
+                envelopes: list[Envelope] = []
+                if pending:
+                    ids = (
+                        await conn.execute(
+                            insert(self.table).returning(self.table.c.id, sort_by_parameter_order=True),
+                            [row for row, _ in pending],
+                        )
+                    ).scalars()
+                    envelopes = [
+                        Envelope(id_, row["topic"], row["key"], row["payload"], row["headers"], type_)
+                        for id_, (row, type_) in zip(ids, pending, strict=True)
+                    ]
+            finally:
+                conn.info.pop(_PENDING, None)
+        if envelopes:
+            self.committed.append(envelopes)
+            self.wake.set()
 
     async def put(self, conn: AsyncConnection, topic: Topic, key: str, message: Message) -> None:
+        """Add ``message`` to the transaction opened by :meth:`transaction`; it is published after commit."""
         if type(message) not in topic.messages:
             raise TypeError(f"{type(message).__name__} does not belong on {topic.name}")
-        await conn.execute(
-            self.table.insert().values(
-                message_id=message.id,
-                topic=topic.full_name(self.topic_prefix),
-                key=key,
-                payload=message.to_bytes(),
-                headers=current_carrier(),
-            )
-        )
-        self._written.set()
-
-    def written(self) -> asyncio.Event:
-        """Set whenever this process wrote a row; the relay clears it. It may fire before the commit."""
-        return self._written
+        pending = conn.info.get(_PENDING)
+        if pending is None:
+            raise RuntimeError("Outbox.put needs a transaction opened by Outbox.transaction")
+        row = {
+            "message_id": message.id,
+            "topic": topic.full_name(self.topic_prefix),
+            "key": key,
+            "payload": message.to_bytes(),
+            "headers": current_carrier(),
+        }
+        pending.append((row, message.type))
 
 
 class OutboxRelay:
-    """Publishes committed outbox rows in id order, in batches, and deletes them once acknowledged.
+    """Publishes this process's committed rows at once, and sweeps rows left behind by anyone.
 
-    Several relays (replicas) may run against one table: ``FOR UPDATE SKIP LOCKED`` gives each row to one
-    relay at a time. Rows written by this process wake the relay at once; others are found by polling.
+    Several relays (replicas) may share one table: a sweep takes rows ``FOR UPDATE SKIP LOCKED``, and only
+    rows older than ``sweep_after`` so as not to race a live process's fast path.
     """
 
     def __init__(
@@ -82,12 +131,14 @@ class OutboxRelay:
         broker: KafkaBroker,
         *,
         poll_seconds: float = 0.5,
+        sweep_after: timedelta = timedelta(seconds=2),
         batch_size: int = 500,
     ) -> None:
         self.engine = engine
         self.outbox = outbox
         self.broker = broker
         self.poll_seconds = poll_seconds
+        self.sweep_after = sweep_after
         self.batch_size = batch_size
         self._task: asyncio.Task[None] | None = None
 
@@ -101,57 +152,87 @@ class OutboxRelay:
                 await self._task
             except asyncio.CancelledError:
                 pass
+        await self.publish_committed()
 
     async def _run(self) -> None:
-        written = self.outbox.written()
+        loop = asyncio.get_running_loop()
+        next_sweep = loop.time()
         while True:
             try:
-                await asyncio.wait_for(written.wait(), timeout=self.poll_seconds)
+                await asyncio.wait_for(self.outbox.wake.wait(), timeout=self.poll_seconds)
             except TimeoutError:
                 pass
-            written.clear()
+            self.outbox.wake.clear()
             try:
-                while await self.relay_once() == self.batch_size:
-                    pass
+                await self.publish_committed()
+                if loop.time() >= next_sweep:
+                    while await self.sweep() == self.batch_size:
+                        pass
+                    next_sweep = loop.time() + self.poll_seconds
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("outbox relay failed; retrying")
+                log.exception("outbox relay failed; the sweep will retry")
                 await asyncio.sleep(self.poll_seconds)
 
-    async def relay_once(self) -> int:
-        """Publish one batch; returns how many rows it published."""
+    async def publish_committed(self) -> None:
+        """Fast path: publish what this process committed, then delete it."""
+        published: list[int] = []
+        try:
+            while self.outbox.committed:
+                batch = self.outbox.committed.popleft()
+                await self._publish(batch)
+                published += [envelope.id for envelope in batch]
+        except Exception:
+            self.outbox.committed.clear()  # left in the table: the sweep publishes them after the grace period
+            raise
+        finally:
+            if published:
+                async with self.engine.begin() as conn:
+                    await conn.execute(self.outbox.table.delete().where(self.outbox.table.c.id.in_(published)))
+
+    async def sweep(self) -> int:
+        """Publish and delete one batch of rows older than the grace period; returns how many."""
         table = self.outbox.table
         async with self.engine.begin() as conn:
             rows = (
                 await conn.execute(
-                    table.select().order_by(table.c.id).limit(self.batch_size).with_for_update(skip_locked=True)
+                    table.select()
+                    .where(table.c.created_at < func.now() - self.sweep_after)
+                    .order_by(table.c.id)
+                    .limit(self.batch_size)
+                    .with_for_update(skip_locked=True)
                 )
             ).all()
             if not rows:
                 return 0
-            pending: list[asyncio.Future[Any]] = []
-            for row in rows:
-                token = attach_carrier(row.headers)
-                try:
-                    pending.append(
-                        await self.broker.publish(
-                            row.payload,
-                            topic=row.topic,
-                            key=row.key.encode(),
-                            headers={"message-type": _type_of(row.payload)},
-                            no_confirm=True,
-                        )
-                    )
-                finally:
-                    detach(token)
-            await asyncio.gather(*pending)
+            await self._publish(
+                [Envelope(r.id, r.topic, r.key, r.payload, r.headers, _type_of(r.payload)) for r in rows]
+            )
             await conn.execute(table.delete().where(table.c.id.in_([row.id for row in rows])))
         return len(rows)
 
+    async def _publish(self, envelopes: Sequence[Envelope]) -> None:
+        pending: list[asyncio.Future[Any]] = []
+        for envelope in envelopes:
+            token = attach_carrier(envelope.headers)
+            try:
+                pending.append(
+                    await self.broker.publish(
+                        envelope.payload,
+                        topic=envelope.topic,
+                        key=envelope.key.encode(),
+                        headers={"message-type": envelope.type},
+                        no_confirm=True,
+                    )
+                )
+            finally:
+                detach(token)
+        await asyncio.gather(*pending)
+
 
 def _type_of(payload: bytes) -> str:
-    # Cheap routing hint for tools reading the topic; consumers read the envelope, not this header.
+    # A routing hint for tools reading the topic; consumers read the envelope, not this header.
     marker = b'"type":"'
     start = payload.find(marker)
     if start < 0:

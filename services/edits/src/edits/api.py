@@ -3,7 +3,6 @@
 Only the gateway calls it; it is not exposed to clients and carries no authentication of its own.
 """
 
-
 from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Request

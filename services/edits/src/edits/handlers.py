@@ -57,7 +57,7 @@ class Deps:
 
 
 async def on_session_event(message: SessionOpened | SessionClosed, deps: Deps) -> None:
-    async with deps.engine.begin() as conn:
+    async with deps.outbox.transaction(deps.engine) as conn:
         if not await claim(conn, t.inbox, "edits.sessions", message.id):
             return
         if isinstance(message, SessionOpened):
@@ -73,15 +73,8 @@ async def on_session_event(message: SessionOpened | SessionClosed, deps: Deps) -
             )
 
 
-async def _await_session(deps: Deps, session_id: str) -> Session | None:
-    # SessionOpened travels on another topic than the tool call, so it may land a moment later.
-    deadline = asyncio.get_running_loop().time() + deps.settings.session_wait_seconds
-    while True:
-        async with deps.engine.connect() as conn:
-            session = await repo.get_session(conn, session_id)
-        if session is not None or asyncio.get_running_loop().time() >= deadline:
-            return session
-        await asyncio.sleep(0.02)
+class _SessionNotOpenYet(Exception):
+    pass
 
 
 # --- tool calls -------------------------------------------------------------------------------------
@@ -89,14 +82,27 @@ async def _await_session(deps: Deps, session_id: str) -> Session | None:
 
 async def on_tool_call(call: ToolCall, deps: Deps) -> None:
     """Answer one tool call with exactly one ``ToolResult``; a reviewed edit also records a request."""
-    session = await _await_session(deps, call.session_id)
-    async with deps.engine.begin() as conn:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + deps.settings.session_wait_seconds
+    while True:
+        try:
+            await _on_tool_call(call, deps, wait_for_session=loop.time() < deadline)
+            return
+        except _SessionNotOpenYet:
+            # SessionOpened travels on another topic than the tool call, so it may land a moment later.
+            await asyncio.sleep(0.02)
+
+
+async def _on_tool_call(call: ToolCall, deps: Deps, *, wait_for_session: bool) -> None:
+    async with deps.outbox.transaction(deps.engine) as conn:
         if not await claim(conn, t.inbox, "edits.tool-calls", call.id):
             return
+        session = await repo.get_session(conn, call.session_id)
+        if session is None and wait_for_session:
+            raise _SessionNotOpenYet
         if session is None:
             answer: Refusal | ToolResult = Refusal(404, "unknown_session", f"session {call.session_id!r} is not open")
         else:
-            await session_lock(conn, "edits", call.session_id)
             answer = await _answer(conn, call, session, deps)
         if isinstance(answer, Refusal):
             answer = ToolResult(
@@ -125,11 +131,10 @@ async def _read_memory(conn: AsyncConnection, call: ToolCall, session: Session) 
         args = memory.ReadMemory.model_validate(call.arguments)
     except ValidationError as exc:
         return memory.invalid_arguments(call.tool, exc)
-    agent = await repo.get_agent(conn, args.agent_id)
+    agent, live = await repo.get_agent_memory(conn, args.agent_id)
     refusal = memory.check_reach(session, agent, args.agent_id)
     if refusal is not None:
         return refusal
-    live = await repo.get_memory(conn, args.agent_id)
     assert live is not None
     return ToolResult(
         session_id=call.session_id,
@@ -151,16 +156,16 @@ async def _read_memory(conn: AsyncConnection, call: ToolCall, session: Session) 
 async def _propose_memory_edit(
     conn: AsyncConnection, call: ToolCall, session: Session, deps: Deps
 ) -> Refusal | ToolResult:
-    if await repo.request_at(conn, call.session_id, call.seq) is not None:
-        return Refusal(409, "seq_taken", f"session {call.session_id!r} already holds a request at seq {call.seq}")
-    if await repo.request_for_call(conn, call.tool_call_id) is not None:
+    clash = await repo.request_clashing(conn, call.session_id, call.seq, call.tool_call_id)
+    if clash is not None and clash.tool_call_id == call.tool_call_id:
         return Refusal(409, "duplicate_tool_call", f"tool call {call.tool_call_id!r} was already answered")
+    if clash is not None:
+        return Refusal(409, "seq_taken", f"session {call.session_id!r} already holds a request at seq {call.seq}")
     try:
         args = memory.EditMemory.model_validate(call.arguments)
     except ValidationError as exc:
         return memory.invalid_arguments(call.tool, exc)
-    agent = await repo.get_agent(conn, args.agent_id)
-    live = await repo.get_memory(conn, args.agent_id)
+    agent, live = await repo.get_agent_memory(conn, args.agent_id)
     reviewed = memory.review_edit(session, agent, live, args, deps.settings.memory_max_bytes)
     if isinstance(reviewed, Refusal):
         return reviewed
@@ -238,7 +243,7 @@ async def on_decision(decision: DecisionMade, deps: Deps) -> None:
     """Resolve a request once: apply (re-checking the live Memory) or decline; one outcome per decision."""
     if decision.kind not in KINDS:
         return
-    async with deps.engine.begin() as conn:
+    async with deps.outbox.transaction(deps.engine) as conn:
         if not await claim(conn, t.inbox, "edits.decisions", decision.id):
             return
         await session_lock(conn, "edits", decision.session_id)

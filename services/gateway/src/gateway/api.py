@@ -4,7 +4,6 @@ Every endpoint needs a bearer token. Client mistakes get 4xx with a ``detail`` t
 does not answer is 503; a decision whose outcome is late is 504 and still stands.
 """
 
-
 from typing import Annotated, Any, Literal
 
 from assent.hashing import content_hash, unified_diff

@@ -75,7 +75,7 @@ class OutcomePending(Exception):
 
 
 async def on_session_event(message: SessionOpened | SessionClosed, deps: Deps) -> None:
-    async with deps.engine.begin() as conn:
+    async with deps.outbox.transaction(deps.engine) as conn:
         if not await claim(conn, t.inbox, "gateway.sessions", message.id):
             return
         if isinstance(message, SessionOpened):
@@ -98,7 +98,7 @@ async def on_session_event(message: SessionOpened | SessionClosed, deps: Deps) -
 
 
 async def on_proposed(message: ProposalProposed, deps: Deps) -> None:
-    async with deps.engine.begin() as conn:
+    async with deps.outbox.transaction(deps.engine) as conn:
         if not await claim(conn, t.inbox, "gateway.proposed", message.id):
             return
         await session_lock(conn, "gateway", message.session_id)
@@ -133,7 +133,7 @@ async def on_proposed(message: ProposalProposed, deps: Deps) -> None:
 async def on_tool_result(message: ToolResult, deps: Deps) -> None:
     if message.ok:
         return  # requests arrive as ProposalProposed; plain outputs are the coach's business
-    async with deps.engine.begin() as conn:
+    async with deps.outbox.transaction(deps.engine) as conn:
         if not await claim(conn, t.inbox, "gateway.tool-results", message.id):
             return
         await session_lock(conn, "gateway", message.session_id)
@@ -153,7 +153,7 @@ async def on_tool_result(message: ToolResult, deps: Deps) -> None:
 
 
 async def on_step_ended(message: StepEnded, deps: Deps) -> None:
-    async with deps.engine.begin() as conn:
+    async with deps.outbox.transaction(deps.engine) as conn:
         if not await claim(conn, t.inbox, "gateway.turns", message.id):
             return
         await session_lock(conn, "gateway", message.session_id)
@@ -173,7 +173,7 @@ async def on_step_ended(message: StepEnded, deps: Deps) -> None:
 
 
 async def on_outcome(message: ProposalOutcome, deps: Deps) -> None:
-    async with deps.engine.begin() as conn:
+    async with deps.outbox.transaction(deps.engine) as conn:
         if not await claim(conn, t.inbox, "gateway.outcomes", message.id):
             return
         await session_lock(conn, "gateway", message.session_id)
@@ -291,7 +291,7 @@ async def decide(deps: Deps, session_id: str, seq: int, decision: str, actor: st
                     actor=actor,
                     via=via,
                 )
-                async with deps.engine.begin() as conn:
+                async with deps.outbox.transaction(deps.engine) as conn:
                     await conn.execute(
                         t.decisions.insert().values(
                             decision_id=decision_id,
@@ -369,7 +369,7 @@ async def pending_items(deps: Deps, session_id: str) -> list[dict[str, Any]]:
 
 async def resend_continuation(deps: Deps, session_id: str) -> dict[str, Any]:
     """Continue: publish the latest paused turn's continuation again (same envelope id)."""
-    async with deps.engine.begin() as conn:
+    async with deps.outbox.transaction(deps.engine) as conn:
         await session_lock(conn, "gateway", session_id)
         turn = (
             await conn.execute(

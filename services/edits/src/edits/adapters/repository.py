@@ -138,12 +138,27 @@ async def get_request(conn: AsyncConnection, proposal_id: str, *, for_update: bo
     return None if row is None else _request(row)
 
 
-async def request_at(conn: AsyncConnection, session_id: str, seq: int) -> Request | None:
-    query = select(t.requests).where(t.requests.c.session_id == session_id, t.requests.c.seq == seq)
+async def get_agent_memory(conn: AsyncConnection, agent_id: str) -> tuple[Agent | None, LiveMemory | None]:
+    """The agent and its live Memory in one round trip."""
+    query = (
+        select(t.agents, t.memory.c.content, t.memory.c.version, t.memory.c.hash)
+        .join(t.memory, t.memory.c.agent_id == t.agents.c.agent_id)
+        .where(t.agents.c.agent_id == agent_id)
+    )
     row = (await conn.execute(query)).first()
-    return None if row is None else _request(row)
+    if row is None:
+        return None, None
+    return (
+        Agent(row.agent_id, row.org_id, row.guild_id, row.name, row.live),
+        LiveMemory(row.agent_id, row.content, row.version, row.hash),
+    )
 
 
-async def request_for_call(conn: AsyncConnection, tool_call_id: str) -> Request | None:
-    row = (await conn.execute(select(t.requests).where(t.requests.c.tool_call_id == tool_call_id))).first()
+async def request_clashing(conn: AsyncConnection, session_id: str, seq: int, tool_call_id: str) -> Request | None:
+    """A request already at this session's ``seq`` or for this tool call, if any."""
+    query = select(t.requests).where(
+        ((t.requests.c.session_id == session_id) & (t.requests.c.seq == seq))
+        | (t.requests.c.tool_call_id == tool_call_id)
+    )
+    row = (await conn.execute(query.limit(1))).first()
     return None if row is None else _request(row)

@@ -1,0 +1,216 @@
+"""The approval round, measured beside its raw floors in the same run.
+
+    uv run python bench/approval_round.py [--rounds 200]
+
+Legs, each timed per round:
+- propose → visible: the coach publishes ``studio_edit_memory`` until the gateway's ``GET …/edits/{seq}``
+  shows the request (polled back to back, so the figure includes up to one HTTP read);
+- apply → 200: the operator's ``POST …/edits/{seq}`` until its answer;
+- round: propose → visible → apply → 200 → ``TurnContinuation`` at the coach.
+
+Raw floors, measured on the same machine in the same run:
+- a raw aiokafka produce → consume round trip (acks=all, idempotent, one partition);
+- a raw asyncpg commit of one row plus one outbox row.
+
+Each leg crosses Kafka twice and commits twice (propose: coach → edits → gateway; apply: gateway → edits →
+gateway), so its floor is 2 x Kafka round trip + 2 x commit. Servers come from ``KAFKA_BOOTSTRAP_SERVERS``,
+``DATABASE_URL`` and ``REDIS_URL`` when set, otherwise from the local devstack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+import httpx
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from assent.coach import CoachClient
+from assent_devstack.system import build_system
+from sqlalchemy.engine import make_url
+
+TOKEN = "bench-token"
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def ms(samples: list[float]) -> tuple[float, float]:
+    return pct(samples, 0.5) * 1000, pct(samples, 0.99) * 1000
+
+
+async def kafka_round_trips(bootstrap: str, n: int) -> list[float]:
+    topic = f"bench.raw.{uuid.uuid4().hex[:8]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    await admin.create_topics([NewTopic(topic, 1, 1)])
+    await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=0)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=500)
+    await producer.start()
+    await consumer.start()
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    await consumer.seek_to_end(tp)
+    await consumer.position(tp)
+    samples = []
+    try:
+        for i in range(n + 20):
+            start = time.perf_counter()
+            await producer.send_and_wait(topic, b"x" * 600, key=b"k")
+            await consumer.getone()
+            if i >= 20:
+                samples.append(time.perf_counter() - start)
+    finally:
+        await consumer.stop()
+        await producer.stop()
+    return samples
+
+
+async def pg_commits(database_url: str, n: int) -> list[float]:
+    url = make_url(database_url)
+    conn = await asyncpg.connect(
+        host=url.host, port=url.port, user=url.username, password=url.password, database=url.database
+    )
+    samples = []
+    try:
+        await conn.execute(
+            "CREATE TEMP TABLE row_ (id uuid primary key, body text);"
+            "CREATE TEMP TABLE outbox_ (id bigserial primary key, payload bytea, headers jsonb)"
+        )
+        for i in range(n + 20):
+            start = time.perf_counter()
+            async with conn.transaction():
+                await conn.execute("INSERT INTO row_ VALUES ($1, $2)", uuid.uuid4(), "x" * 200)
+                await conn.execute("INSERT INTO outbox_ (payload, headers) VALUES ($1, '{}')", b"x" * 600)
+            if i >= 20:
+                samples.append(time.perf_counter() - start)
+    finally:
+        await conn.close()
+    return samples
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def approval_rounds(system_url: str, kafka: str, prefix: str, rounds: int) -> dict[str, list[float]]:
+    legs: dict[str, list[float]] = {"propose → visible": [], "apply → 200": [], "round": []}
+    n = uuid.uuid4().hex[:6]
+    async with httpx.AsyncClient(base_url=system_url, headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        for path, body in (
+            ("/api/workspace/orgs", {"org_id": f"o{n}", "name": "Bench"}),
+            ("/api/workspace/guilds", {"guild_id": f"g{n}", "org_id": f"o{n}", "name": "Bench"}),
+            ("/api/workspace/agents", {"agent_id": f"a{n}", "org_id": f"o{n}", "guild_id": f"g{n}", "name": "B"}),
+        ):
+            (await http.post(path, json=body)).raise_for_status()
+        async with CoachClient(kafka, topic_prefix=prefix) as coach:
+            session = await coach.open_session(org_id=f"o{n}", source_guild_id=f"g{n}", operator_user_id="bench")
+            version = 0
+            for i in range(rounds + 10):
+                turn = session.begin_turn()
+                start = time.perf_counter()
+                call = await turn.send(
+                    "studio_edit_memory",
+                    {"agent_id": f"a{n}", "content": f"line {i}\n" * 20, "base_version": version, "reason": "bench"},
+                )
+                url = f"/api/studio/sessions/{session.session_id}/edits/{call.seq}"
+                while (await http.get(url)).status_code != 200:
+                    await asyncio.sleep(0.001)  # a tight loop would steal the CPU the round needs
+                visible = time.perf_counter()
+                await turn.result(call)
+                await turn.end_step()
+                applying = time.perf_counter()
+                answer = await http.post(url, json={"decision": "apply"})
+                applied = time.perf_counter()
+                assert answer.status_code == 200, answer.text
+                await turn.continuation()
+                done = time.perf_counter()
+                version += 1
+                if i >= 10:
+                    legs["propose → visible"].append(visible - start)
+                    legs["apply → 200"].append(applied - applying)
+                    legs["round"].append((visible - start) + (done - applying))
+    return legs
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=200)
+    args = parser.parse_args()
+
+    devstack = None
+    given = [os.environ.get(k) for k in ("KAFKA_BOOTSTRAP_SERVERS", "DATABASE_URL", "REDIS_URL")]
+    if all(given):
+        kafka, database_url, redis_url = given  # type: ignore[misc]
+    else:
+        from assent_devstack import start_all
+
+        devstack = start_all(Path(tempfile.mkdtemp(prefix="assent-bench-")))
+        env = devstack.env()
+        kafka, database_url, redis_url = env["KAFKA_BOOTSTRAP_SERVERS"], env["DATABASE_URL"], env["REDIS_URL"]
+    assert kafka and database_url and redis_url
+    name = f"bench_{uuid.uuid4().hex[:8]}"
+    url = make_url(database_url)
+    admin = await asyncpg.connect(
+        host=url.host, port=url.port, user=url.username, password=url.password, database=url.database
+    )
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    bench_db = url.set(database=name).render_as_string(hide_password=False)
+    system = build_system(
+        kafka_bootstrap_servers=kafka,
+        database_url=bench_db,
+        redis_url=redis_url,
+        log_dir=Path(tempfile.mkdtemp(prefix="assent-bench-logs-")),
+        topic_prefix=f"{name}.",
+        api_tokens=f'{{"{TOKEN}": "bench"}}',
+        extra_env={"ASSENT_LOG_LEVEL": "WARNING"},
+    )
+    system.start()
+    try:
+        await asyncio.sleep(2)
+        rest = {s.module: rss_mib(s.process.pid) for s in (system.edits, system.gateway) if s.process}
+        kafka_rt = await kafka_round_trips(kafka, args.rounds * 2)
+        commits = await pg_commits(bench_db, args.rounds * 2)
+        legs = await approval_rounds(system.gateway.url, kafka, f"{name}.", args.rounds)
+        busy = {s.module: rss_mib(s.process.pid) for s in (system.edits, system.gateway) if s.process}
+    finally:
+        system.stop()
+        if devstack is not None:
+            devstack.stop()
+
+    k50, k99 = ms(kafka_rt)
+    c50, c99 = ms(commits)
+    floor50, floor99 = 2 * k50 + 2 * c50, 2 * k99 + 2 * c99
+    print(f"\nApproval round, {args.rounds} rounds, one replica per service, {os.cpu_count()} cores\n")
+    print(f"{'measure':<28}{'p50 ms':>10}{'p99 ms':>10}{'p50 / floor':>14}{'p99 / floor':>14}")
+    print(f"{'raw Kafka round trip':<28}{k50:>10.2f}{k99:>10.2f}")
+    print(f"{'raw asyncpg commit':<28}{c50:>10.2f}{c99:>10.2f}")
+    print(f"{'leg floor (2 RT + 2 commit)':<28}{floor50:>10.2f}{floor99:>10.2f}")
+    for leg, samples in legs.items():
+        p50, p99 = ms(samples)
+        f50, f99 = (floor50, floor99) if leg != "round" else (2 * floor50, 2 * floor99)
+        print(f"{leg:<28}{p50:>10.2f}{p99:>10.2f}{p50 / f50:>13.1f}x{p99 / f99:>13.1f}x")
+    print("\nTargets (DESIGN §6): round p50 ≤ 10 ms, p99 ≤ 25 ms; each leg within 3x of its floor.")
+    print(
+        "RSS MiB at rest / after the run (target < 150 at rest): "
+        + ", ".join(f"{m} {rest[m]:.0f} / {busy[m]:.0f}" for m in rest)
+    )
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
