@@ -53,7 +53,7 @@ async def main(bootstrap: str) -> dict[str, str]:
     async def list_topics() -> object:
         return topic in await admin.list_topics()
 
-    async def produce(**kwargs: object) -> object:
+    async def produce(**kwargs: object) -> None:
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **kwargs)
         try:
             await producer.start()
@@ -71,7 +71,7 @@ async def main(bootstrap: str) -> dict[str, str]:
         finally:
             await producer.stop()
 
-    async def transaction() -> object:
+    async def transaction() -> None:
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"tx-{suffix}")
         try:
             await producer.start()
@@ -98,7 +98,7 @@ async def main(bootstrap: str) -> dict[str, str]:
         finally:
             await consumer.stop()
 
-    async def resume_after_commit() -> object:
+    async def resume_after_commit() -> None:
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
         await producer.start()
         await producer.send_and_wait(topic, b"after-commit", partition=0)
@@ -155,7 +155,7 @@ async def main(bootstrap: str) -> dict[str, str]:
         finally:
             await asyncio.gather(first.stop(), second.stop())
 
-    async def delete_topic() -> object:
+    async def delete_topic() -> None:
         await admin.delete_topics([auto_topic])
 
     await step("admin create_topics", create_topic)

@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from assent_devstack._kafka import KafkaEngine
 from assent_devstack._postgres import running_postgres
 from assent_devstack._service import DevstackError, Service
 from assent_devstack._stack import (
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _up(state_dir: Path, engine: str) -> int:
+def _up(state_dir: Path, engine: KafkaEngine) -> int:
     recorded_engine, recorded = _known_services(state_dir)
     keep: dict[str, Service] = {}
     for name, service in recorded.items():
@@ -82,8 +83,9 @@ def _up(state_dir: Path, engine: str) -> int:
         elif service.alive():
             service.stop()
     missing = tuple(name for name in SERVICE_NAMES if name not in keep)
-    started = start_services(state_dir, engine, missing) if missing else {}  # type: ignore[arg-type]
-    stack = Stack(**keep, **started, kafka_engine=engine)  # type: ignore[arg-type]
+    started = start_services(state_dir, engine, missing) if missing else {}
+    running = {**keep, **started}
+    stack = Stack(running["kafka"], running["postgres"], running["redis"], engine)
     write_record(state_dir, stack)
     for name, service in stack.services().items():
         how = f"started in {service.startup_seconds:.1f}s" if name in started else "already up"

@@ -92,6 +92,8 @@ def start_postgres(state_dir: Path, port: int | None = None, timeout: float = 60
             owner,
         )
     except DevstackError as e:
+        if leftover := running_postgres(state_dir):  # pg_ctl gave up waiting on a server still starting
+            leftover.stop(timeout=10.0)
         raise DevstackError(f"{e}\n--- {log} ---\n{tail(log)}") from None
 
     service = running_postgres(state_dir)
@@ -171,9 +173,6 @@ def _initdb(data: Path, owner: pwd.struct_passwd | None) -> None:
 
 def _run_as(cmd: list[str], owner: pwd.struct_passwd | None) -> None:
     """Run a PostgreSQL tool to completion, as `owner` when given; raise DevstackError with its output."""
-    kwargs: dict[str, object] = {}
-    if owner is not None:
-        kwargs = {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
     # Output goes to a file, not a pipe: the server that pg_ctl forks could otherwise hold the pipe open.
     with tempfile.TemporaryFile("w+") as out:
         result = subprocess.run(
@@ -184,7 +183,9 @@ def _run_as(cmd: list[str], owner: pwd.struct_passwd | None) -> None:
             start_new_session=True,  # the server pg_ctl forks must outlive us and ignore our Ctrl-C
             cwd="/",
             env={**os.environ, "LC_ALL": "C"},
-            **kwargs,  # type: ignore[arg-type]
+            user=owner.pw_uid if owner else None,
+            group=owner.pw_gid if owner else None,
+            extra_groups=[] if owner else None,
         )
         if result.returncode != 0:
             out.seek(0)

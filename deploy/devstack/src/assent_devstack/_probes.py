@@ -39,7 +39,7 @@ async def _postgres(url: str, timeout: float) -> bool:
 
     conn = await asyncpg.connect(asyncpg_dsn(url), timeout=timeout)
     try:
-        return await conn.fetchval("SELECT 1") == 1
+        return bool(await conn.fetchval("SELECT 1") == 1)
     finally:
         await conn.close()
 

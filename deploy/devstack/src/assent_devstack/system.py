@@ -110,9 +110,10 @@ def build_system(
     api_tokens: str = '{"dev-token": "operator"}',
     kafka_idempotence: bool = True,
     extra_env: dict[str, str] | None = None,
+    gateway_port: int | None = None,
 ) -> System:
     log_dir.mkdir(parents=True, exist_ok=True)
-    edits_port, gateway_port = free_port(), free_port()
+    edits_port, gateway_port = free_port(), gateway_port or free_port()
     env = {
         "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap_servers,
         "DATABASE_URL": database_url,

@@ -1,0 +1,53 @@
+# Assent: every target documents itself; `make help` lists them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+export UV_PYTHON_DOWNLOADS := never
+UV := $(shell command -v uv 2>/dev/null || echo python3 -m uv)
+UV_VERSION := 0.13.8
+
+.PHONY: help uv install run test test-unit test-integration lint format bench up down status asyncapi clean
+
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+uv: ## Install uv (the package manager) if the machine lacks it
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
+
+install: uv ## Create .venv with every package pinned in uv.lock
+	@$(UV) sync --frozen --quiet
+
+run: install ## Run the whole system on this machine with a demo workspace and coach turn (Ctrl-C stops it)
+	@$(UV) run --frozen python -m assent_devstack.run
+
+test: install ## Run the whole test suite; starts Kafka, PostgreSQL and Redis unless endpoints are given
+	@$(UV) run --frozen pytest
+
+test-unit: install ## Run the unit tests only (no servers)
+	@$(UV) run --frozen pytest shared/tests services
+
+test-integration: install ## Run the integration tests only (real Kafka, PostgreSQL and Redis)
+	@$(UV) run --frozen pytest tests
+
+lint: install ## Check style and lint with ruff
+	@$(UV) run --frozen ruff check .
+	@$(UV) run --frozen ruff format --check .
+
+format: install ## Format the code with ruff
+	@$(UV) run --frozen ruff check --fix .
+	@$(UV) run --frozen ruff format .
+
+bench: install ## Measure the approval round against raw Kafka and PostgreSQL baselines
+	@$(UV) run --frozen python bench/approval_round.py
+
+up: install ## Start Kafka, PostgreSQL and Redis in the background (endpoints in .devstack/env)
+	@$(UV) run --frozen python -m assent_devstack up --state-dir .devstack
+
+down: install ## Stop what `make up` started
+	@$(UV) run --frozen python -m assent_devstack down --state-dir .devstack
+
+status: install ## Show whether the servers of `make up` answer
+	@$(UV) run --frozen python -m assent_devstack status --state-dir .devstack
+
+clean: ## Remove local state (.run, .devstack, caches)
+	rm -rf .run .devstack .pytest_cache .ruff_cache
