@@ -34,10 +34,7 @@ SERVER_CONF = """
 listen_addresses = '127.0.0.1'
 unix_socket_directories = ''
 max_connections = 200
-# Local development data: speed matters more than surviving an OS crash.
-fsync = off
-synchronous_commit = off
-full_page_writes = off
+# Durable, as in production: commits are flushed, so benchmark baselines and crash tests mean what they say.
 """
 
 
