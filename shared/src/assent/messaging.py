@@ -51,6 +51,19 @@ def make_broker(
     )
 
 
+async def start_broker(broker: KafkaBroker) -> None:
+    """``broker.start()``, but with every subscriber joining its consumer group at the same time.
+
+    Brokers delay each group join (Kafka's ``group.initial.rebalance.delay.ms``, Tansu's fixed pause), and
+    FastStream starts subscribers one after another, which multiplies that delay by their number.
+    """
+    await broker.connect()
+    await asyncio.gather(*(subscriber.start() for subscriber in broker.subscribers))
+    for publisher in broker.publishers:
+        await publisher.start()
+    broker.running = True
+
+
 async def ensure_topics(bootstrap_servers: str, prefix: str, topics: Iterable[Topic] = REGISTRY) -> None:
     """Create every registry topic (and its dead-letter twin) that does not exist yet."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="assent-admin")

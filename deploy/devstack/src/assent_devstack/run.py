@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 from pathlib import Path
 
@@ -24,12 +23,6 @@ from .system import System, build_system
 
 TOKEN = "dev-token"
 OPERATOR = "operator"
-
-
-def _kafka_engine(requested: str) -> str:
-    if requested != "auto":
-        return requested
-    return "kafka" if shutil.which("java") and shutil.which("mvn") else "tansu"
 
 
 async def _seed(gateway: str) -> None:
@@ -111,7 +104,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state-dir", type=Path, default=Path(".run"))
     parser.add_argument(
-        "--kafka", choices=("auto", "kafka", "tansu"), default=os.environ.get("ASSENT_KAFKA_ENGINE", "auto")
+        "--kafka",
+        choices=("kafka", "tansu"),
+        default=os.environ.get("ASSENT_KAFKA_ENGINE", "tansu"),
+        help="tansu (embedded, no Java) or kafka (Apache Kafka 3.9 from Maven Central; needs Java 17+ and Maven)",
     )
     parser.add_argument("--port", type=int, default=int(os.environ.get("ASSENT_GATEWAY_PORT", "8100")))
     args = parser.parse_args()
@@ -124,7 +120,7 @@ def main() -> None:
     else:
         from . import start_all
 
-        engine = _kafka_engine(args.kafka)
+        engine = args.kafka
         print(f"Starting Kafka ({engine}), PostgreSQL and Redis under {args.state_dir}/ ...", flush=True)
         devstack = start_all(args.state_dir / "servers", kafka_engine=engine)  # type: ignore[arg-type]
         env = devstack.env()
@@ -146,6 +142,7 @@ def main() -> None:
             signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
             asyncio.run(_demo_turn(system, kafka, "", idempotent))
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
         print("Stopping ...", flush=True)
         system.stop()
         if devstack is not None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from assent.contracts import DecisionMade, Message, SessionClosed, SessionOpened, ToolCall
 from assent.db import create_engine, migrate
-from assent.messaging import ensure_topics, make_broker, subscribe
+from assent.messaging import ensure_topics, make_broker, start_broker, subscribe
 from assent.outbox import Outbox, OutboxRelay
 from assent.telemetry import setup_telemetry
 from assent.topics import EDITS_TOOL_CALLS, PROPOSALS_DECIDED, STUDIO_SESSIONS
@@ -59,7 +59,7 @@ def create_app(settings: EditsSettings) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await migrate(engine, MIGRATIONS, tables.SCHEMA)
         await ensure_topics(settings.kafka_bootstrap_servers, prefix)
-        await broker.start()
+        await start_broker(broker)
         relay.start()
         try:
             yield

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from assent.contracts import Message
 from assent.db import create_engine, migrate
-from assent.messaging import ensure_topics, make_broker, subscribe
+from assent.messaging import ensure_topics, make_broker, start_broker, subscribe
 from assent.outbox import Outbox, OutboxRelay
 from assent.telemetry import setup_telemetry
 from assent.topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, STUDIO_SESSIONS, STUDIO_TURNS, TOOL_RESULTS, Topic
@@ -61,7 +61,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         await migrate(engine, MIGRATIONS, tables.SCHEMA)
         await ensure_topics(settings.kafka_bootstrap_servers, prefix)
         await outcomes.start()
-        await broker.start()
+        await start_broker(broker)
         relay.start()
         try:
             yield
