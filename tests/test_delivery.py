@@ -130,3 +130,40 @@ async def test_one_trace_spans_tool_call_proposal_decision_and_outcome(stack: St
             assert records, topic
             assert trace_ids(records) == {trace_id}, topic
         assert ToolCall.model_validate_json(call[0].value).tool == "studio_edit_memory"
+
+
+async def test_decisions_work_through_any_gateway_replica(stack: Stack, tmp_path: Any) -> None:
+    """Two gateway replicas share one consumer group: whichever consumes an outcome, the replica that holds
+    the HTTP request answers it (the outcome reaches it through Redis)."""
+    from assent_devstack.system import ServiceProcess, free_port
+
+    second = ServiceProcess("gateway", free_port(), stack.system.env, tmp_path / "gateway-2.log")
+    await asyncio.to_thread(second.start)
+    try:
+        async with stack.http() as first_http, stack.coach() as coach:
+            import httpx
+
+            second_http = httpx.AsyncClient(base_url=second.url, headers=dict(first_http.headers), timeout=60.0)
+            async with second_http:
+                world = await new_world(first_http)
+                turn = await open_turn(coach, world)
+                agents = [world.agent_id, world.other_agent_id]
+                results = []
+                for agent in agents:
+                    version = (await memory(first_http, agent))["version"]
+                    results.append(await propose(turn, agent, f"Replica {agent}.\n", version))
+                await turn.end_step()
+                sid = turn.session.session_id
+                await wait_pending(first_http, sid, 2)
+                for http, result in zip((first_http, second_http), results, strict=True):
+                    answer = await http.post(
+                        f"/api/studio/sessions/{sid}/edits/{turn.calls[result.tool_call_id].seq}",
+                        json={"decision": "apply"},
+                    )
+                    assert answer.status_code == 200, answer.text
+                continuation = await turn.continuation()
+                assert [d.outcome for d in continuation.decisions] == ["applied", "applied"]
+                for agent in agents:
+                    assert (await memory(second_http, agent))["content"] == f"Replica {agent}.\n"
+    finally:
+        await asyncio.to_thread(second.stop)

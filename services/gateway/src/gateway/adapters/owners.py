@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
 
 class OwnerUnavailable(Exception):
@@ -20,6 +21,7 @@ class OwnerReply:
 class Owners:
     def __init__(self, edits_url: str) -> None:
         self.edits = httpx.AsyncClient(base_url=edits_url, timeout=5.0)
+        HTTPXClientInstrumentor.instrument_client(self.edits)  # trace context on live reads and workspace writes
 
     async def close(self) -> None:
         await self.edits.aclose()
