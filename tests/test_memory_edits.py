@@ -37,7 +37,11 @@ async def pending(http: httpx.AsyncClient, session_id: str) -> dict[str, Any]:
 
 async def wait_pending(http: httpx.AsyncClient, session_id: str, n: int) -> dict[str, Any]:
     async def probe() -> dict[str, Any] | None:
-        body = await pending(http, session_id)
+        response = await http.get(f"/api/studio/sessions/{session_id}/pending")
+        if response.status_code == 404:  # the gateway has not heard of the session yet
+            return None
+        assert response.status_code == 200, response.text
+        body = response.json()
         return body if body["waiting_on"] == n else None
 
     return await wait_for(probe)
