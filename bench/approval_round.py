@@ -3,8 +3,8 @@
     uv run python bench/approval_round.py [--rounds 200]
 
 Legs, each timed per round:
-- propose → visible: the coach publishes ``studio_edit_memory`` until the gateway's ``GET …/edits/{seq}``
-  shows the request (polled back to back, so the figure includes up to one HTTP read);
+- propose → visible: the coach publishes ``studio_edit_memory`` until the gateway announces the committed
+  request on its live event stream (``GET …/events``), after which ``GET …/edits/{seq}`` shows it;
 - apply → 200: the operator's ``POST …/edits/{seq}`` until its answer;
 - round: propose → visible → apply → 200 → ``TurnContinuation`` at the coach.
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 import tempfile
@@ -106,6 +107,16 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
+async def sse_events(http: httpx.AsyncClient, url: str, into: asyncio.Queue[tuple[str, dict]]) -> None:
+    async with http.stream("GET", url, timeout=None) as response:
+        name = ""
+        async for line in response.aiter_lines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                await into.put((name, json.loads(line[6:])))
+
+
 async def approval_rounds(system_url: str, kafka: str, prefix: str, rounds: int) -> dict[str, list[float]]:
     legs: dict[str, list[float]] = {"propose → visible": [], "apply → 200": [], "round": []}
     n = uuid.uuid4().hex[:6]
@@ -118,6 +129,9 @@ async def approval_rounds(system_url: str, kafka: str, prefix: str, rounds: int)
             (await http.post(path, json=body)).raise_for_status()
         async with CoachClient(kafka, topic_prefix=prefix) as coach:
             session = await coach.open_session(org_id=f"o{n}", source_guild_id=f"g{n}", operator_user_id="bench")
+            events: asyncio.Queue[tuple[str, dict]] = asyncio.Queue()
+            reader = asyncio.create_task(sse_events(http, f"/api/studio/sessions/{session.session_id}/events", events))
+            assert (await events.get())[0] == "ready"
             version = 0
             for i in range(rounds + 10):
                 turn = session.begin_turn()
@@ -127,8 +141,10 @@ async def approval_rounds(system_url: str, kafka: str, prefix: str, rounds: int)
                     {"agent_id": f"a{n}", "content": f"line {i}\n" * 20, "base_version": version, "reason": "bench"},
                 )
                 url = f"/api/studio/sessions/{session.session_id}/edits/{call.seq}"
-                while (await http.get(url)).status_code != 200:
-                    await asyncio.sleep(0.001)  # a tight loop would steal the CPU the round needs
+                while True:
+                    name, event = await events.get()
+                    if name == "request.proposed" and event["seq"] == call.seq:
+                        break
                 visible = time.perf_counter()
                 await turn.result(call)
                 await turn.end_step()
@@ -139,10 +155,13 @@ async def approval_rounds(system_url: str, kafka: str, prefix: str, rounds: int)
                 await turn.continuation()
                 done = time.perf_counter()
                 version += 1
+                if i == 0:
+                    assert (await http.get(url)).json()["status"] == "applied"
                 if i >= 10:
                     legs["propose → visible"].append(visible - start)
                     legs["apply → 200"].append(applied - applying)
                     legs["round"].append((visible - start) + (done - applying))
+            reader.cancel()
     return legs
 
 

@@ -4,11 +4,14 @@ Every endpoint needs a bearer token. Client mistakes get 4xx with a ``detail`` t
 does not answer is 503; a decision whose outcome is late is 504 and still stands.
 """
 
+import asyncio
+import json
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from assent.hashing import content_hash, unified_diff
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -83,6 +86,25 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
         """Every open request of the session, with counts per section and per agent ("Waiting on N")."""
         items = await handlers.pending_items(deps, session_id)
         return {"session_id": session_id, **summarize(items), "items": items}
+
+    @studio.get("/{session_id}/events", response_class=StreamingResponse)
+    async def live_events(session_id: str, request: Request, _: User) -> StreamingResponse:
+        """Server-sent events of the session: ``request.proposed``, ``request.decided``, ``turn.step_ended``,
+        ``turn.continued``. The first event, ``ready``, comes once the stream is listening. Events are hints
+        to re-read the pending items, not a record: a client that reconnects re-reads."""
+
+        async def stream() -> AsyncIterator[str]:
+            async with deps.events.listen(session_id) as queue:
+                yield "event: ready\ndata: {}\n\n"
+                while not await request.is_disconnected():
+                    try:
+                        event = await asyncio.wait_for(queue.get(), timeout=15)
+                    except TimeoutError:
+                        yield ": keep-alive\n\n"
+                        continue
+                    yield f"event: {event['event']}\ndata: {json.dumps(event, default=str)}\n\n"
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     @studio.get("/{session_id}/edits/{seq}")
     async def read_edit(session_id: str, seq: int, _: User) -> dict[str, Any]:

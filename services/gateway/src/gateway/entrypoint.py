@@ -17,7 +17,7 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 from . import api, handlers
 from .adapters import tables
-from .adapters.notify import OutcomeFeed
+from .adapters.notify import EventFeed
 from .adapters.owners import Owners
 from .settings import GatewaySettings
 
@@ -35,9 +35,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         tracer_provider=provider,
     )
     prefix = settings.topic_prefix
-    outcomes = OutcomeFeed(settings.redis_url, f"{prefix}assent:outcomes")
+    events = EventFeed(settings.redis_url, f"{prefix}assent:events")
     owners = Owners(settings.edits_url)
-    deps = handlers.Deps(engine, outbox, settings, outcomes)
+    deps = handlers.Deps(engine, outbox, settings, events)
 
     def bind(handler: Callable[..., Awaitable[None]]) -> Callable[[Message], Awaitable[None]]:
         async def handle(message: Message) -> None:
@@ -60,7 +60,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await migrate(engine, MIGRATIONS, tables.SCHEMA)
         await ensure_topics(settings.kafka_bootstrap_servers, prefix)
-        await outcomes.start()
+        await events.start()
         await start_broker(broker)
         relay.start()
         try:
@@ -68,7 +68,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         finally:
             await relay.stop()
             await broker.stop()
-            await outcomes.stop()
+            await events.stop()
             await owners.close()
             await engine.dispose()
 

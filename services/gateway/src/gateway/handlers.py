@@ -34,7 +34,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .adapters import tables as t
-from .adapters.notify import OutcomeFeed
+from .adapters.notify import EventFeed
 from .domain.items import DECISIONS_BY_KIND
 from .domain.turns import RESOLVED, RefusedCall, RequestState, continuation_text, settle
 from .settings import GatewaySettings
@@ -47,7 +47,7 @@ class Deps:
     engine: AsyncEngine
     outbox: Outbox
     settings: GatewaySettings
-    outcomes: OutcomeFeed
+    events: EventFeed
 
 
 class NotFound(LookupError):
@@ -127,7 +127,9 @@ async def on_proposed(message: ProposalProposed, deps: Deps) -> None:
             )
             .on_conflict_do_nothing()
         )
-        await _settle_turns(conn, message.session_id, deps)
+        events = [_event("request.proposed", message.session_id, seq=message.seq, kind=message.kind)]
+        events += await _settle_turns(conn, message.session_id, deps)
+    await deps.events.publish(events)
 
 
 async def on_tool_result(message: ToolResult, deps: Deps) -> None:
@@ -149,7 +151,8 @@ async def on_tool_result(message: ToolResult, deps: Deps) -> None:
             )
             .on_conflict_do_nothing()
         )
-        await _settle_turns(conn, message.session_id, deps)
+        events = await _settle_turns(conn, message.session_id, deps)
+    await deps.events.publish(events)
 
 
 async def on_step_ended(message: StepEnded, deps: Deps) -> None:
@@ -169,7 +172,9 @@ async def on_step_ended(message: StepEnded, deps: Deps) -> None:
             )
             .on_conflict_do_nothing()
         )
-        await _settle_turns(conn, message.session_id, deps)
+        events = [_event("turn.step_ended", message.session_id, turn_id=message.turn_id, step=message.step)]
+        events += await _settle_turns(conn, message.session_id, deps)
+    await deps.events.publish(events)
 
 
 async def on_outcome(message: ProposalOutcome, deps: Deps) -> None:
@@ -198,12 +203,21 @@ async def on_outcome(message: ProposalOutcome, deps: Deps) -> None:
             )
         elif message.outcome == "stale":
             await conn.execute(t.requests.update().where(pending).values(stale=True))
-        await _settle_turns(conn, message.session_id, deps)
-    await deps.outcomes.publish(outcome)
+        events = [_event("request.decided", message.session_id, seq=message.seq, outcome=outcome)]
+        events += await _settle_turns(conn, message.session_id, deps)
+    await deps.events.publish(events)
 
 
-async def _settle_turns(conn: AsyncConnection, session_id: str, deps: Deps) -> None:
-    """Continue every paused turn of the session whose requests are all decided (caller holds the lock)."""
+def _event(name: str, session_id: str, **fields: Any) -> dict[str, Any]:
+    return {"event": name, "session_id": session_id, **fields}
+
+
+async def _settle_turns(conn: AsyncConnection, session_id: str, deps: Deps) -> list[dict[str, Any]]:
+    """Continue every paused turn of the session whose requests are all decided (caller holds the lock).
+
+    Returns the live events to announce once the caller's transaction has committed.
+    """
+    events: list[dict[str, Any]] = []
     open_turns = (
         await conn.execute(select(t.turns).where(t.turns.c.session_id == session_id, t.turns.c.continued_at.is_(None)))
     ).all()
@@ -240,6 +254,8 @@ async def _settle_turns(conn: AsyncConnection, session_id: str, deps: Deps) -> N
             )
             .values(continued_at=datetime.now(UTC), continuation=continuation.model_dump(mode="json"), sends=1)
         )
+        events.append(_event("turn.continued", session_id, turn_id=turn.turn_id, step=turn.step))
+    return events
 
 
 # --- operator actions ---------------------------------------------------------------------------------
@@ -271,7 +287,7 @@ async def decide(deps: Deps, session_id: str, seq: int, decision: str, actor: st
     if decision not in DECISIONS_BY_KIND.get(request["kind"], frozenset()):
         raise Refused(422, f"a {request['kind']} request cannot be decided with {decision!r}")
     decision_id = f"dec_{uuid.uuid4().hex}"
-    answered = deps.outcomes.expect(decision_id)
+    answered = deps.events.expect(decision_id)
     try:
         # The decision continues the proposal's trace, so one trace spans tool call to outcome; the HTTP
         # request's own span is linked.
@@ -309,7 +325,7 @@ async def decide(deps: Deps, session_id: str, seq: int, decision: str, actor: st
             detach(token)
         return await _await_outcome(deps, decision_id, answered)
     finally:
-        deps.outcomes.forget(decision_id)
+        deps.events.forget(decision_id)
 
 
 async def _await_outcome(deps: Deps, decision_id: str, answered: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:

@@ -1,8 +1,11 @@
-"""Decision outcomes fanned out to every gateway replica through Redis pub/sub.
+"""Live events fanned out to every gateway replica through Redis pub/sub.
 
-The replica that consumes a ``ProposalOutcome`` (one per consumer group) publishes it on one channel; the
-replica whose HTTP request is waiting on that decision picks it up. Pub/sub is fire-and-forget, so a
-waiter also re-reads the projection in PostgreSQL now and then: a lost notification only costs latency.
+The replica that consumes a message (one per consumer group) publishes what changed, after its transaction
+commits, on one channel. Every replica hears it and hands it to whoever waits there: the HTTP request that
+made a decision (by ``decision_id``) and the live streams open on that session (by ``session_id``).
+
+Pub/sub is fire-and-forget: a waiting decision also re-reads the projection in PostgreSQL now and then, so a
+lost event only costs latency, and a live stream is a hint to re-read, never the record.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections import defaultdict
+from collections.abc import AsyncIterator
 from typing import Any
 
 from redis.asyncio import Redis
@@ -18,17 +23,18 @@ from redis.asyncio import Redis
 log = logging.getLogger(__name__)
 
 
-class OutcomeFeed:
+class EventFeed:
     def __init__(self, redis_url: str, channel: str) -> None:
         self._redis = Redis.from_url(redis_url)
         self._channel = channel
-        self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._decisions: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._streams: defaultdict[str, set[asyncio.Queue[dict[str, Any]]]] = defaultdict(set)
         self._reader: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
         await pubsub.subscribe(self._channel)
-        self._reader = asyncio.create_task(self._read(pubsub), name="outcome-feed")
+        self._reader = asyncio.create_task(self._read(pubsub), name="event-feed")
 
     async def stop(self) -> None:
         if self._reader is not None:
@@ -37,31 +43,53 @@ class OutcomeFeed:
                 await self._reader
         await self._redis.aclose()
 
+    async def publish(self, events: list[dict[str, Any]]) -> None:
+        """Announce committed changes; each event names its ``session_id`` and ``event``."""
+        try:
+            for event in events:
+                await self._redis.publish(self._channel, json.dumps(event, default=str))
+        except Exception:  # waiters fall back to the database
+            log.warning("could not publish %d live events to Redis", len(events), exc_info=True)
+
     def expect(self, decision_id: str) -> asyncio.Future[dict[str, Any]]:
-        return self._waiters.setdefault(decision_id, asyncio.get_running_loop().create_future())
+        """A future that receives the outcome of ``decision_id``; call :meth:`forget` when done."""
+        return self._decisions.setdefault(decision_id, asyncio.get_running_loop().create_future())
 
     def forget(self, decision_id: str) -> None:
-        self._waiters.pop(decision_id, None)
+        self._decisions.pop(decision_id, None)
 
-    async def publish(self, outcome: dict[str, Any]) -> None:
+    @contextlib.asynccontextmanager
+    async def listen(self, session_id: str) -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
+        """A queue of the session's events for as long as the block runs."""
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=1000)
+        self._streams[session_id].add(queue)
         try:
-            await self._redis.publish(self._channel, json.dumps(outcome, default=str))
-        except Exception:  # waiters fall back to the database
-            log.warning("could not publish outcome %s to Redis", outcome.get("decision_id"), exc_info=True)
+            yield queue
+        finally:
+            self._streams[session_id].discard(queue)
+            if not self._streams[session_id]:
+                del self._streams[session_id]
+
+    def _deliver(self, event: dict[str, Any]) -> None:
+        outcome = event.get("outcome")
+        if isinstance(outcome, dict):
+            future = self._decisions.get(outcome.get("decision_id", ""))
+            if future is not None and not future.done():
+                future.set_result(outcome)
+        for queue in self._streams.get(event.get("session_id", ""), ()):
+            with contextlib.suppress(asyncio.QueueFull):  # a stalled reader misses hints, not records
+                queue.put_nowait(event)
 
     async def _read(self, pubsub: Any) -> None:
         while True:
             try:
                 async for message in pubsub.listen():
-                    outcome = json.loads(message["data"])
-                    future = self._waiters.get(outcome.get("decision_id"))
-                    if future is not None and not future.done():
-                        future.set_result(outcome)
+                    self._deliver(json.loads(message["data"]))
             except asyncio.CancelledError:
                 await pubsub.aclose()
                 raise
             except Exception:
-                log.warning("outcome feed lost Redis; resubscribing", exc_info=True)
+                log.warning("event feed lost Redis; resubscribing", exc_info=True)
                 await asyncio.sleep(0.5)
                 with contextlib.suppress(Exception):
                     await pubsub.subscribe(self._channel)
