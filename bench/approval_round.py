@@ -1,6 +1,6 @@
 """The approval round, measured beside its raw floors in the same run.
 
-    uv run python bench/approval_round.py [--rounds 200]
+    uv run python bench/approval_round.py [--rounds 200] [--no-telemetry]
 
 Legs, each timed per round:
 - propose → visible: the coach publishes ``studio_edit_memory`` until the gateway announces the committed
@@ -168,6 +168,7 @@ async def approval_rounds(system_url: str, kafka: str, prefix: str, rounds: int)
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--no-telemetry", action="store_true", help="run the services with OTEL_SDK_DISABLED=true")
     args = parser.parse_args()
 
     devstack = None
@@ -196,7 +197,7 @@ async def main() -> None:
         log_dir=Path(tempfile.mkdtemp(prefix="assent-bench-logs-")),
         topic_prefix=f"{name}.",
         api_tokens=f'{{"{TOKEN}": "bench"}}',
-        extra_env={"ASSENT_LOG_LEVEL": "WARNING"},
+        extra_env={"ASSENT_LOG_LEVEL": "WARNING", **({"OTEL_SDK_DISABLED": "true"} if args.no_telemetry else {})},
     )
     system.start()
     try:
