@@ -79,7 +79,7 @@ async def test_spans_are_exported_over_otlp(endpoints: Any, tmp_path: Any, colle
 
             def traced() -> set[tuple[str, str]] | None:
                 kinds = set()
-                for service, name, span_trace, attributes in collector.spans:
+                for service, _name, span_trace, attributes in collector.spans:
                     if span_trace != trace_id:
                         continue
                     if attributes.get("messaging.system") == "kafka":
