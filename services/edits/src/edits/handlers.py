@@ -269,11 +269,10 @@ async def _decide(conn: AsyncConnection, decision: DecisionMade) -> ProposalOutc
             **fields,  # type: ignore[arg-type]
         )
 
-    request = await repo.get_request(conn, decision.proposal_id, for_update=True)
+    request, live = await repo.get_request_for_decision(conn, decision.proposal_id)
     if request is None or request.session_id != decision.session_id:
         return outcome("refused", 404, f"no request {decision.proposal_id!r} in session {decision.session_id!r}")
     assert request.agent_id is not None
-    live = await repo.get_memory(conn, request.agent_id, for_update=True)
     verdict = memory.decide(request, decision.decision, live)
     if verdict == "already_resolved":
         return outcome(

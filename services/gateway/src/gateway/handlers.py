@@ -99,124 +99,130 @@ async def on_session_event(message: SessionOpened | SessionClosed, deps: Deps) -
 
 async def on_proposed(message: ProposalProposed, deps: Deps) -> None:
     async with deps.outbox.transaction(deps.engine) as conn:
-        if not await claim(conn, t.inbox, "gateway.proposed", message.id):
-            return
-        await session_lock(conn, "gateway", message.session_id)
-        await conn.execute(
-            insert(t.requests)
-            .values(
-                session_id=message.session_id,
-                seq=message.seq,
-                proposal_id=message.proposal_id,
-                tool_call_id=message.tool_call_id,
-                turn_id=message.turn_id,
-                step=message.step,
-                tool=message.tool,
-                kind=message.kind,
-                action=message.action,
-                section=message.section,
-                agent_id=message.agent_id,
-                target=message.target.model_dump(mode="json"),
-                base=message.base.model_dump(mode="json"),
-                proposed_hash=message.proposed_hash,
-                lines=message.lines.model_dump(mode="json"),
-                widens=message.widens,
-                reason=message.reason,
-                card=message.card.model_dump(mode="json"),
-                trace=current_carrier(),
+        first = await claim(conn, t.inbox, "gateway.proposed", message.id)
+        if first:
+            await conn.execute(
+                insert(t.requests)
+                .values(
+                    session_id=message.session_id,
+                    seq=message.seq,
+                    proposal_id=message.proposal_id,
+                    tool_call_id=message.tool_call_id,
+                    turn_id=message.turn_id,
+                    step=message.step,
+                    tool=message.tool,
+                    kind=message.kind,
+                    action=message.action,
+                    section=message.section,
+                    agent_id=message.agent_id,
+                    target=message.target.model_dump(mode="json"),
+                    base=message.base.model_dump(mode="json"),
+                    proposed_hash=message.proposed_hash,
+                    lines=message.lines.model_dump(mode="json"),
+                    widens=message.widens,
+                    reason=message.reason,
+                    card=message.card.model_dump(mode="json"),
+                    trace=current_carrier(),
+                )
+                .on_conflict_do_nothing()
             )
-            .on_conflict_do_nothing()
-        )
-        events = [_event("request.proposed", message.session_id, seq=message.seq, kind=message.kind)]
-        events += await _settle_turns(conn, message.session_id, deps)
-    await deps.events.publish(events)
+    if first:
+        await deps.events.publish([_event("request.proposed", message.session_id, seq=message.seq, kind=message.kind)])
+    await settle_session(deps, message.session_id)
 
 
 async def on_tool_result(message: ToolResult, deps: Deps) -> None:
     if message.ok:
         return  # requests arrive as ProposalProposed; plain outputs are the coach's business
+    assert message.error is not None
     async with deps.outbox.transaction(deps.engine) as conn:
-        if not await claim(conn, t.inbox, "gateway.tool-results", message.id):
-            return
-        await session_lock(conn, "gateway", message.session_id)
-        assert message.error is not None
-        await conn.execute(
-            insert(t.refused_calls)
-            .values(
-                tool_call_id=message.tool_call_id,
-                session_id=message.session_id,
-                seq=message.seq,
-                tool=message.tool,
-                error=message.error.model_dump(mode="json"),
+        if await claim(conn, t.inbox, "gateway.tool-results", message.id):
+            await conn.execute(
+                insert(t.refused_calls)
+                .values(
+                    tool_call_id=message.tool_call_id,
+                    session_id=message.session_id,
+                    seq=message.seq,
+                    tool=message.tool,
+                    error=message.error.model_dump(mode="json"),
+                )
+                .on_conflict_do_nothing()
             )
-            .on_conflict_do_nothing()
-        )
-        events = await _settle_turns(conn, message.session_id, deps)
-    await deps.events.publish(events)
+    await settle_session(deps, message.session_id)
 
 
 async def on_step_ended(message: StepEnded, deps: Deps) -> None:
     async with deps.outbox.transaction(deps.engine) as conn:
-        if not await claim(conn, t.inbox, "gateway.turns", message.id):
-            return
-        await session_lock(conn, "gateway", message.session_id)
-        await conn.execute(
-            insert(t.turns)
-            .values(
-                session_id=message.session_id,
-                turn_id=message.turn_id,
-                step=message.step,
-                tool_call_ids=list(message.tool_call_ids),
-                # A step that made no request does not pause the turn: nothing to continue.
-                continued_at=None if message.tool_call_ids else datetime.now(UTC),
+        first = await claim(conn, t.inbox, "gateway.turns", message.id)
+        if first:
+            await conn.execute(
+                insert(t.turns)
+                .values(
+                    session_id=message.session_id,
+                    turn_id=message.turn_id,
+                    step=message.step,
+                    tool_call_ids=list(message.tool_call_ids),
+                    # A step that made no request does not pause the turn: nothing to continue.
+                    continued_at=None if message.tool_call_ids else datetime.now(UTC),
+                )
+                .on_conflict_do_nothing()
             )
-            .on_conflict_do_nothing()
-        )
-        events = [_event("turn.step_ended", message.session_id, turn_id=message.turn_id, step=message.step)]
-        events += await _settle_turns(conn, message.session_id, deps)
-    await deps.events.publish(events)
+    if first:
+        ended = _event("turn.step_ended", message.session_id, turn_id=message.turn_id, step=message.step)
+        await deps.events.publish([ended])
+    await settle_session(deps, message.session_id)
 
 
 async def on_outcome(message: ProposalOutcome, deps: Deps) -> None:
+    outcome = message.model_dump(mode="json")
     async with deps.outbox.transaction(deps.engine) as conn:
-        if not await claim(conn, t.inbox, "gateway.outcomes", message.id):
-            return
-        await session_lock(conn, "gateway", message.session_id)
-        outcome = message.model_dump(mode="json")
-        await conn.execute(
-            t.decisions.update()
-            .where(t.decisions.c.decision_id == message.decision_id)
-            .values(outcome=outcome, outcome_at=datetime.now(UTC))
-        )
-        pending = (t.requests.c.proposal_id == message.proposal_id) & (t.requests.c.status == "pending")
-        if message.outcome in RESOLVED:
+        first = await claim(conn, t.inbox, "gateway.outcomes", message.id)
+        if first:
             await conn.execute(
-                t.requests.update()
-                .where(pending)
-                .values(
-                    status=message.outcome,
-                    stale=False,
-                    resolved_by=message.resolved_by,
-                    resolved_at=message.resolved_at,
-                    result=outcome,
-                )
+                t.decisions.update()
+                .where(t.decisions.c.decision_id == message.decision_id)
+                .values(outcome=outcome, outcome_at=datetime.now(UTC))
             )
-        elif message.outcome == "stale":
-            await conn.execute(t.requests.update().where(pending).values(stale=True))
-        events = [_event("request.decided", message.session_id, seq=message.seq, outcome=outcome)]
-        events += await _settle_turns(conn, message.session_id, deps)
-    await deps.events.publish(events)
+            pending = (t.requests.c.proposal_id == message.proposal_id) & (t.requests.c.status == "pending")
+            if message.outcome in RESOLVED:
+                await conn.execute(
+                    t.requests.update()
+                    .where(pending)
+                    .values(
+                        status=message.outcome,
+                        stale=False,
+                        resolved_by=message.resolved_by,
+                        resolved_at=message.resolved_at,
+                        result=outcome,
+                    )
+                )
+            elif message.outcome == "stale":
+                await conn.execute(t.requests.update().where(pending).values(stale=True))
+    # The deciding HTTP request is answered as soon as the projection holds the outcome; settling the turn
+    # follows in a transaction of its own.
+    await deps.events.publish([_event("request.decided", message.session_id, seq=message.seq, outcome=outcome)])
+    await settle_session(deps, message.session_id)
 
 
 def _event(name: str, session_id: str, **fields: Any) -> dict[str, Any]:
     return {"event": name, "session_id": session_id, **fields}
 
 
-async def _settle_turns(conn: AsyncConnection, session_id: str, deps: Deps) -> list[dict[str, Any]]:
-    """Continue every paused turn of the session whose requests are all decided (caller holds the lock).
+async def settle_session(deps: Deps, session_id: str) -> None:
+    """Continue every paused turn of the session whose requests are all decided.
 
-    Returns the live events to announce once the caller's transaction has committed.
+    Runs after each projection change, in a transaction of its own under the session lock, and again when a
+    message is redelivered: a crash between the projection's commit and this one loses no continuation,
+    and the lock with the ``continued_at`` check sends each at most once.
     """
+    async with deps.outbox.transaction(deps.engine) as conn:
+        await session_lock(conn, "gateway", session_id)
+        events = await _settle_turns(conn, session_id, deps)
+    await deps.events.publish(events)
+
+
+async def _settle_turns(conn: AsyncConnection, session_id: str, deps: Deps) -> list[dict[str, Any]]:
+    """The body of :func:`settle`; returns the live events to announce once its transaction commits."""
     events: list[dict[str, Any]] = []
     open_turns = (
         await conn.execute(select(t.turns).where(t.turns.c.session_id == session_id, t.turns.c.continued_at.is_(None)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from assent.hashing import content_hash
-from sqlalchemy import select
+from sqlalchemy import Integer, Text, func, literal, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -64,49 +64,65 @@ async def write_memory(
 ) -> int | None:
     """Write a new Memory version if the live one is ``expected_version``; None when it is not.
 
-    Every write adds a revision and a ``file_changes`` row that links back to the request, if any.
+    Every write adds a revision and a ``file_changes`` row that links back to the request, if any. The three
+    writes go to PostgreSQL as one statement.
     """
     new_hash = content_hash(content)
     updated = (
-        await conn.execute(
-            t.memory.update()
-            .where(t.memory.c.agent_id == agent_id, t.memory.c.version == expected_version)
-            .values(content=content, version=expected_version + 1, hash=new_hash, updated_by=actor)
-            .returning(t.memory.c.version)
-        )
-    ).first()
-    if updated is None:
-        return None
-    version: int = updated.version
-    revision_id = (
-        await conn.execute(
-            t.memory_revisions.insert()
-            .values(
-                agent_id=agent_id,
-                version=version,
-                content=content,
-                hash=new_hash,
-                author_user_id=actor,
-                studio_session_id=studio_session_id,
-                studio_seq=studio_seq,
-            )
-            .returning(t.memory_revisions.c.revision_id)
-        )
-    ).scalar_one()
-    await conn.execute(
-        t.file_changes.insert().values(
-            agent_id=agent_id,
-            path="memory.md",
-            revision_id=revision_id,
-            change="update",
-            actor_user_id=actor,
-            tool_call_id=tool_call_id,
-            tool_name=tool_name,
-            studio_session_id=studio_session_id,
-            studio_seq=studio_seq,
-        )
+        t.memory.update()
+        .where(t.memory.c.agent_id == agent_id, t.memory.c.version == expected_version)
+        .values(content=content, version=expected_version + 1, hash=new_hash, updated_by=actor, updated_at=func.now())
+        .returning(t.memory.c.agent_id, t.memory.c.version)
+        .cte("updated")
     )
-    return version
+    revision = (
+        insert(t.memory_revisions)
+        .from_select(
+            ["agent_id", "version", "content", "hash", "author_user_id", "studio_session_id", "studio_seq"],
+            select(
+                updated.c.agent_id,
+                updated.c.version,
+                literal(content),
+                literal(new_hash),
+                literal(actor),
+                literal(studio_session_id, Text),
+                literal(studio_seq, Integer),
+            ),
+        )
+        .returning(t.memory_revisions.c.revision_id, t.memory_revisions.c.version)
+        .cte("revision")
+    )
+    change = (
+        insert(t.file_changes)
+        .from_select(
+            [
+                "agent_id",
+                "path",
+                "revision_id",
+                "change",
+                "actor_user_id",
+                "tool_call_id",
+                "tool_name",
+                "studio_session_id",
+                "studio_seq",
+            ],
+            select(
+                literal(agent_id),
+                literal("memory.md"),
+                revision.c.revision_id,
+                literal("update"),
+                literal(actor),
+                literal(tool_call_id, Text),
+                literal(tool_name, Text),
+                literal(studio_session_id, Text),
+                literal(studio_seq, Integer),
+            ),
+        )
+        .returning(t.file_changes.c.change_id)
+        .cte("change")
+    )
+    row = (await conn.execute(select(revision.c.version).select_from(revision).join(change, literal(True)))).first()
+    return None if row is None else int(row.version)
 
 
 def _request(row: Any) -> Request:
@@ -130,12 +146,23 @@ def _request(row: Any) -> Request:
     )
 
 
-async def get_request(conn: AsyncConnection, proposal_id: str, *, for_update: bool = False) -> Request | None:
-    query = select(t.requests).where(t.requests.c.proposal_id == proposal_id)
-    if for_update:
-        query = query.with_for_update()
+async def get_request_for_decision(conn: AsyncConnection, proposal_id: str) -> tuple[Request | None, LiveMemory | None]:
+    """The request and its agent's live Memory, both locked until the transaction ends, in one round trip."""
+    query = (
+        select(
+            t.requests,
+            t.memory.c.content.label("live_content"),
+            t.memory.c.version.label("live_version"),
+            t.memory.c.hash.label("live_hash"),
+        )
+        .join(t.memory, t.memory.c.agent_id == t.requests.c.agent_id)
+        .where(t.requests.c.proposal_id == proposal_id)
+        .with_for_update()
+    )
     row = (await conn.execute(query)).first()
-    return None if row is None else _request(row)
+    if row is None:
+        return None, None
+    return _request(row), LiveMemory(row.agent_id, row.live_content, row.live_version, row.live_hash)
 
 
 async def get_agent_memory(conn: AsyncConnection, agent_id: str) -> tuple[Agent | None, LiveMemory | None]:
