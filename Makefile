@@ -6,7 +6,7 @@ export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 UV_VERSION := 0.13.8
 
-.PHONY: help uv install run test test-unit test-integration lint format bench up down status asyncapi clean
+.PHONY: help uv install run test test-unit test-integration lint format bench up down status images clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -48,6 +48,10 @@ down: install ## Stop what `make up` started
 
 status: install ## Show whether the servers of `make up` answer
 	@$(UV) run --frozen python -m assent_devstack status --state-dir .devstack
+
+images: ## Build a container image per service (needs a Docker engine)
+	docker build -f services/edits/Dockerfile -t assent-edits:0.1.0 .
+	docker build -f services/gateway/Dockerfile -t assent-gateway:0.1.0 .
 
 clean: ## Remove local state (.run, .devstack, caches)
 	rm -rf .run .devstack .pytest_cache .ruff_cache
