@@ -32,6 +32,7 @@ from assent.faults import crash_point
 from assent.hashing import content_hash
 from assent.inbox import claim
 from assent.outbox import Outbox
+from assent.sessions import record_session_event
 from assent.topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, TOOL_RESULTS
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -58,19 +59,8 @@ class Deps:
 
 async def on_session_event(message: SessionOpened | SessionClosed, deps: Deps) -> None:
     async with deps.outbox.transaction(deps.engine) as conn:
-        if not await claim(conn, t.inbox, "edits.sessions", message.id):
-            return
-        if isinstance(message, SessionOpened):
-            await repo.save_session(
-                conn,
-                Session(message.session_id, message.org_id, message.source_guild_id, message.operator_user_id),
-            )
-        else:
-            await conn.execute(
-                t.sessions.update()
-                .where(t.sessions.c.session_id == message.session_id)
-                .values(closed_at=datetime.now(UTC))
-            )
+        if await claim(conn, t.inbox, "edits.sessions", message.id):
+            await record_session_event(conn, t.sessions, message)
 
 
 class _SessionNotOpenYet(Exception):

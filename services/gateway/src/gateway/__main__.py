@@ -1,8 +1,6 @@
 """``python -m gateway``: run the gateway (public HTTP API, projection consumers, outbox relay)."""
 
-import logging
-
-import uvicorn
+from assent.service import serve
 
 from .entrypoint import create_app
 from .settings import GatewaySettings
@@ -10,15 +8,7 @@ from .settings import GatewaySettings
 
 def main() -> None:
     settings = GatewaySettings()
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s gateway %(levelname)s %(name)s: %(message)s")
-    uvicorn.run(
-        create_app(settings),
-        host=settings.http_host,
-        port=settings.http_port,
-        log_level="warning",
-        loop="uvloop",
-        http="httptools",
-    )
+    serve(create_app(settings), settings)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from assent.contracts import (
 from assent.db import session_lock
 from assent.inbox import claim
 from assent.outbox import Outbox
+from assent.sessions import record_session_event
 from assent.telemetry import attach_carrier, current_carrier, detach
 from assent.topics import PROPOSALS_DECIDED, STUDIO_CONTINUATIONS
 from opentelemetry import trace
@@ -76,25 +77,8 @@ class OutcomePending(Exception):
 
 async def on_session_event(message: SessionOpened | SessionClosed, deps: Deps) -> None:
     async with deps.outbox.transaction(deps.engine) as conn:
-        if not await claim(conn, t.inbox, "gateway.sessions", message.id):
-            return
-        if isinstance(message, SessionOpened):
-            await conn.execute(
-                insert(t.sessions)
-                .values(
-                    session_id=message.session_id,
-                    org_id=message.org_id,
-                    source_guild_id=message.source_guild_id,
-                    operator_user_id=message.operator_user_id,
-                )
-                .on_conflict_do_nothing()
-            )
-        else:
-            await conn.execute(
-                t.sessions.update()
-                .where(t.sessions.c.session_id == message.session_id)
-                .values(closed_at=datetime.now(UTC))
-            )
+        if await claim(conn, t.inbox, "gateway.sessions", message.id):
+            await record_session_event(conn, t.sessions, message)
 
 
 async def on_proposed(message: ProposalProposed, deps: Deps) -> None:

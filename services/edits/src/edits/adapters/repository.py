@@ -20,19 +20,6 @@ async def get_session(conn: AsyncConnection, session_id: str) -> Session | None:
     return Session(row.session_id, row.org_id, row.source_guild_id, row.operator_user_id)
 
 
-async def save_session(conn: AsyncConnection, session: Session) -> None:
-    await conn.execute(
-        insert(t.sessions)
-        .values(
-            session_id=session.session_id,
-            org_id=session.org_id,
-            source_guild_id=session.source_guild_id,
-            operator_user_id=session.operator_user_id,
-        )
-        .on_conflict_do_nothing()
-    )
-
-
 async def get_agent(conn: AsyncConnection, agent_id: str) -> Agent | None:
     row = (await conn.execute(select(t.agents).where(t.agents.c.agent_id == agent_id))).first()
     if row is None:

@@ -2,6 +2,7 @@
 
 from assent.inbox import inbox_table
 from assent.outbox import outbox_table
+from assent.sessions import sessions_table
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -93,16 +94,7 @@ file_changes = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
-sessions = Table(
-    "sessions",
-    metadata,
-    Column("session_id", Text, primary_key=True),
-    Column("org_id", Text, nullable=False),
-    Column("source_guild_id", Text, nullable=False),
-    Column("operator_user_id", Text, nullable=False),
-    Column("opened_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    Column("closed_at", DateTime(timezone=True)),
-)
+sessions = sessions_table(metadata)
 
 requests = Table(
     "requests",

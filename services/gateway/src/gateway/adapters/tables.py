@@ -3,6 +3,7 @@ built from the topics, plus its inbox and outbox."""
 
 from assent.inbox import inbox_table
 from assent.outbox import outbox_table
+from assent.sessions import sessions_table
 from sqlalchemy import (
     Boolean,
     Column,
@@ -21,16 +22,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 SCHEMA = "gateway"
 metadata = MetaData(schema=SCHEMA)
 
-sessions = Table(
-    "sessions",
-    metadata,
-    Column("session_id", Text, primary_key=True),
-    Column("org_id", Text, nullable=False),
-    Column("source_guild_id", Text, nullable=False),
-    Column("operator_user_id", Text, nullable=False),
-    Column("opened_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    Column("closed_at", DateTime(timezone=True)),
-)
+sessions = sessions_table(metadata)
 
 requests = Table(
     "requests",

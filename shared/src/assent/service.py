@@ -1,0 +1,109 @@
+"""What every Assent service process is made of: telemetry, its engine and outbox, a broker with its
+subscriptions, the outbox relay, and one HTTP app whose lifespan starts and stops them all.
+
+A service's ``entrypoint.py`` builds a :class:`ServiceRuntime`, subscribes its handlers, adds its routes to
+:meth:`ServiceRuntime.app`, and its ``__main__`` calls :func:`serve`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+from sqlalchemy import Table
+
+from .contracts import Message
+from .db import create_engine, migrate
+from .messaging import ensure_topics, make_broker, start_broker, subscribe
+from .outbox import Outbox, OutboxRelay
+from .settings import ServiceSettings
+from .telemetry import setup_telemetry
+from .topics import Topic
+
+
+class ServiceRuntime:
+    """The parts of one service process. Nothing connects until the app's lifespan starts."""
+
+    def __init__(self, settings: ServiceSettings, *, outbox_table: Table, migrations: Path, schema: str) -> None:
+        self.settings = settings
+        self.provider = setup_telemetry(settings.service_name, settings.otlp_endpoint)
+        self.engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
+        self.outbox = Outbox(outbox_table, settings.topic_prefix)
+        self.broker = make_broker(
+            settings.kafka_bootstrap_servers,
+            client_id=settings.service_name,
+            idempotent=settings.kafka_idempotence,
+            tracer_provider=self.provider,
+        )
+        self.relay = OutboxRelay(self.engine, self.outbox, self.broker, poll_seconds=settings.outbox_poll_seconds)
+        self.migrations = migrations
+        self.schema = schema
+
+    def subscribe(self, topic: Topic, handler: Callable[[Any], Awaitable[None]]) -> None:
+        """Consume ``topic`` in this service's own consumer group for it (see :func:`assent.messaging.subscribe`)."""
+        prefix = self.settings.topic_prefix
+
+        async def handle(message: Message) -> None:
+            await handler(message)
+
+        group_id = f"{prefix}{self.settings.service_name}:{topic.name}"
+        subscribe(self.broker, topic, prefix=prefix, group_id=group_id, handler=handle)
+
+    def app(
+        self,
+        *,
+        title: str,
+        description: str = "",
+        include_health_in_schema: bool = False,
+        extra: Callable[[], AbstractAsyncContextManager[None]] | None = None,
+    ) -> FastAPI:
+        """The process's HTTP app: migrations, topics, consumers and relay start with it and stop with it.
+
+        ``extra`` adds the service's own resources (opened after the database and topics, before consumers).
+        ``/healthz`` answers once everything has started.
+        """
+
+        @asynccontextmanager
+        async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+            await migrate(self.engine, self.migrations, self.schema)
+            await ensure_topics(self.settings.kafka_bootstrap_servers, self.settings.topic_prefix)
+            async with extra() if extra is not None else _nothing():
+                await start_broker(self.broker)
+                self.relay.start()
+                try:
+                    yield
+                finally:
+                    await self.relay.stop()
+                    await self.broker.stop()
+            await self.engine.dispose()
+
+        app = FastAPI(title=title, description=description, version="0.1.0", lifespan=lifespan)
+
+        @app.get("/healthz", include_in_schema=include_health_in_schema)
+        async def healthz() -> dict[str, str]:
+            return {"status": "ok"}
+
+        FastAPIInstrumentor.instrument_app(app, tracer_provider=self.provider)
+        return app
+
+
+@asynccontextmanager
+async def _nothing() -> AsyncIterator[None]:
+    yield
+
+
+def serve(app: FastAPI, settings: ServiceSettings) -> None:
+    """Run ``app`` until SIGTERM or Ctrl-C, logging as ``settings.log_level``."""
+    logging.basicConfig(
+        level=settings.log_level,
+        format=f"%(asctime)s {settings.service_name} %(levelname)s %(name)s: %(message)s",
+    )
+    uvicorn.run(
+        app, host=settings.http_host, port=settings.http_port, log_level="warning", loop="uvloop", http="httptools"
+    )
