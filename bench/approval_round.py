@@ -33,9 +33,10 @@ import asyncpg
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from sqlalchemy.engine import make_url
+
 from assent.coach import CoachClient
 from assent_devstack.system import build_system
-from sqlalchemy.engine import make_url
 
 TOKEN = "bench-token"
 WARM_UP = 300  # a freshly started broker's JVM is slow until its hot paths are compiled

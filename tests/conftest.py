@@ -23,11 +23,12 @@ import asyncpg
 import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
-from assent.coach import CoachClient
-from assent_devstack.system import System, build_system
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from sqlalchemy.engine import make_url
+
+from assent.coach import CoachClient
+from assent_devstack.system import System, build_system
 
 TOKEN = "test-token"
 OPERATOR = "operator@example.com"
@@ -58,12 +59,12 @@ def endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
         yield Endpoints(kafka, database_url, redis_url)  # type: ignore[arg-type]
         return
     if _docker_available():
-        from testcontainers.kafka import KafkaContainer
-        from testcontainers.postgres import PostgresContainer
-        from testcontainers.redis import RedisContainer
+        from testcontainers.community.kafka import KafkaContainer
+        from testcontainers.community.postgres import PostgresContainer
+        from testcontainers.community.redis import RedisContainer
 
         with (
-            KafkaContainer("confluentinc/cp-kafka:7.9.0").with_kraft() as kafka,
+            KafkaContainer("confluentinc/cp-kafka:7.9.0").with_kraft() as kafka,  # Apache Kafka 3.9
             PostgresContainer("postgres:17", driver="asyncpg") as postgres,
             RedisContainer("redis:7") as redis,
         ):

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
+
 from assent.contracts import ToolCall
 from assent.telemetry import trace_id_of
-
 from tests.conftest import Stack, new_world, running_stack, wait_for
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import httpx
 import pytest
+
 from assent.coach import CoachClient, CoachTurn
 from assent.contracts import ToolResult
 from assent.hashing import content_hash
-
 from tests.conftest import OPERATOR, Stack, World, new_world, wait_for
 
 pytestmark = pytest.mark.integration

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from sqlalchemy import MetaData
+
 from assent.db import create_engine, migrate
 from edits.adapters import tables as edits_tables
 from edits.entrypoint import MIGRATIONS as EDITS_MIGRATIONS
 from gateway.adapters import tables as gateway_tables
 from gateway.entrypoint import MIGRATIONS as GATEWAY_MIGRATIONS
-from sqlalchemy import MetaData
-
 from tests.conftest import create_database
 
 pytestmark = pytest.mark.integration

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from assent.contracts import MalformedMessage, Message, ToolResult, parse_message
 from assent.contracts import envelope as envelope_module
 from assent.topics import REGISTRY, TOOL_ROUTES, by_name

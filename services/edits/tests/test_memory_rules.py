@@ -1,10 +1,11 @@
 """The memory-edit rules, without a broker or a database."""
 
 import pytest
+from pydantic import ValidationError
+
 from assent.hashing import content_hash
 from edits.domain import memory
 from edits.domain.model import Agent, LiveMemory, Refusal, Request, Session
-from pydantic import ValidationError
 
 SESSION = Session("s1", "org", "guild", "operator")
 AGENT = Agent("a1", "org", "guild", "Ada", live=True)

@@ -17,6 +17,7 @@ import signal
 from pathlib import Path
 
 import httpx
+
 from assent.coach import CoachClient
 
 from .system import System, build_system

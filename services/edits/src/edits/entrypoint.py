@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fastapi import FastAPI
+
 from assent.service import ServiceRuntime
 from assent.topics import EDITS_TOOL_CALLS, PROPOSALS_DECIDED, STUDIO_SESSIONS
-from fastapi import FastAPI
 
 from . import api, handlers
 from .adapters import tables

@@ -12,6 +12,9 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
 from assent.contracts import (
     Card,
     DecisionMade,
@@ -34,8 +37,6 @@ from assent.inbox import claim
 from assent.outbox import Outbox
 from assent.sessions import record_session_event
 from assent.topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, TOOL_RESULTS
-from pydantic import ValidationError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .adapters import repository as repo
 from .adapters import tables as t

@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from assent.hashing import content_hash
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from assent.hashing import content_hash
 
 from .adapters import repository as repo
 from .adapters import tables as t

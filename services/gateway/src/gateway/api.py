@@ -9,11 +9,12 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from assent.hashing import content_hash, unified_diff
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from assent.hashing import content_hash, unified_diff
 
 from . import handlers
 from .adapters.owners import Owners, OwnerUnavailable

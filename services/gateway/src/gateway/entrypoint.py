@@ -6,9 +6,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from fastapi import FastAPI
+
 from assent.service import ServiceRuntime
 from assent.topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, STUDIO_SESSIONS, STUDIO_TURNS, TOOL_RESULTS
-from fastapi import FastAPI
 
 from . import api, handlers
 from .adapters import tables

@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from opentelemetry import trace
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
 from assent.contracts import (
     DecisionMade,
     ProposalOutcome,
@@ -29,10 +34,6 @@ from assent.outbox import Outbox
 from assent.sessions import record_session_event
 from assent.telemetry import attach_carrier, current_carrier, detach
 from assent.topics import PROPOSALS_DECIDED, STUDIO_CONTINUATIONS
-from opentelemetry import trace
-from sqlalchemy import func, select
-from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .adapters import tables as t
 from .adapters.notify import EventFeed

@@ -1,7 +1,8 @@
 """Settings of the gateway."""
 
-from assent.settings import ServiceSettings
 from pydantic import Field
+
+from assent.settings import ServiceSettings
 
 
 class GatewaySettings(ServiceSettings):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from assent.hashing import content_hash
 from sqlalchemy import Integer, Text, func, literal, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
+
+from assent.hashing import content_hash
 
 from ..domain.model import Agent, LiveMemory, Request, Session
 from . import tables as t

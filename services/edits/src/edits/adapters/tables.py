@@ -1,8 +1,5 @@
 """The edits service's tables, all in its own schema ``edits``."""
 
-from assent.inbox import inbox_table
-from assent.outbox import outbox_table
-from assent.sessions import sessions_table
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -18,6 +15,10 @@ from sqlalchemy import (
     func,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+
+from assent.inbox import inbox_table
+from assent.outbox import outbox_table
+from assent.sessions import sessions_table
 
 SCHEMA = "edits"
 metadata = MetaData(schema=SCHEMA)

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from assent.hashing import content_hash, line_counts
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from assent.hashing import content_hash, line_counts
 
 from .model import Agent, LiveMemory, Refusal, Request, Session
 

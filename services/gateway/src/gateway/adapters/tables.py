@@ -1,9 +1,6 @@
 """The gateway's tables, in its own schema ``gateway``: a projection of the requests, turns and decisions
 built from the topics, plus its inbox and outbox."""
 
-from assent.inbox import inbox_table
-from assent.outbox import outbox_table
-from assent.sessions import sessions_table
 from sqlalchemy import (
     Boolean,
     Column,
@@ -18,6 +15,10 @@ from sqlalchemy import (
     func,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+
+from assent.inbox import inbox_table
+from assent.outbox import outbox_table
+from assent.sessions import sessions_table
 
 SCHEMA = "gateway"
 metadata = MetaData(schema=SCHEMA)
