@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -303,3 +304,53 @@ async def test_http_refuses_client_mistakes_with_4xx(stack: Stack) -> None:
         ).status_code == 404
         openapi = (await http.get("/openapi.json")).json()
         assert "/api/studio/sessions/{session_id}/edits/{seq}" in openapi["paths"]
+
+
+async def test_the_live_stream_announces_each_change_of_the_session(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        turn = await open_turn(coach, world)
+        sid = turn.session.session_id
+        seen: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+
+        async def read() -> None:
+            async with http.stream("GET", f"/api/studio/sessions/{sid}/events") as response:
+                assert response.status_code == 200
+                assert response.headers["content-type"].startswith("text/event-stream")
+                name = ""
+                async for line in response.aiter_lines():
+                    if line.startswith("event: "):
+                        name = line.removeprefix("event: ")
+                    elif line.startswith("data: "):
+                        await seen.put((name, json.loads(line.removeprefix("data: "))))
+
+        reader = asyncio.create_task(read())
+        try:
+            assert (await asyncio.wait_for(seen.get(), 15))[0] == "ready"
+            result = await propose(turn, world.agent_id, "Streamed.\n", (await memory(http, world.agent_id))["version"])
+            seq = turn.calls[result.tool_call_id].seq
+            await turn.end_step()
+            names = []
+            while "turn.step_ended" not in names or "request.proposed" not in names:
+                name, event = await asyncio.wait_for(seen.get(), 15)
+                assert event["session_id"] == sid
+                names.append(name)
+            answer = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "decline"})
+            assert answer.status_code == 200, answer.text
+            name, event = await asyncio.wait_for(seen.get(), 15)
+            assert name == "request.decided" and event["seq"] == seq and event["outcome"]["outcome"] == "declined"
+            name, event = await asyncio.wait_for(seen.get(), 15)
+            assert name == "turn.continued" and event["turn_id"] == turn.turn_id
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+
+async def test_tools_the_service_does_not_handle_yet_are_refused(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        turn = await open_turn(coach, world)
+        refused = await turn.call("studio_edit_note", {"action": "edit", "display_path": "x.md", "content": "y"})
+        assert not refused.ok and refused.error is not None
+        assert (refused.error.status, refused.error.code) == (422, "unsupported_tool")
