@@ -183,6 +183,7 @@ async def test_concurrent_decisions_resolve_once(stack: Stack) -> None:
         ("unknown_agent", 404, "unknown_agent"),
         ("missing_reason", 422, "invalid_arguments"),
         ("no_change", 422, "no_change"),
+        ("nul_in_content", 422, "invalid_arguments"),
     ],
 )
 async def test_refused_proposals_say_why_and_leave_no_pending_item(
@@ -209,6 +210,8 @@ async def test_refused_proposals_say_why_and_leave_no_pending_item(
             del args["reason"]
         elif case == "no_change":
             args["content"] = "Live.\n"
+        elif case == "nul_in_content":
+            args["content"] = "New.\x00\n"
 
         refused = await turn.call("studio_edit_memory", args)
         assert not refused.ok and refused.widget is None and refused.error is not None
@@ -302,6 +305,14 @@ async def test_http_refuses_client_mistakes_with_4xx(stack: Stack) -> None:
         assert (
             await http.post("/api/workspace/guilds", json={"guild_id": "g", "org_id": "nope", "name": "n"})
         ).status_code == 404
+        assert (await http.get("/api/studio/sessions/x/edits/2147483648")).status_code == 422
+        assert (await http.post("/api/studio/sessions/x/edits/-1", json={"decision": "apply"})).status_code == 422
+        assert (await http.get("/api/studio/sessions/a%00b/pending")).status_code == 422
+        assert (await http.get("/api/workspace/agents/a%00b/memory")).status_code == 422
+        assert (await http.post("/api/workspace/orgs", json={"org_id": "a\x00", "name": "n"})).status_code == 422
+        assert (await http.post("/api/workspace/orgs", json={"org_id": "a" * 201, "name": "n"})).status_code == 422
+        assert (await http.put("/api/workspace/agents/nope/memory", json={"content": "x\x00"})).status_code == 422
+        assert (await http.put("/api/workspace/agents/nope/memory", json={"content": "x"})).status_code == 404
         openapi = (await http.get("/openapi.json")).json()
         assert "/api/studio/sessions/{session_id}/edits/{seq}" in openapi["paths"]
 

@@ -5,14 +5,18 @@ Only the gateway calls it; it is not exposed to clients and carries no authentic
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Path, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field
+
+from assent.contracts import Id, Text
 
 from . import workspace
 from .handlers import Deps
 
-Name = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
+Name = Id
+SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
+PathId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
 class OrgIn(BaseModel):
@@ -34,7 +38,7 @@ class AgentIn(BaseModel):
     org_id: Name
     guild_id: Name | None
     name: Name
-    memory: str = ""
+    memory: Text = ""
     actor: Name
 
 
@@ -46,7 +50,7 @@ class AgentPatch(BaseModel):
 
 class MemoryIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    content: str
+    content: Text
     expected_version: int | None = Field(None, ge=0)
     actor: Name
 
@@ -73,23 +77,23 @@ def install(app: FastAPI, deps: Deps) -> None:
         return {**body.model_dump(exclude={"memory", "actor"}), "live": True, "memory": vars(live)}
 
     @router.get("/agents/{agent_id}")
-    async def get_agent(agent_id: str) -> dict[str, Any]:
+    async def get_agent(agent_id: PathId) -> dict[str, Any]:
         return await workspace.get_agent(engine, agent_id)
 
     @router.patch("/agents/{agent_id}")
-    async def update_agent(agent_id: str, body: AgentPatch) -> dict[str, Any]:
+    async def update_agent(agent_id: PathId, body: AgentPatch) -> dict[str, Any]:
         return await workspace.update_agent(engine, agent_id, body.model_dump(exclude_unset=True))
 
     @router.get("/agents/{agent_id}/memory")
-    async def read_memory(agent_id: str) -> dict[str, Any]:
+    async def read_memory(agent_id: PathId) -> dict[str, Any]:
         return vars(await workspace.read_memory(engine, agent_id))
 
     @router.put("/agents/{agent_id}/memory")
-    async def write_memory(agent_id: str, body: MemoryIn) -> dict[str, Any]:
+    async def write_memory(agent_id: PathId, body: MemoryIn) -> dict[str, Any]:
         return vars(await workspace.write_memory(engine, agent_id, body.content, body.expected_version, body.actor))
 
     @router.get("/agents/{agent_id}/memory/history")
-    async def memory_history(agent_id: str) -> list[dict[str, Any]]:
+    async def memory_history(agent_id: PathId) -> list[dict[str, Any]]:
         await workspace.read_memory(engine, agent_id)
         return await workspace.memory_history(engine, agent_id)
 

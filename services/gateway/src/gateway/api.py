@@ -9,11 +9,12 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field
 
+from assent.contracts import Id, Text
 from assent.hashing import content_hash, unified_diff
 
 from . import handlers
@@ -21,7 +22,9 @@ from .adapters.owners import Owners, OwnerUnavailable
 from .domain.items import summarize
 from .handlers import Deps
 
-Name = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
+Name = Id
+SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
+PathId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 bearer = HTTPBearer(auto_error=False, description="An API token of the operator")
 
 
@@ -50,7 +53,7 @@ class AgentIn(BaseModel):
     org_id: Name
     guild_id: Name | None
     name: Name
-    memory: str = ""
+    memory: Text = ""
 
 
 class AgentPatch(BaseModel):
@@ -61,7 +64,7 @@ class AgentPatch(BaseModel):
 
 class MemoryIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    content: str
+    content: Text
     expected_version: int | None = Field(None, ge=0)
 
 
@@ -83,13 +86,13 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
     workspace = APIRouter(prefix="/api/workspace", tags=["workspace"])
 
     @studio.get("/{session_id}/pending")
-    async def pending(session_id: str, _: User) -> dict[str, Any]:
+    async def pending(session_id: PathId, _: User) -> dict[str, Any]:
         """Every open request of the session, with counts per section and per agent ("Waiting on N")."""
         items = await handlers.pending_items(deps, session_id)
         return {"session_id": session_id, **summarize(items), "items": items}
 
     @studio.get("/{session_id}/events", response_class=StreamingResponse)
-    async def live_events(session_id: str, request: Request, _: User) -> StreamingResponse:
+    async def live_events(session_id: PathId, request: Request, _: User) -> StreamingResponse:
         """Server-sent events of the session: ``request.proposed``, ``request.decided``, ``turn.step_ended``,
         ``turn.continued``. The first event, ``ready``, comes once the stream is listening. Events are hints
         to re-read the pending items, not a record: a client that reconnects re-reads."""
@@ -108,7 +111,7 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     @studio.get("/{session_id}/edits/{seq}")
-    async def read_edit(session_id: str, seq: int, _: User) -> dict[str, Any]:
+    async def read_edit(session_id: PathId, seq: SeqPath, _: User) -> dict[str, Any]:
         """The live text now beside the proposal, the stale flag and a unified diff."""
         request = await handlers.request_at(deps, session_id, seq)
         card = request["card"]
@@ -154,14 +157,14 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
             504: {"description": "The owner has not answered yet; the decision stands"},
         },
     )
-    async def decide_edit(session_id: str, seq: int, body: EditDecision, user: User) -> JSONResponse:
+    async def decide_edit(session_id: PathId, seq: SeqPath, body: EditDecision, user: User) -> JSONResponse:
         """Apply or decline one request. Answers when the owning service has applied or refused it."""
         outcome = await handlers.decide(deps, session_id, seq, body.decision, user, body.via)
         status = outcome["status"] if outcome["outcome"] != "failed" else 502
         return JSONResponse(outcome, status_code=status)
 
     @studio.post("/{session_id}/continue")
-    async def continue_turn(session_id: str, _: User) -> dict[str, Any]:
+    async def continue_turn(session_id: PathId, _: User) -> dict[str, Any]:
         """Send the latest paused turn's continuation again (the coach drops a copy it already has)."""
         return await handlers.resend_continuation(deps, session_id)
 
@@ -182,24 +185,24 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
         return await forward("POST", "/internal/agents", {**body.model_dump(), "actor": user})
 
     @workspace.get("/agents/{agent_id}")
-    async def get_agent(agent_id: str, _: User) -> JSONResponse:
+    async def get_agent(agent_id: PathId, _: User) -> JSONResponse:
         return await forward("GET", f"/internal/agents/{agent_id}")
 
     @workspace.patch("/agents/{agent_id}")
-    async def update_agent(agent_id: str, body: AgentPatch, _: User) -> JSONResponse:
+    async def update_agent(agent_id: PathId, body: AgentPatch, _: User) -> JSONResponse:
         return await forward("PATCH", f"/internal/agents/{agent_id}", body.model_dump(exclude_unset=True))
 
     @workspace.get("/agents/{agent_id}/memory")
-    async def read_memory(agent_id: str, _: User) -> JSONResponse:
+    async def read_memory(agent_id: PathId, _: User) -> JSONResponse:
         return await forward("GET", f"/internal/agents/{agent_id}/memory")
 
     @workspace.put("/agents/{agent_id}/memory")
-    async def write_memory(agent_id: str, body: MemoryIn, user: User) -> JSONResponse:
+    async def write_memory(agent_id: PathId, body: MemoryIn, user: User) -> JSONResponse:
         """Write Memory directly, as the operator (not a proposal)."""
         return await forward("PUT", f"/internal/agents/{agent_id}/memory", {**body.model_dump(), "actor": user})
 
     @workspace.get("/agents/{agent_id}/memory/history")
-    async def memory_history(agent_id: str, _: User) -> JSONResponse:
+    async def memory_history(agent_id: PathId, _: User) -> JSONResponse:
         return await forward("GET", f"/internal/agents/{agent_id}/memory/history")
 
     app.include_router(studio)

@@ -1,6 +1,6 @@
 """Assent's message contracts: one module per topic family, all frozen pydantic v2 models."""
 
-from .envelope import Id, MalformedMessage, Message, parse_message, upcaster
+from .envelope import Id, MalformedMessage, Message, Seq, Text, parse_message, upcaster
 from .proposals import Card, DecisionMade, ProposalOutcome, ProposalProposed
 from .sessions import SessionClosed, SessionOpened
 from .tool_calls import ToolCall
@@ -19,10 +19,12 @@ __all__ = [
     "Message",
     "ProposalOutcome",
     "ProposalProposed",
+    "Seq",
     "SessionClosed",
     "SessionOpened",
     "StepEnded",
     "StudioEditRequest",
+    "Text",
     "ToolCall",
     "ToolError",
     "ToolResult",

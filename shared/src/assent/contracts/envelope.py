@@ -19,10 +19,25 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar
 from uuid import UUID, uuid4
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-Id = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
-"""An identifier chosen by a producer (session, agent, tool call, ...)."""
+Id = Annotated[
+    str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True, pattern=r"^[^\x00-\x1f\x7f]+$")
+]
+"""An identifier chosen by a producer (session, agent, tool call, ...): no control characters."""
+
+Seq = Annotated[int, Field(ge=0, le=2_147_483_647)]
+"""A sequence or step number: what PostgreSQL's ``integer`` holds."""
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("text must not contain NUL characters")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
+"""Free text that PostgreSQL can store: anything but NUL characters."""
 
 
 def utcnow() -> datetime:

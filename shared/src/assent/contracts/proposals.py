@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .envelope import Id, Message
+from .envelope import Id, Message, Seq
 from .tool_results import EditBase, EditTarget, LineCounts
 
 Kind = Literal["memory", "note", "guild", "collection", "routine", "access", "login", "draft", "source"]
@@ -33,9 +33,9 @@ class ProposalProposed(Message):
     v: Literal[1] = 1
     proposal_id: Id
     session_id: Id
-    seq: int = Field(ge=0)
+    seq: Seq
     turn_id: Id
-    step: int = Field(ge=0)
+    step: Seq
     tool_call_id: Id
     tool: Id
     kind: Kind
@@ -65,7 +65,7 @@ class DecisionMade(Message):
     decision_id: Id
     proposal_id: Id
     session_id: Id
-    seq: int = Field(ge=0)
+    seq: Seq
     kind: Kind
     decision: Decision
     actor: Id
@@ -85,7 +85,7 @@ class ProposalOutcome(Message):
     decision_id: Id
     proposal_id: Id
     session_id: Id
-    seq: int = Field(ge=0)
+    seq: Seq
     kind: Kind
     outcome: Outcome
     status: int

@@ -4,7 +4,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .envelope import Id, Message
+from .envelope import Id, Message, Seq
 
 
 class ToolCall(Message):
@@ -19,9 +19,9 @@ class ToolCall(Message):
     type: Literal["ToolCall"] = "ToolCall"
     v: Literal[1] = 1
     session_id: Id
-    seq: int = Field(ge=0)
+    seq: Seq
     turn_id: Id
-    step: int = Field(ge=0)
+    step: Seq
     tool_call_id: Id
     tool: Id
     arguments: dict[str, Any] = Field(default_factory=dict)

@@ -4,7 +4,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .envelope import Id, Message
+from .envelope import Id, Message, Seq
 
 
 class ToolError(BaseModel):
@@ -66,7 +66,7 @@ class ToolResult(Message):
     type: Literal["ToolResult"] = "ToolResult"
     v: Literal[1] = 1
     session_id: Id
-    seq: int = Field(ge=0)
+    seq: Seq
     tool_call_id: Id
     tool: Id
     ok: bool

@@ -2,9 +2,9 @@
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
-from .envelope import Id, Message
+from .envelope import Id, Message, Seq
 
 
 class StepEnded(Message):
@@ -17,7 +17,7 @@ class StepEnded(Message):
     v: Literal[1] = 1
     session_id: Id
     turn_id: Id
-    step: int = Field(ge=0)
+    step: Seq
     tool_call_ids: tuple[Id, ...]
 
 
@@ -27,7 +27,7 @@ class DecisionSummary(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     tool_call_id: str
-    seq: int
+    seq: Seq
     proposal_id: str | None
     kind: str
     target: str
@@ -46,6 +46,6 @@ class TurnContinuation(Message):
     v: Literal[1] = 1
     session_id: Id
     turn_id: Id
-    step: int = Field(ge=0)
+    step: Seq
     decisions: tuple[DecisionSummary, ...]
     text: str

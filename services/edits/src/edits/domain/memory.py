@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from assent.contracts import Id, Text
 from assent.hashing import content_hash, line_counts
 
 from .model import Agent, LiveMemory, Refusal, Request, Session
@@ -21,10 +22,10 @@ class EditMemory(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    agent_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
-    content: str
+    agent_id: Id
+    content: Text
     base_version: int = Field(ge=0)
-    reason: Annotated[str, StringConstraints(min_length=1, max_length=4000, strip_whitespace=True)]
+    reason: Annotated[Text, StringConstraints(min_length=1, max_length=4000, strip_whitespace=True)]
 
 
 class ReadMemory(BaseModel):
@@ -32,7 +33,7 @@ class ReadMemory(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    agent_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    agent_id: Id
 
 
 @dataclass(frozen=True)
