@@ -89,12 +89,26 @@ def test_upcasters_lift_old_versions(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("seq", 2**31), ("seq", -1), ("step", 2**31), ("session_id", "a\x00b"), ("tool_call_id", "line\nbreak"), ("tool", "")],
+    [
+        ("seq", 2**31),
+        ("seq", -1),
+        ("step", 2**31),
+        ("session_id", "a\x00b"),
+        ("tool_call_id", "line\nbreak"),
+        ("tool", ""),
+    ],
 )
 def test_fields_refuse_what_postgresql_cannot_hold(field: str, value: object) -> None:
     from assent.contracts import ToolCall
 
-    fields: dict[str, object] = {"session_id": "s", "seq": 1, "turn_id": "t", "step": 0, "tool_call_id": "c", "tool": "x"}
+    fields: dict[str, object] = {
+        "session_id": "s",
+        "seq": 1,
+        "turn_id": "t",
+        "step": 0,
+        "tool_call_id": "c",
+        "tool": "x",
+    }
     ToolCall(**fields)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         ToolCall(**{**fields, field: value})  # type: ignore[arg-type]

@@ -45,7 +45,7 @@ class AgentIn(BaseModel):
 class AgentPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
     guild_id: Name | None = None
-    live: bool | None = None
+    live: bool = True  # sent or not; never null (exclude_unset keeps the default out)
 
 
 class MemoryIn(BaseModel):
