@@ -365,3 +365,18 @@ async def test_tools_the_service_does_not_handle_yet_are_refused(stack: Stack) -
         refused = await turn.call("studio_edit_note", {"action": "edit", "display_path": "x.md", "content": "y"})
         assert not refused.ok and refused.error is not None
         assert (refused.error.status, refused.error.code) == (422, "unsupported_tool")
+
+
+async def test_a_closed_session_takes_no_more_requests(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        turn = await open_turn(coach, world)
+        assert (await turn.call("studio_read_memory", {"agent_id": world.agent_id})).ok
+        await turn.session.close()
+
+        async def refused() -> ToolResult | None:
+            result = await propose(turn, world.agent_id, "Too late.\n", (await memory(http, world.agent_id))["version"])
+            return result if not result.ok else None
+
+        result = await wait_for(refused)  # the close travels on another topic than the calls
+        assert result.error is not None and (result.error.status, result.error.code) == (409, "session_closed")

@@ -31,6 +31,7 @@ from opentelemetry import trace
 
 from .contracts import (
     MalformedMessage,
+    SessionClosed,
     SessionOpened,
     StepEnded,
     ToolCall,
@@ -165,6 +166,10 @@ class CoachSession:
 
     def begin_turn(self, turn_id: str | None = None) -> CoachTurn:
         return CoachTurn(self, turn_id or f"turn_{uuid.uuid4().hex[:12]}")
+
+    async def close(self) -> None:
+        """End the session: its login grants end, and later tool calls are refused."""
+        await self.client.publish(STUDIO_SESSIONS, self.session_id, SessionClosed(session_id=self.session_id))
 
 
 class CoachTurn:

@@ -93,6 +93,8 @@ async def _on_tool_call(call: ToolCall, deps: Deps, *, wait_for_session: bool) -
             raise _SessionNotOpenYet
         if session is None:
             answer: Refusal | ToolResult = Refusal(404, "unknown_session", f"session {call.session_id!r} is not open")
+        elif session.closed:
+            answer = Refusal(409, "session_closed", f"session {call.session_id!r} is closed")
         else:
             answer = await _answer(conn, call, session, deps)
         if isinstance(answer, Refusal):

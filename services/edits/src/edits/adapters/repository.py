@@ -18,7 +18,7 @@ async def get_session(conn: AsyncConnection, session_id: str) -> Session | None:
     row = (await conn.execute(select(t.sessions).where(t.sessions.c.session_id == session_id))).first()
     if row is None:
         return None
-    return Session(row.session_id, row.org_id, row.source_guild_id, row.operator_user_id)
+    return Session(row.session_id, row.org_id, row.source_guild_id, row.operator_user_id, row.closed_at is not None)
 
 
 async def get_agent(conn: AsyncConnection, agent_id: str) -> Agent | None:

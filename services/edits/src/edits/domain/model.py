@@ -12,6 +12,7 @@ class Session:
     org_id: str
     source_guild_id: str
     operator_user_id: str
+    closed: bool = False
 
 
 @dataclass(frozen=True)
