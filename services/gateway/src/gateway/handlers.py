@@ -200,6 +200,16 @@ async def settle_session(deps: Deps, session_id: str) -> None:
     message is redelivered: a crash between the projection's commit and this one loses no continuation,
     and the lock with the ``continued_at`` check sends each at most once.
     """
+    async with deps.engine.connect() as conn:
+        # Most changes come while no step of the session has ended yet: skip the locked transaction then. A
+        # StepEnded committed after this look settles on its own and sees this change.
+        paused = await conn.scalar(
+            select(t.turns.c.turn_id)
+            .where(t.turns.c.session_id == session_id, t.turns.c.continued_at.is_(None))
+            .limit(1)
+        )
+    if paused is None:
+        return
     async with deps.outbox.transaction(deps.engine) as conn:
         await session_lock(conn, "gateway", session_id)
         events = await _settle_turns(conn, session_id, deps)
