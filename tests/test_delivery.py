@@ -167,3 +167,34 @@ async def test_decisions_work_through_any_gateway_replica(stack: Stack, tmp_path
                     assert (await memory(second_http, agent))["content"] == f"Replica {agent}.\n"
     finally:
         await asyncio.to_thread(second.stop)
+
+
+async def test_a_decision_outlives_an_owner_that_is_down(endpoints: Any, tmp_path: Any) -> None:
+    """With the edits service down, a decision answers 504 but stands: it applies once edits is back."""
+    async with running_stack(endpoints, tmp_path, extra_env={"ASSENT_DECISION_TIMEOUT_SECONDS": "2"}) as stack:
+        async with stack.http() as http, stack.coach() as coach:
+            world = await new_world(http)
+            turn = await open_turn(coach, world)
+            base = await memory(http, world.agent_id)
+            result = await propose(turn, world.agent_id, "Decided while edits was away.\n", base["version"])
+            await turn.end_step()
+            sid, seq = turn.session.session_id, turn.calls[result.tool_call_id].seq
+            await wait_pending(http, sid, 1)
+
+            await asyncio.to_thread(stack.system.edits.stop)
+            late = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"})
+            assert late.status_code == 504, late.text
+            assert late.json()["decision_id"].startswith("dec_")
+            card = await http.get(f"/api/studio/sessions/{sid}/edits/{seq}")
+            assert card.status_code == 503  # the live text is the edits service's to tell
+
+            await asyncio.to_thread(stack.system.edits.start)
+
+            async def applied() -> bool:
+                response = await http.get(f"/api/studio/sessions/{sid}/edits/{seq}")
+                return response.status_code == 200 and response.json()["status"] == "applied"
+
+            await wait_for(applied, timeout=60)
+            assert (await memory(http, world.agent_id))["content"] == "Decided while edits was away.\n"
+            continuation = await turn.continuation(timeout=60)
+            assert [d.outcome for d in continuation.decisions] == ["applied"]
