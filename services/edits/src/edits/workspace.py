@@ -135,7 +135,8 @@ async def write_memory(
         if expected_version is not None and expected_version != live.version:
             raise Conflict(f"Memory of {agent_id!r} is at version {live.version}, not {expected_version}")
         version = await repo.write_memory(conn, agent_id, content, expected_version=live.version, actor=actor)
-    return MemoryView(agent_id, content, version or live.version, content_hash(content))
+    assert version is not None  # the row is locked at live.version
+    return MemoryView(agent_id, content, version, content_hash(content))
 
 
 async def memory_history(engine: AsyncEngine, agent_id: str) -> list[dict[str, Any]]:

@@ -115,14 +115,12 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
         """The live text now beside the proposal, the stale flag and a unified diff."""
         request = await handlers.request_at(deps, session_id, seq)
         card = request["card"]
-        live_text: str | None = card["before"]
-        live_version = request["base"].get("version")
-        stale = request["stale"]
-        if request["status"] == "pending" and request["kind"] == "memory":
-            live = await owners.live_memory(request["agent_id"])
-            live_text = live["content"] if live else None
-            live_version = live["version"] if live else None
-            stale = stale or live is None or content_hash(live["content"]) != request["base"]["hash"]
+        live = await owners.live_memory(request["agent_id"])  # memory is the only kind so far
+        live_text = live["content"] if live else None
+        live_version = live["version"] if live else None
+        stale = request["status"] == "pending" and (
+            request["stale"] or live is None or content_hash(live["content"]) != request["base"]["hash"]
+        )
         return {
             "session_id": session_id,
             "seq": seq,
