@@ -137,13 +137,7 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
             "live": {"text": live_text, "version": live_version},
             "proposal": {"text": card["after"], "hash": request["proposed_hash"]},
             "diff": unified_diff(live_text or "", card["after"], request["target"]["label"]),
-            "resolution": None
-            if request["status"] == "pending"
-            else {
-                "status": request["status"],
-                "resolved_by": request["resolved_by"],
-                "resolved_at": request["resolved_at"],
-            },
+            "resolution": None if request["status"] == "pending" else _resolution(request),
         }
 
     @studio.post(
