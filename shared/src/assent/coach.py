@@ -70,7 +70,6 @@ class CoachClient:
         )
         self._results: dict[str, asyncio.Future[ToolResult]] = {}
         self._continuations: dict[tuple[str, str, int], asyncio.Future[TurnContinuation]] = {}
-        self._seen: set[uuid.UUID] = set()
         self._reader: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Self:
@@ -126,11 +125,18 @@ class CoachClient:
         )
 
     def expect_result(self, tool_call_id: str) -> asyncio.Future[ToolResult]:
+        """The future of a call's result; register it before publishing the call."""
         return self._results.setdefault(tool_call_id, asyncio.get_running_loop().create_future())
+
+    def forget_result(self, tool_call_id: str) -> None:
+        self._results.pop(tool_call_id, None)
 
     def expect_continuation(self, session_id: str, turn_id: str, step: int) -> asyncio.Future[TurnContinuation]:
         key = (session_id, turn_id, step)
         return self._continuations.setdefault(key, asyncio.get_running_loop().create_future())
+
+    def forget_continuation(self, session_id: str, turn_id: str, step: int) -> None:
+        self._continuations.pop((session_id, turn_id, step), None)
 
     async def _read(self) -> None:
         async for record in self._consumer:
@@ -138,19 +144,16 @@ class CoachClient:
                 message = parse_message(record.value or b"")
             except MalformedMessage:
                 continue
-            if message.id in self._seen:
-                continue
-            self._seen.add(message.id)
+            # Only what this client awaits: the topics also carry other coaches' sessions. A copy that
+            # arrives after its original (at-least-once delivery) finds the future done, or gone.
             if isinstance(message, ToolResult):
-                future = self.expect_result(message.tool_call_id)
+                future: asyncio.Future[Any] | None = self._results.get(message.tool_call_id)
             elif isinstance(message, TurnContinuation):
-                future = self.expect_continuation(  # type: ignore[assignment]
-                    message.session_id, message.turn_id, message.step
-                )
+                future = self._continuations.get((message.session_id, message.turn_id, message.step))
             else:
                 continue
-            if not future.done():
-                future.set_result(message)  # type: ignore[arg-type]
+            if future is not None and not future.done():
+                future.set_result(message)
 
 
 class CoachSession:
@@ -182,6 +185,7 @@ class CoachTurn:
         self.results: dict[str, ToolResult] = {}
         self.calls: dict[str, ToolCall] = {}
         self.paused_step: int | None = None
+        self.continuations: dict[int, TurnContinuation] = {}
 
     async def send(self, tool: str, arguments: Mapping[str, Any], *, tool_call_id: str | None = None) -> ToolCall:
         """Publish one tool call without waiting for its result."""
@@ -240,5 +244,11 @@ class CoachTurn:
         step = self.paused_step if step is None else step
         if step is None:
             raise RuntimeError("no step of this turn has ended")
-        future = self.session.client.expect_continuation(self.session.session_id, self.turn_id, step)
-        return await asyncio.wait_for(asyncio.shield(future), timeout)
+        if step in self.continuations:
+            return self.continuations[step]
+        client = self.session.client
+        future = client.expect_continuation(self.session.session_id, self.turn_id, step)
+        continuation = await asyncio.wait_for(asyncio.shield(future), timeout)
+        self.continuations[step] = continuation
+        client.forget_continuation(self.session.session_id, self.turn_id, step)
+        return continuation
