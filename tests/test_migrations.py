@@ -52,3 +52,30 @@ async def test_migrations_match_the_models(endpoints: Any, metadata: MetaData, m
             assert await conn.run_sync(differences) == []
     finally:
         await engine.dispose()
+
+
+async def test_the_inbox_forgets_only_what_is_older_than_its_retention(endpoints: Any) -> None:
+    from datetime import timedelta
+
+    from sqlalchemy import func, select
+
+    from assent.inbox import claim, prune
+
+    url = await create_database(endpoints.database_url, f"inbox_{uuid.uuid4().hex[:8]}")
+    engine = create_engine(url)
+    try:
+        await migrate(engine, EDITS_MIGRATIONS, edits_tables.SCHEMA)
+        inbox = edits_tables.inbox
+        old, recent = uuid.uuid4(), uuid.uuid4()
+        async with engine.begin() as conn:
+            assert await claim(conn, inbox, "c", old)
+            assert await claim(conn, inbox, "c", recent)
+            assert not await claim(conn, inbox, "c", recent)
+            await conn.execute(
+                inbox.update().where(inbox.c.message_id == old).values(received_at=func.now() - timedelta(days=15))
+            )
+        assert await prune(engine, inbox, timedelta(days=14)) == 1
+        async with engine.connect() as conn:
+            assert (await conn.execute(select(inbox.c.message_id))).scalars().all() == [recent]
+    finally:
+        await engine.dispose()

@@ -8,11 +8,12 @@ message and the claim drops it.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from uuid import UUID
 
 from sqlalchemy import Column, DateTime, MetaData, PrimaryKeyConstraint, Table, Text, Uuid, func
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 
 def inbox_table(metadata: MetaData) -> Table:
@@ -35,3 +36,13 @@ async def claim(conn: AsyncConnection, table: Table, consumer: str, message_id: 
         .returning(table.c.message_id)
     )
     return result.first() is not None
+
+
+async def prune(engine: AsyncEngine, table: Table, older_than: timedelta) -> int:
+    """Forget messages received longer ago than ``older_than``; returns how many.
+
+    Safe as long as ``older_than`` exceeds the topics' retention: no copy of such a message can still come.
+    """
+    async with engine.begin() as conn:
+        result = await conn.execute(table.delete().where(table.c.received_at < func.now() - older_than))
+    return result.rowcount or 0

@@ -7,9 +7,12 @@ A service's ``entrypoint.py`` builds a :class:`ServiceRuntime`, subscribes its h
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ from fastapi import FastAPI
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from sqlalchemy import Table
 
+from . import inbox
 from .contracts import Message
 from .db import create_engine, migrate
 from .messaging import ensure_topics, make_broker, start_broker, subscribe
@@ -26,11 +30,15 @@ from .settings import ServiceSettings
 from .telemetry import setup_telemetry
 from .topics import Topic
 
+log = logging.getLogger(__name__)
+
 
 class ServiceRuntime:
     """The parts of one service process. Nothing connects until the app's lifespan starts."""
 
-    def __init__(self, settings: ServiceSettings, *, outbox_table: Table, migrations: Path, schema: str) -> None:
+    def __init__(
+        self, settings: ServiceSettings, *, outbox_table: Table, inbox_table: Table, migrations: Path, schema: str
+    ) -> None:
         self.settings = settings
         self.provider = setup_telemetry(settings.service_name, settings.otlp_endpoint)
         self.engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
@@ -42,6 +50,7 @@ class ServiceRuntime:
             tracer_provider=self.provider,
         )
         self.relay = OutboxRelay(self.engine, self.outbox, self.broker, poll_seconds=settings.outbox_poll_seconds)
+        self.inbox_table = inbox_table
         self.migrations = migrations
         self.schema = schema
 
@@ -76,9 +85,13 @@ class ServiceRuntime:
             async with extra() if extra is not None else _nothing():
                 await start_broker(self.broker)
                 self.relay.start()
+                pruner = asyncio.create_task(self._prune_inbox(), name="inbox-pruner")
                 try:
                     yield
                 finally:
+                    pruner.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await pruner
                     await self.relay.stop()
                     await self.broker.stop()
             await self.engine.dispose()
@@ -91,6 +104,17 @@ class ServiceRuntime:
 
         FastAPIInstrumentor.instrument_app(app, tracer_provider=self.provider)
         return app
+
+    async def _prune_inbox(self) -> None:
+        retention = timedelta(days=self.settings.inbox_retention_days)
+        while True:
+            try:
+                pruned = await inbox.prune(self.engine, self.inbox_table, retention)
+                if pruned:
+                    log.info("forgot %d inbox entries older than %s", pruned, retention)
+            except Exception:
+                log.warning("could not prune the inbox; trying again later", exc_info=True)
+            await asyncio.sleep(3600)
 
 
 @asynccontextmanager

@@ -35,4 +35,6 @@ class ServiceSettings(BaseSettings):
     http_port: int = 8000
     db_pool_size: int = 10
     outbox_poll_seconds: float = 0.5
+    inbox_retention_days: float = 14.0
+    """How long the inbox remembers a message id; keep it longer than the topics' retention (Kafka: 7 days)."""
     log_level: str = "INFO"

@@ -17,7 +17,13 @@ MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 
 
 def create_app(settings: EditsSettings) -> FastAPI:
-    runtime = ServiceRuntime(settings, outbox_table=tables.outbox, migrations=MIGRATIONS, schema=tables.SCHEMA)
+    runtime = ServiceRuntime(
+        settings,
+        outbox_table=tables.outbox,
+        inbox_table=tables.inbox,
+        migrations=MIGRATIONS,
+        schema=tables.SCHEMA,
+    )
     deps = handlers.Deps(runtime.engine, runtime.outbox, settings)
     runtime.subscribe(STUDIO_SESSIONS, lambda message: handlers.on_session_event(message, deps))
     runtime.subscribe(EDITS_TOOL_CALLS, lambda message: handlers.on_tool_call(message, deps))

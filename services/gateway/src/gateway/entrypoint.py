@@ -21,7 +21,13 @@ MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 
 
 def create_app(settings: GatewaySettings) -> FastAPI:
-    runtime = ServiceRuntime(settings, outbox_table=tables.outbox, migrations=MIGRATIONS, schema=tables.SCHEMA)
+    runtime = ServiceRuntime(
+        settings,
+        outbox_table=tables.outbox,
+        inbox_table=tables.inbox,
+        migrations=MIGRATIONS,
+        schema=tables.SCHEMA,
+    )
     events = EventFeed(settings.redis_url, f"{settings.topic_prefix}assent:events")
     owners = Owners(settings.edits_url)
     deps = handlers.Deps(runtime.engine, runtime.outbox, settings, events)
