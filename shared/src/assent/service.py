@@ -18,8 +18,9 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
-from sqlalchemy import Table
+from sqlalchemy import Table, text
 
 from . import inbox
 from .contracts import Message
@@ -75,7 +76,8 @@ class ServiceRuntime:
         """The process's HTTP app: migrations, topics, consumers and relay start with it and stop with it.
 
         ``extra`` adds the service's own resources (opened after the database and topics, before consumers).
-        ``/healthz`` answers once everything has started.
+        ``/livez`` answers while the process runs (the liveness probe); ``/readyz`` answers 200 only while
+        the database and the broker answer (the readiness probe), else 503 with which check failed.
         """
 
         @asynccontextmanager
@@ -98,12 +100,42 @@ class ServiceRuntime:
 
         app = FastAPI(title=title, description=description, version="0.1.0", lifespan=lifespan)
 
-        @app.get("/healthz", include_in_schema=include_health_in_schema)
-        async def healthz() -> dict[str, str]:
-            return {"status": "ok"}
+        @app.get("/livez", include_in_schema=include_health_in_schema)
+        async def livez() -> dict[str, str]:
+            return {"status": "live"}
+
+        @app.get("/readyz", include_in_schema=include_health_in_schema)
+        async def readyz() -> JSONResponse:
+            checks = await self.readiness()
+            ready = all(ok for ok in checks.values())
+            return JSONResponse(
+                {"status": "ready" if ready else "unready", "checks": {k: "ok" if v else "down" for k, v in checks.items()}},
+                status_code=200 if ready else 503,
+            )
 
         FastAPIInstrumentor.instrument_app(app, tracer_provider=self.provider)
         return app
+
+    async def readiness(self, timeout: float = 2.0) -> dict[str, bool]:
+        """Whether the database and the broker answer within ``timeout`` seconds each."""
+
+        async def database() -> bool:
+            try:
+                async with asyncio.timeout(timeout):
+                    async with self.engine.connect() as conn:
+                        await conn.execute(text("SELECT 1"))
+                return True
+            except Exception:
+                return False
+
+        async def broker() -> bool:
+            try:
+                return bool(await self.broker.ping(timeout=timeout))
+            except Exception:
+                return False
+
+        db_ok, kafka_ok = await asyncio.gather(database(), broker())
+        return {"database": db_ok, "kafka": kafka_ok}
 
     async def _prune_inbox(self) -> None:
         retention = timedelta(days=self.settings.inbox_retention_days)

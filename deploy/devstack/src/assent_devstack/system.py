@@ -26,7 +26,7 @@ def free_port() -> int:
 
 @dataclass
 class ServiceProcess:
-    """One service process. ``start`` waits until its ``/healthz`` answers (migrations ran, broker up)."""
+    """One service process. ``start`` waits until its ``/readyz`` answers (migrations ran, database and broker answer)."""
 
     module: str
     port: int
@@ -49,7 +49,7 @@ class ServiceProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.module} exited with {self.process.returncode}:\n{self.log_tail()}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
+                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
