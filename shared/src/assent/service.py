@@ -108,10 +108,11 @@ class ServiceRuntime:
         async def readyz() -> JSONResponse:
             checks = await self.readiness()
             ready = all(ok for ok in checks.values())
-            return JSONResponse(
-                {"status": "ready" if ready else "unready", "checks": {k: "ok" if v else "down" for k, v in checks.items()}},
-                status_code=200 if ready else 503,
-            )
+            body = {
+                "status": "ready" if ready else "unready",
+                "checks": {k: "ok" if v else "down" for k, v in checks.items()},
+            }
+            return JSONResponse(body, status_code=200 if ready else 503)
 
         FastAPIInstrumentor.instrument_app(app, tracer_provider=self.provider)
         return app
