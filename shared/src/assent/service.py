@@ -102,7 +102,7 @@ class ServiceRuntime:
 
         @app.get("/livez", include_in_schema=include_health_in_schema)
         async def livez() -> dict[str, str]:
-            return {"status": "live"}
+            return {"service": self.settings.service_name, "status": "live"}
 
         @app.get("/readyz", include_in_schema=include_health_in_schema)
         async def readyz() -> JSONResponse:
