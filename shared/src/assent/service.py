@@ -109,6 +109,7 @@ class ServiceRuntime:
             checks = await self.readiness()
             ready = all(ok for ok in checks.values())
             body = {
+                "service": self.settings.service_name,
                 "status": "ready" if ready else "unready",
                 "checks": {k: "ok" if v else "down" for k, v in checks.items()},
             }
