@@ -1,5 +1,6 @@
-"""The consumer wiring, in memory (FastStream's TestKafkaBroker): good messages reach the handler, unreadable
-ones and hopeless ones go to the dead-letter topic, and the consumer carries on."""
+"""The consumer wiring and its failure policy, in memory (FastStream's TestKafkaBroker): good messages reach
+the handler, unreadable ones go to the dead-letter topic at once, a failing handler is tried a bounded number
+of times and then dead-lettered, an outage is retried until it ends, and the consumer carries on."""
 
 from typing import Any
 
@@ -8,8 +9,11 @@ from faststream.kafka.annotations import KafkaMessage
 from sqlalchemy.exc import DataError
 
 from assent.contracts import Message, StepEnded
-from assent.messaging import make_broker, subscribe
+from assent.messaging import make_broker
+from assent.runtime.consumer import DEAD_LETTERED, FailurePolicy, backoff, is_outage, subscribe
 from assent.topics import STUDIO_TURNS
+
+FAST = FailurePolicy(max_attempts=3, backoff_initial=0.001, backoff_max=0.002)
 
 
 def step(n: int) -> StepEnded:
@@ -21,29 +25,57 @@ async def test_good_bad_and_hopeless_messages() -> None:
     handled: list[Message] = []
     dead: list[tuple[bytes, dict[str, Any]]] = []
 
+    attempts: dict[int, int] = {}
+
     async def handler(message: Message) -> None:
         assert isinstance(message, StepEnded)
+        attempts[message.step] = attempts.get(message.step, 0) + 1
         if message.step == 7:
             raise DataError("INSERT ...", {}, Exception("value out of range"))
+        if message.step == 8:
+            raise KeyError("a bug")
+        if message.step == 9 and attempts[9] < 6:
+            raise ConnectionRefusedError("the database is down")
         handled.append(message)
 
-    subscribe(broker, STUDIO_TURNS, prefix="p.", group_id="g", handler=handler)
+    subscribe(broker, STUDIO_TURNS, prefix="p.", group_id="g", handler=handler, policy=FAST)
+    before = DEAD_LETTERED.labels("studio.turns", "g", "handler_failed")._value.get()
 
     @broker.subscriber(STUDIO_TURNS.dlq_name("p."))
     async def capture(message: KafkaMessage) -> None:
         dead.append((message.body, dict(message.headers)))
 
-    first, hopeless, last = step(1), step(7), step(2)
+    first, hopeless, buggy, outage, last = step(1), step(7), step(8), step(9), step(2)
     async with TestKafkaBroker(broker) as test_broker:
         topic = STUDIO_TURNS.full_name("p.")
         await test_broker.publish(first.to_bytes(), topic, key=b"s")
         await test_broker.publish(b"{not json", topic, key=b"s")
         await test_broker.publish(b'{"type": "ToolCall", "v": 1}', topic, key=b"s")  # not this topic's message
         await test_broker.publish(hopeless.to_bytes(), topic, key=b"s")
+        await test_broker.publish(buggy.to_bytes(), topic, key=b"s")
+        await test_broker.publish(outage.to_bytes(), topic, key=b"s")
         await test_broker.publish(last.to_bytes(), topic, key=b"s")
 
-    assert handled == [first, last]
-    assert [body for body, _ in dead] == [b"{not json", b'{"type": "ToolCall", "v": 1}', hopeless.to_bytes()]
+    assert handled == [first, outage, last]
+    assert attempts == {1: 1, 7: 3, 8: 3, 9: 6, 2: 1}  # bounded for failures, unbounded for an outage
+    bodies = [body for body, _ in dead]
+    assert bodies == [b"{not json", b'{"type": "ToolCall", "v": 1}', hopeless.to_bytes(), buggy.to_bytes()]
     errors = [headers["x-dlq-error"] for _, headers in dead]
     assert "not JSON" in errors[0] and "does not belong" in errors[1] and "value out of range" in errors[2]
+    assert errors[3] == "KeyError: 'a bug'"
+    assert [headers["x-dlq-attempts"] for _, headers in dead] == ["0", "0", "3", "3"]
     assert {headers["x-dlq-topic"] for _, headers in dead} == {"p.studio.turns"}
+    assert DEAD_LETTERED.labels("studio.turns", "g", "handler_failed")._value.get() == before + 2
+
+
+def test_outages_are_told_from_bad_messages() -> None:
+    assert is_outage(ConnectionRefusedError()) and is_outage(TimeoutError())
+    assert not is_outage(KeyError("x")) and not is_outage(UnicodeEncodeError("utf-8", "x", 0, 1, "surrogate"))
+    assert not is_outage(DataError("s", {}, Exception("out of range")))
+
+
+def test_backoff_grows_and_is_capped_with_jitter() -> None:
+    policy = FailurePolicy(max_attempts=10, backoff_initial=0.1, backoff_max=1.0)
+    for attempt, ceiling in ((1, 0.1), (2, 0.2), (3, 0.4), (8, 1.0)):
+        waits = {backoff(attempt, policy) for _ in range(50)}
+        assert all(ceiling / 2 <= w <= ceiling for w in waits) and len(waits) > 1

@@ -1,6 +1,7 @@
-"""Alembic environment of the edits service (schema ``edits``)."""
+"""Alembic environment of the edits service (schema ``edits``); the shared tables have their own history."""
 
 from assent.db import run_migrations_in_env
+from assent.runtime.tables import TABLE_NAMES
 from edits.adapters.tables import metadata
 
-run_migrations_in_env(metadata)
+run_migrations_in_env(metadata, exclude_tables=TABLE_NAMES)

@@ -3,9 +3,10 @@
 import pytest
 from pydantic import ValidationError
 
+from assent.domain import Agent, Refusal, Session, invalid_arguments
 from assent.hashing import content_hash
 from edits.domain import memory
-from edits.domain.model import Agent, LiveMemory, Refusal, Request, Session
+from edits.domain.model import LiveMemory
 
 SESSION = Session("s1", "org", "guild", "operator")
 AGENT = Agent("a1", "org", "guild", "Ada", live=True)
@@ -67,36 +68,17 @@ def test_an_edit_that_changes_nothing_is_refused() -> None:
 def test_arguments_are_validated(bad: dict[str, object]) -> None:
     with pytest.raises(ValidationError) as caught:
         args(**bad)
-    refusal = memory.invalid_arguments("studio_edit_memory", caught.value)
+    refusal = invalid_arguments("studio_edit_memory", caught.value)
     assert refusal.code == "invalid_arguments" and refusal.message.startswith("studio_edit_memory:")
 
 
-def request(status: str = "pending") -> Request:
-    return Request(
-        "p1",
-        "s1",
-        2,
-        "c1",
-        "studio_edit_memory",
-        "memory",
-        "a1",
-        3,
-        LIVE.hash,
-        "h",
-        "x",
-        status,
-        False,
-        None,
-        None,
-        None,
-    )
+def test_apply_refuses_over_a_memory_that_moved() -> None:
+    assert not memory.moved(LIVE.hash, LIVE)
+    assert memory.moved(LIVE.hash, LiveMemory("a1", "moved\n", 4, content_hash("moved\n")))
+    assert memory.moved(LIVE.hash, None)
 
 
-def test_decisions() -> None:
-    moved = LiveMemory("a1", "moved\n", 4, content_hash("moved\n"))
-    assert memory.decide(request(), "apply", LIVE) == "apply"
-    assert memory.decide(request(), "apply", moved) == "stale"
-    assert memory.decide(request(), "decline", moved) == "decline"
-    assert memory.decide(request(), "grant", LIVE) == "wrong_decision"
-    assert memory.decide(request("applied"), "apply", LIVE) == "already_resolved"
-    assert memory.decide(request("declined"), "decline", LIVE) == "already_resolved"
+def test_the_byte_cap_holds_for_direct_writes_too() -> None:
+    assert memory.check_byte_cap("x" * 1024, 1024) is None
+    refusal = memory.check_byte_cap("x" * 1025, 1024, "the Memory")
+    assert refusal is not None and refusal.code == "content_too_large" and "1025 bytes" in refusal.message

@@ -1,6 +1,7 @@
-"""Alembic environment of the gateway service (schema ``gateway``)."""
+"""Alembic environment of the gateway service (schema ``gateway``); the shared tables have their own history."""
 
 from assent.db import run_migrations_in_env
+from assent.runtime.tables import TABLE_NAMES
 from gateway.adapters.tables import metadata
 
-run_migrations_in_env(metadata)
+run_migrations_in_env(metadata, exclude_tables=TABLE_NAMES)

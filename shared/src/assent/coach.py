@@ -32,6 +32,7 @@ from opentelemetry import trace
 from .contracts import (
     MalformedMessage,
     SessionClosed,
+    SessionContext,
     SessionOpened,
     StepEnded,
     ToolCall,
@@ -115,7 +116,8 @@ class CoachClient:
                 operator_user_id=operator_user_id,
             ),
         )
-        return CoachSession(self, session_id)
+        context = SessionContext(org_id=org_id, source_guild_id=source_guild_id, operator_user_id=operator_user_id)
+        return CoachSession(self, session_id, context=context)
 
     async def publish(self, topic: Topic, key: str, message: Message) -> None:
         headers = [(k, v.encode()) for k, v in current_carrier().items()]
@@ -157,11 +159,17 @@ class CoachClient:
 
 
 class CoachSession:
-    """One studio session. ``seq`` numbers the session's tool messages; this object hands them out."""
+    """One studio session. ``seq`` numbers the session's tool messages; this object hands them out.
 
-    def __init__(self, client: CoachClient, session_id: str, *, first_seq: int = 1) -> None:
+    Every call carries the session's ``context``, so the replica that answers it needs nothing else.
+    """
+
+    def __init__(
+        self, client: CoachClient, session_id: str, *, first_seq: int = 1, context: SessionContext | None = None
+    ) -> None:
         self.client = client
         self.session_id = session_id
+        self.context = context
         self._seq = itertools.count(first_seq)
 
     def next_seq(self) -> int:
@@ -198,6 +206,7 @@ class CoachTurn:
             tool_call_id=tool_call_id or f"call_{uuid.uuid4().hex}",
             tool=tool,
             arguments=dict(arguments),
+            session=self.session.context,
         )
         client.expect_result(call.tool_call_id)
         with tracer.start_as_current_span(f"coach {tool}", kind=trace.SpanKind.PRODUCER):

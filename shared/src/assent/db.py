@@ -17,15 +17,18 @@ def create_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
     return create_async_engine(database_url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=3600)
 
 
-async def migrate(engine: AsyncEngine, migrations_dir: Path, schema: str) -> None:
+async def migrate(
+    engine: AsyncEngine, migrations_dir: Path, schema: str, *, version_table: str = "alembic_version"
+) -> None:
     """Bring ``schema`` to the newest revision in ``migrations_dir``.
 
     Safe to run from several replicas at once: an advisory lock serialises them, and the loser finds the
-    schema already at head.
+    schema already at head. Several histories may share one schema, each with its own ``version_table``.
     """
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir))
     cfg.attributes["schema"] = schema
+    cfg.attributes["version_table"] = version_table
 
     def upgrade(sync_connection: object) -> None:
         cfg.attributes["connection"] = sync_connection
@@ -37,11 +40,13 @@ async def migrate(engine: AsyncEngine, migrations_dir: Path, schema: str) -> Non
         await conn.run_sync(upgrade)
 
 
-def run_migrations_in_env(target_metadata: object) -> None:
-    """The body of a service's ``migrations/env.py``.
+def run_migrations_in_env(
+    target_metadata: object, *, version_table: str = "alembic_version", exclude_tables: frozenset[str] = frozenset()
+) -> None:
+    """The body of a ``migrations/env.py``.
 
     Runs on the connection that :func:`migrate` hands over; from the ``alembic`` command line it connects
-    to ``DATABASE_URL`` itself.
+    to ``DATABASE_URL`` itself. ``exclude_tables`` are tables another history of the same schema owns.
     """
     import asyncio
     import os
@@ -50,15 +55,23 @@ def run_migrations_in_env(target_metadata: object) -> None:
 
     cfg = context.config
     schema = cfg.attributes.get("schema") or cfg.get_main_option("schema")
+    version_table = cfg.attributes.get("version_table") or version_table
 
     def run(connection: object) -> None:
         context.configure(
             connection=connection,  # type: ignore[arg-type]
             target_metadata=target_metadata,  # type: ignore[arg-type]
+            version_table=version_table,
             version_table_schema=schema,
             include_schemas=True,
-            # Each service owns one schema; never diff (or drop) another service's tables.
-            include_name=lambda name, type_, _parent: type_ != "schema" or name == schema,
+            # Each service owns one schema; never diff (or drop) another service's or history's tables.
+            include_name=lambda name, type_, _parent: (
+                (type_ != "schema" or name == schema)
+                and not (type_ == "table" and (name in exclude_tables or name.startswith("alembic_version")))
+            ),
+            include_object=lambda obj, name, type_, _reflected, _compare_to: (
+                not (type_ == "table" and name in exclude_tables)
+            ),
         )
         with context.begin_transaction():
             context.run_migrations()

@@ -37,4 +37,8 @@ class ServiceSettings(BaseSettings):
     outbox_poll_seconds: float = 0.5
     inbox_retention_days: float = 14.0
     """How long the inbox remembers a message id; keep it longer than the topics' retention (Kafka: 7 days)."""
+    handler_max_attempts: int = 5
+    """How often a failing handler is tried before its message goes to the dead-letter topic."""
+    max_message_bytes: int = 900_000
+    """The largest message a service publishes (Kafka's default limit is 1 MiB); a larger result becomes an error."""
     log_level: str = "INFO"

@@ -11,8 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .contracts import (
+    AgentChanged,
     DecisionMade,
+    GuildChanged,
     Message,
+    OrgChanged,
     ProposalOutcome,
     ProposalProposed,
     SessionClosed,
@@ -22,6 +25,7 @@ from .contracts import (
     ToolResult,
     TurnContinuation,
 )
+from .kinds import KINDS, OWNERS, WORKSPACE_OWNER
 
 DLQ_SUFFIX = ".dlq"
 
@@ -46,82 +50,54 @@ STUDIO_SESSIONS = Topic(
     "studio.sessions",
     "session_id",
     ("coach", "gateway"),
-    ("edits", "gateway"),
+    (*OWNERS, "gateway"),
     (SessionOpened, SessionClosed),
 )
-EDITS_TOOL_CALLS = Topic("edits.tool-calls", "session_id", ("coach",), ("edits",), (ToolCall,))
-ACCESS_TOOL_CALLS = Topic("access.tool-calls", "session_id", ("coach",), ("access",), (ToolCall,))
-ROUTINES_TOOL_CALLS = Topic("routines.tool-calls", "session_id", ("coach",), ("routines",), (ToolCall,))
-CONNECTIONS_TOOL_CALLS = Topic("connections.tool-calls", "session_id", ("coach",), ("connections",), (ToolCall,))
-DEPLOYER_TOOL_CALLS = Topic("deployer.tool-calls", "agent_id", ("coach",), ("deployer",), (ToolCall,))
+
+
+def _tool_calls(owner: str) -> Topic:
+    key = "agent_id" if owner == "deployer" else "session_id"
+    return Topic(f"{owner}.tool-calls", key, ("coach",), (owner,), (ToolCall,))
+
+
+TOOL_CALLS: dict[str, Topic] = {owner: _tool_calls(owner) for owner in OWNERS}
+"""Each owner service's tool-call topic."""
+EDITS_TOOL_CALLS = TOOL_CALLS["edits"]
+ACCESS_TOOL_CALLS = TOOL_CALLS["access"]
+ROUTINES_TOOL_CALLS = TOOL_CALLS["routines"]
+CONNECTIONS_TOOL_CALLS = TOOL_CALLS["connections"]
+DEPLOYER_TOOL_CALLS = TOOL_CALLS["deployer"]
 STUDIO_TURNS = Topic("studio.turns", "session_id", ("coach",), ("gateway",), (StepEnded,))
-TOOL_RESULTS = Topic(
-    "studio.tool-results",
-    "session_id",
-    ("edits", "access", "routines", "connections", "deployer"),
-    ("coach", "gateway"),
-    (ToolResult,),
-)
-PROPOSALS_PROPOSED = Topic(
-    "proposals.proposed",
-    "session_id",
-    ("edits", "access", "routines", "connections", "deployer"),
-    ("gateway",),
-    (ProposalProposed,),
-)
-PROPOSALS_DECIDED = Topic(
-    "proposals.decided",
-    "session_id",
-    ("gateway",),
-    ("edits", "access", "routines", "connections", "deployer"),
-    (DecisionMade,),
-)
-PROPOSALS_APPLIED = Topic(
-    "proposals.applied",
-    "session_id",
-    ("edits", "access", "routines", "connections", "deployer"),
-    ("gateway", "coach"),
-    (ProposalOutcome,),
-)
+TOOL_RESULTS = Topic("studio.tool-results", "session_id", OWNERS, ("coach", "gateway"), (ToolResult,))
+PROPOSALS_PROPOSED = Topic("proposals.proposed", "session_id", OWNERS, ("gateway",), (ProposalProposed,))
+PROPOSALS_DECIDED = Topic("proposals.decided", "session_id", ("gateway",), OWNERS, (DecisionMade,))
+PROPOSALS_APPLIED = Topic("proposals.applied", "session_id", OWNERS, ("gateway", "coach"), (ProposalOutcome,))
 STUDIO_CONTINUATIONS = Topic("studio.continuations", "session_id", ("gateway",), ("coach",), (TurnContinuation,))
+WORKSPACE_EVENTS = Topic(
+    "workspace.events",
+    "org_id",
+    (WORKSPACE_OWNER,),
+    tuple(o for o in (*OWNERS, "gateway") if o != WORKSPACE_OWNER),
+    (OrgChanged, GuildChanged, AgentChanged),
+)
 
 REGISTRY: tuple[Topic, ...] = (
     STUDIO_SESSIONS,
-    EDITS_TOOL_CALLS,
-    ACCESS_TOOL_CALLS,
-    ROUTINES_TOOL_CALLS,
-    CONNECTIONS_TOOL_CALLS,
-    DEPLOYER_TOOL_CALLS,
+    *TOOL_CALLS.values(),
     STUDIO_TURNS,
     TOOL_RESULTS,
     PROPOSALS_PROPOSED,
     PROPOSALS_DECIDED,
     PROPOSALS_APPLIED,
     STUDIO_CONTINUATIONS,
+    WORKSPACE_EVENTS,
 )
 
 TOOL_ROUTES: dict[str, Topic] = {
-    # edits: memory, notes, guild text, collections, task drafts
-    "studio_read_memory": EDITS_TOOL_CALLS,
-    "studio_edit_memory": EDITS_TOOL_CALLS,
-    "studio_edit_note": EDITS_TOOL_CALLS,
-    "studio_edit_guild": EDITS_TOOL_CALLS,
-    "studio_edit_collection": EDITS_TOOL_CALLS,
-    "studio_create_task_draft": EDITS_TOOL_CALLS,
-    # access
-    "studio_edit_access": ACCESS_TOOL_CALLS,
-    # routines
-    "studio_list_routines": ROUTINES_TOOL_CALLS,
-    "studio_edit_routine": ROUTINES_TOOL_CALLS,
-    # logins
-    "studio_request_connection_access": CONNECTIONS_TOOL_CALLS,
-    "studio_call_connection_tool": CONNECTIONS_TOOL_CALLS,
-    # source repositories
-    "list_repo_files": DEPLOYER_TOOL_CALLS,
-    "read_repo_file": DEPLOYER_TOOL_CALLS,
-    "propose_source_change": DEPLOYER_TOOL_CALLS,
+    tool: TOOL_CALLS[spec.owner] for spec in KINDS.values() for tool in (*spec.read_tools, *spec.tools)
 }
-"""Which topic carries a call of each tool, so the coach can route without knowing the services."""
+"""Which topic carries a call of each tool, derived from the kind registry, so the coach can route without
+knowing the services."""
 
 
 def route(tool: str) -> Topic:

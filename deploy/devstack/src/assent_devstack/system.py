@@ -6,12 +6,14 @@ Used by ``make run`` and by the integration tests: each service is its own OS pr
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +28,7 @@ def free_port() -> int:
 
 @dataclass
 class ServiceProcess:
-    """One service process. ``start`` waits until its ``/readyz`` answers (migrations ran, database and broker answer)."""
+    """One service process. ``start`` waits until its ``/readyz`` answers (migrated, database and broker up)."""
 
     module: str
     port: int
@@ -83,21 +85,44 @@ class ServiceProcess:
             return "(no log)"
 
 
+REPO = Path(__file__).resolve().parents[4]
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """One row of ``services.toml``."""
+
+    name: str
+    public: bool = False
+
+
+def service_list(path: Path = REPO / "services.toml") -> list[ServiceSpec]:
+    """The services of Assent, in start order, as ``services.toml`` lists them."""
+    with path.open("rb") as file:
+        rows = tomllib.load(file)["service"]
+    return [ServiceSpec(row["name"], bool(row.get("public", False))) for row in rows]
+
+
 @dataclass
 class System:
-    """The edits service and the gateway, wired to each other and to the given endpoints."""
+    """Every service of ``services.toml``, each its own process, wired to each other and to the endpoints."""
 
-    edits: ServiceProcess
-    gateway: ServiceProcess
+    processes: dict[str, ServiceProcess]
     env: dict[str, str]
 
+    def __getattr__(self, name: str) -> ServiceProcess:
+        processes = self.__dict__.get("processes", {})
+        if name in processes:
+            return processes[name]  # type: ignore[no-any-return]
+        raise AttributeError(name)
+
     def start(self) -> None:
-        self.edits.start()
-        self.gateway.start()
+        for process in self.processes.values():
+            process.start()
 
     def stop(self) -> None:
-        self.gateway.stop()
-        self.edits.stop()
+        for process in reversed(self.processes.values()):
+            process.stop()
 
 
 def build_system(
@@ -113,7 +138,9 @@ def build_system(
     gateway_port: int | None = None,
 ) -> System:
     log_dir.mkdir(parents=True, exist_ok=True)
-    edits_port, gateway_port = free_port(), gateway_port or free_port()
+    services = service_list()
+    ports = {spec.name: (gateway_port if spec.public and gateway_port else free_port()) for spec in services}
+    owner_urls = {spec.name: f"http://127.0.0.1:{ports[spec.name]}" for spec in services if not spec.public}
     env = {
         "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap_servers,
         "DATABASE_URL": database_url,
@@ -121,11 +148,13 @@ def build_system(
         "ASSENT_TOPIC_PREFIX": topic_prefix,
         "ASSENT_KAFKA_IDEMPOTENCE": "true" if kafka_idempotence else "false",
         "ASSENT_API_TOKENS": api_tokens,
-        "ASSENT_EDITS_URL": f"http://127.0.0.1:{edits_port}",
+        "ASSENT_OWNER_URLS": json.dumps(owner_urls),
         **(extra_env or {}),
     }
     return System(
-        edits=ServiceProcess("edits", edits_port, env, log_dir / "edits.log"),
-        gateway=ServiceProcess("gateway", gateway_port, env, log_dir / "gateway.log"),
+        processes={
+            spec.name: ServiceProcess(spec.name, ports[spec.name], env, log_dir / f"{spec.name}.log")
+            for spec in services
+        },
         env=env,
     )

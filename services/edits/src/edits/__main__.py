@@ -1,6 +1,6 @@
 """``python -m edits``: run the edits service (Kafka consumers, outbox relay and internal HTTP API)."""
 
-from assent.service import serve
+from assent.runtime import serve
 
 from .entrypoint import create_app
 from .settings import EditsSettings

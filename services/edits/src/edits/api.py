@@ -1,101 +1,125 @@
-"""The edits service's internal HTTP API: live reads for the gateway and the workspace operations.
+"""The edits service's internal HTTP API: the workspace directory it owns and direct Memory writes.
 
-Only the gateway calls it; it is not exposed to clients and carries no authentication of its own.
+Only the gateway calls it. The live side of cards is served by the runtime (``/internal/proposals/...``).
 """
 
-from typing import Annotated, Any
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, FastAPI, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from assent.contracts import Id, Text
+from assent.runtime import ServiceRuntime
+from assent.runtime.uow import SqlUnitOfWork
 
 from . import workspace
-from .handlers import Deps
+from .settings import EditsSettings
 
-Name = Id
-SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
 PathId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
+T = TypeVar("T")
 
 
 class OrgIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    org_id: Name
-    name: Name
+    org_id: Id
+    name: Id
 
 
 class GuildIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    guild_id: Name
-    org_id: Name
-    name: Name
+    guild_id: Id
+    org_id: Id
+    name: Id
 
 
 class AgentIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    agent_id: Name
-    org_id: Name
-    guild_id: Name | None
-    name: Name
+    agent_id: Id
+    org_id: Id
+    guild_id: Id | None
+    name: Id
     memory: Text = ""
-    actor: Name
+    task: Text = ""
+    actor: Id
 
 
 class AgentPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    guild_id: Name | None = None
+    guild_id: Id | None = None
     live: bool = True  # sent or not; never null (exclude_unset keeps the default out)
+    name: Id = "agent"
+    task: Text = ""
 
 
 class MemoryIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     content: Text
-    expected_version: int | None = Field(None, ge=0)
-    actor: Name
+    expected_version: int | None = Field(None, ge=0, le=2_147_483_647)
+    actor: Id
 
 
-def install(app: FastAPI, deps: Deps) -> None:
-    router = APIRouter(prefix="/internal")
-    engine = deps.engine
+def install(app: FastAPI, runtime: ServiceRuntime, settings: EditsSettings) -> None:
+    router = APIRouter(prefix="/internal", tags=["workspace"])
+    cap = settings.memory_max_bytes
+
+    async def run(work: Callable[[SqlUnitOfWork], Awaitable[T]]) -> T:
+        async with runtime.unit_of_work() as uow:
+            return await work(uow)
 
     @router.post("/orgs", status_code=201)
     async def create_org(body: OrgIn) -> dict[str, Any]:
-        await workspace.create_org(engine, body.org_id, body.name)
+        await run(lambda uow: workspace.create_org(uow, body.org_id, body.name))
         return body.model_dump()
 
     @router.post("/guilds", status_code=201)
     async def create_guild(body: GuildIn) -> dict[str, Any]:
-        await workspace.create_guild(engine, body.guild_id, body.org_id, body.name)
-        return body.model_dump()
+        guild = await run(lambda uow: workspace.create_guild(uow, body.guild_id, body.org_id, body.name))
+        return workspace.guild_view(guild)
+
+    @router.get("/guilds/{guild_id}")
+    async def get_guild(guild_id: PathId) -> dict[str, Any]:
+        return workspace.guild_view(await run(lambda uow: workspace.get_guild(uow, guild_id)))
+
+    @router.get("/guilds/{guild_id}/changes")
+    async def guild_changes(guild_id: PathId) -> list[dict[str, Any]]:
+        return await run(lambda uow: workspace.guild_history(uow, guild_id))
 
     @router.post("/agents", status_code=201)
     async def create_agent(body: AgentIn) -> dict[str, Any]:
-        live = await workspace.create_agent(
-            engine, body.agent_id, body.org_id, body.guild_id, body.name, body.memory, body.actor
+        live = await run(
+            lambda uow: workspace.create_agent(
+                uow, body.agent_id, body.org_id, body.guild_id, body.name, body.memory, body.task, body.actor, cap
+            )
         )
         return {**body.model_dump(exclude={"memory", "actor"}), "live": True, "memory": vars(live)}
 
     @router.get("/agents/{agent_id}")
     async def get_agent(agent_id: PathId) -> dict[str, Any]:
-        return await workspace.get_agent(engine, agent_id)
+        return workspace.agent_view(await run(lambda uow: workspace.get_agent(uow, agent_id)))
 
     @router.patch("/agents/{agent_id}")
     async def update_agent(agent_id: PathId, body: AgentPatch) -> dict[str, Any]:
-        return await workspace.update_agent(engine, agent_id, body.model_dump(exclude_unset=True))
+        changes = body.model_dump(exclude_unset=True)
+        return workspace.agent_view(await run(lambda uow: workspace.update_agent(uow, agent_id, changes)))
 
     @router.get("/agents/{agent_id}/memory")
     async def read_memory(agent_id: PathId) -> dict[str, Any]:
-        return vars(await workspace.read_memory(engine, agent_id))
+        return vars(await run(lambda uow: workspace.read_memory(uow, agent_id)))
 
     @router.put("/agents/{agent_id}/memory")
     async def write_memory(agent_id: PathId, body: MemoryIn) -> dict[str, Any]:
-        return vars(await workspace.write_memory(engine, agent_id, body.content, body.expected_version, body.actor))
+        view = await run(
+            lambda uow: workspace.write_memory(uow, agent_id, body.content, body.expected_version, body.actor, cap)
+        )
+        return vars(view)
 
     @router.get("/agents/{agent_id}/memory/history")
     async def memory_history(agent_id: PathId) -> list[dict[str, Any]]:
-        await workspace.read_memory(engine, agent_id)
-        return await workspace.memory_history(engine, agent_id)
+        return await run(lambda uow: workspace.memory_history(uow, agent_id))
 
     app.include_router(router)
 
@@ -106,3 +130,7 @@ def install(app: FastAPI, deps: Deps) -> None:
     @app.exception_handler(workspace.Conflict)
     async def conflict(_: Request, exc: workspace.Conflict) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    @app.exception_handler(workspace.Refused)
+    async def refused(_: Request, exc: workspace.Refused) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=422)

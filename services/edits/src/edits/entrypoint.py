@@ -1,4 +1,4 @@
-"""Wires the edits service: its handlers on its topics, its internal HTTP API, one runtime around both."""
+"""Wires the edits service: its kinds on the shared runtime, and the workspace API it owns."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from assent.service import ServiceRuntime
-from assent.topics import EDITS_TOOL_CALLS, PROPOSALS_DECIDED, STUDIO_SESSIONS
+from assent.runtime import OwnerKit, ServiceRuntime
 
-from . import api, handlers
+from . import api
 from .adapters import tables
+from .adapters.repository import EditsRepository
+from .kinds.memory import MemoryKind
 from .settings import EditsSettings
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
@@ -19,15 +20,13 @@ MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 def create_app(settings: EditsSettings) -> FastAPI:
     runtime = ServiceRuntime(
         settings,
-        outbox_table=tables.outbox,
-        inbox_table=tables.inbox,
+        tables=tables.shared,
         migrations=MIGRATIONS,
         schema=tables.SCHEMA,
+        stores={"edits": EditsRepository},
     )
-    deps = handlers.Deps(runtime.engine, runtime.outbox, settings)
-    runtime.subscribe(STUDIO_SESSIONS, lambda message: handlers.on_session_event(message, deps))
-    runtime.subscribe(EDITS_TOOL_CALLS, lambda message: handlers.on_tool_call(message, deps))
-    runtime.subscribe(PROPOSALS_DECIDED, lambda message: handlers.on_decision(message, deps))
+    kinds = [MemoryKind(settings.memory_max_bytes)]
+    runtime.serve_kinds(OwnerKit(settings.service_name, kinds, max_result_bytes=settings.max_message_bytes))
     app = runtime.app(title="Assent edits service (internal)")
-    api.install(app, deps)
+    api.install(app, runtime, settings)
     return app

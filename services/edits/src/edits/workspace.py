@@ -1,7 +1,9 @@
-"""Direct workspace operations: create orgs, guilds and agents, and write Memory as a person would.
+"""The workspace directory (orgs, guilds, agents, membership, Tasks), owned here, and direct Memory writes.
 
 These are not proposals: they are the operator's (or a test's) own changes to live state, the kind of
-change a pending request must never overwrite.
+change a pending request must never overwrite. Every change of the directory goes out on
+``workspace.events`` through the outbox, carrying the entity's whole new state, so that every other service
+keeps its read copy for its reach checks.
 """
 
 from __future__ import annotations
@@ -11,12 +13,16 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncEngine
 
+from assent.contracts import AgentChanged, GuildChanged, OrgChanged
+from assent.domain import Agent, Guild
 from assent.hashing import content_hash
+from assent.runtime.uow import SqlUnitOfWork
+from assent.topics import WORKSPACE_EVENTS
 
-from .adapters import repository as repo
 from .adapters import tables as t
+from .adapters.repository import EditsRepository
+from .domain.memory import check_byte_cap
 
 
 class NotFound(LookupError):
@@ -27,6 +33,10 @@ class Conflict(Exception):
     pass
 
 
+class Refused(Exception):
+    """A write the rules refuse (422)."""
+
+
 @dataclass(frozen=True)
 class MemoryView:
     agent_id: str
@@ -35,127 +45,191 @@ class MemoryView:
     hash: str
 
 
-async def create_org(engine: AsyncEngine, org_id: str, name: str) -> None:
-    async with engine.begin() as conn:
-        created = await conn.execute(
-            insert(t.orgs).values(org_id=org_id, name=name).on_conflict_do_nothing().returning(t.orgs.c.org_id)
-        )
-        if created.first() is None:
-            raise Conflict(f"org {org_id!r} already exists")
-
-
-async def create_guild(engine: AsyncEngine, guild_id: str, org_id: str, name: str) -> None:
-    async with engine.begin() as conn:
-        if (await conn.execute(select(t.orgs.c.org_id).where(t.orgs.c.org_id == org_id))).first() is None:
-            raise NotFound(f"org {org_id!r} does not exist")
-        created = await conn.execute(
-            insert(t.guilds)
-            .values(guild_id=guild_id, org_id=org_id, name=name)
-            .on_conflict_do_nothing()
-            .returning(t.guilds.c.guild_id)
-        )
-        if created.first() is None:
-            raise Conflict(f"guild {guild_id!r} already exists")
-
-
-async def create_agent(
-    engine: AsyncEngine, agent_id: str, org_id: str, guild_id: str | None, name: str, memory: str, actor: str
-) -> MemoryView:
-    """Create an agent with its Memory at version 0 (empty), then version 1 when ``memory`` is given."""
-    async with engine.begin() as conn:
-        if guild_id is not None:
-            guild = (await conn.execute(select(t.guilds).where(t.guilds.c.guild_id == guild_id))).first()
-            if guild is None or guild.org_id != org_id:
-                raise NotFound(f"guild {guild_id!r} does not exist in org {org_id!r}")
-        elif (await conn.execute(select(t.orgs.c.org_id).where(t.orgs.c.org_id == org_id))).first() is None:
-            raise NotFound(f"org {org_id!r} does not exist")
-        created = await conn.execute(
-            insert(t.agents)
-            .values(agent_id=agent_id, org_id=org_id, guild_id=guild_id, name=name)
-            .on_conflict_do_nothing()
-            .returning(t.agents.c.agent_id)
-        )
-        if created.first() is None:
-            raise Conflict(f"agent {agent_id!r} already exists")
-        await conn.execute(
-            t.memory.insert().values(agent_id=agent_id, content="", version=0, hash=content_hash(""), updated_by=actor)
-        )
-        if memory:
-            await repo.write_memory(conn, agent_id, memory, expected_version=0, actor=actor)
-        live = await repo.get_memory(conn, agent_id)
-    assert live is not None
-    return MemoryView(live.agent_id, live.content, live.version, live.hash)
-
-
-async def get_agent(engine: AsyncEngine, agent_id: str) -> dict[str, Any]:
-    async with engine.connect() as conn:
-        agent = await repo.get_agent(conn, agent_id)
-    if agent is None:
-        raise NotFound(f"agent {agent_id!r} does not exist")
+def agent_view(agent: Agent) -> dict[str, Any]:
     return {
         "agent_id": agent.agent_id,
         "org_id": agent.org_id,
         "guild_id": agent.guild_id,
         "name": agent.name,
         "live": agent.live,
+        "task": agent.task,
     }
 
 
-async def update_agent(engine: AsyncEngine, agent_id: str, changes: dict[str, Any]) -> dict[str, Any]:
-    """Move an agent to another guild (or none) or retire it (``live: false``)."""
-    async with engine.begin() as conn:
-        agent = await repo.get_agent(conn, agent_id)
-        if agent is None:
-            raise NotFound(f"agent {agent_id!r} does not exist")
-        if changes.get("guild_id") is not None:
-            guild = (await conn.execute(select(t.guilds).where(t.guilds.c.guild_id == changes["guild_id"]))).first()
-            if guild is None or guild.org_id != agent.org_id:
-                raise NotFound(f"guild {changes['guild_id']!r} does not exist in org {agent.org_id!r}")
-        if changes:
-            await conn.execute(t.agents.update().where(t.agents.c.agent_id == agent_id).values(**changes))
-    return await get_agent(engine, agent_id)
+def guild_view(guild: Guild) -> dict[str, Any]:
+    return {
+        "guild_id": guild.guild_id,
+        "org_id": guild.org_id,
+        "name": guild.name,
+        "about": guild.about,
+        "description": guild.description,
+    }
 
 
-async def read_memory(engine: AsyncEngine, agent_id: str) -> MemoryView:
-    async with engine.connect() as conn:
-        live = await repo.get_memory(conn, agent_id)
+async def publish_guild(uow: SqlUnitOfWork, guild: Guild) -> None:
+    await uow.emit(
+        WORKSPACE_EVENTS,
+        guild.org_id,
+        GuildChanged(
+            guild_id=guild.guild_id,
+            org_id=guild.org_id,
+            name=guild.name,
+            about=guild.about,
+            description=guild.description,
+            revision=guild.revision,
+        ),
+    )
+
+
+async def publish_agent(uow: SqlUnitOfWork, agent: Agent) -> None:
+    await uow.emit(
+        WORKSPACE_EVENTS,
+        agent.org_id,
+        AgentChanged(
+            agent_id=agent.agent_id,
+            org_id=agent.org_id,
+            guild_id=agent.guild_id,
+            name=agent.name,
+            live=agent.live,
+            task=agent.task,
+            revision=agent.revision,
+        ),
+    )
+
+
+async def create_org(uow: SqlUnitOfWork, org_id: str, name: str) -> None:
+    created = await uow.conn.execute(
+        insert(t.orgs).values(org_id=org_id, name=name).on_conflict_do_nothing().returning(t.orgs.c.org_id)
+    )
+    if created.first() is None:
+        raise Conflict(f"org {org_id!r} already exists")
+    await uow.emit(WORKSPACE_EVENTS, org_id, OrgChanged(org_id=org_id, name=name, revision=1))
+
+
+async def create_guild(uow: SqlUnitOfWork, guild_id: str, org_id: str, name: str) -> Guild:
+    if await uow.workspace.org(org_id) is None:
+        raise NotFound(f"org {org_id!r} does not exist")
+    created = await uow.conn.execute(
+        insert(t.guilds)
+        .values(guild_id=guild_id, org_id=org_id, name=name)
+        .on_conflict_do_nothing()
+        .returning(t.guilds.c.guild_id)
+    )
+    if created.first() is None:
+        raise Conflict(f"guild {guild_id!r} already exists")
+    guild = await uow.workspace.guild(guild_id)
+    assert guild is not None
+    await publish_guild(uow, guild)
+    return guild
+
+
+async def get_guild(uow: SqlUnitOfWork, guild_id: str) -> Guild:
+    guild = await uow.workspace.guild(guild_id)
+    if guild is None:
+        raise NotFound(f"guild {guild_id!r} does not exist")
+    return guild
+
+
+async def create_agent(
+    uow: SqlUnitOfWork,
+    agent_id: str,
+    org_id: str,
+    guild_id: str | None,
+    name: str,
+    memory: str,
+    task: str,
+    actor: str,
+    max_bytes: int,
+) -> MemoryView:
+    """Create an agent with its Memory at version 0 (empty), then version 1 when ``memory`` is given."""
+    refusal = check_byte_cap(memory, max_bytes, "the Memory")
+    if refusal is not None:
+        raise Refused(refusal.message)
+    if guild_id is not None:
+        guild = await uow.workspace.guild(guild_id)
+        if guild is None or guild.org_id != org_id:
+            raise NotFound(f"guild {guild_id!r} does not exist in org {org_id!r}")
+    elif await uow.workspace.org(org_id) is None:
+        raise NotFound(f"org {org_id!r} does not exist")
+    created = await uow.conn.execute(
+        insert(t.agents)
+        .values(agent_id=agent_id, org_id=org_id, guild_id=guild_id, name=name, task=task)
+        .on_conflict_do_nothing()
+        .returning(t.agents.c.agent_id)
+    )
+    if created.first() is None:
+        raise Conflict(f"agent {agent_id!r} already exists")
+    repo = EditsRepository(uow.conn)
+    await repo.create_memory(agent_id, actor)
+    if memory:
+        await repo.write_memory(org_id, agent_id, memory, expected_version=0, actor=actor)
+    agent = await uow.workspace.agent(agent_id)
+    assert agent is not None
+    await publish_agent(uow, agent)
+    live = await repo.memory(agent_id)
+    assert live is not None
+    return MemoryView(live.agent_id, live.content, live.version, live.hash)
+
+
+async def get_agent(uow: SqlUnitOfWork, agent_id: str) -> Agent:
+    agent = await uow.workspace.agent(agent_id)
+    if agent is None:
+        raise NotFound(f"agent {agent_id!r} does not exist")
+    return agent
+
+
+async def update_agent(uow: SqlUnitOfWork, agent_id: str, changes: dict[str, Any]) -> Agent:
+    """Move an agent to another guild (or none), retire it (``live: false``), rename it or change its Task."""
+    agent = await get_agent(uow, agent_id)
+    if changes.get("guild_id") is not None:
+        guild = await uow.workspace.guild(changes["guild_id"])
+        if guild is None or guild.org_id != agent.org_id:
+            raise NotFound(f"guild {changes['guild_id']!r} does not exist in org {agent.org_id!r}")
+    if changes:
+        await uow.conn.execute(
+            t.agents.update().where(t.agents.c.agent_id == agent_id).values(**changes, revision=t.agents.c.revision + 1)
+        )
+        agent = await get_agent(uow, agent_id)
+        await publish_agent(uow, agent)
+    return agent
+
+
+async def read_memory(uow: SqlUnitOfWork, agent_id: str) -> MemoryView:
+    live = await EditsRepository(uow.conn).memory(agent_id)
     if live is None:
         raise NotFound(f"agent {agent_id!r} does not exist")
     return MemoryView(live.agent_id, live.content, live.version, live.hash)
 
 
 async def write_memory(
-    engine: AsyncEngine, agent_id: str, content: str, expected_version: int | None, actor: str
+    uow: SqlUnitOfWork, agent_id: str, content: str, expected_version: int | None, actor: str, max_bytes: int
 ) -> MemoryView:
     """Write Memory directly; with ``expected_version``, refuse (Conflict) when the live version differs."""
-    async with engine.begin() as conn:
-        live = await repo.get_memory(conn, agent_id, for_update=True)
-        if live is None:
-            raise NotFound(f"agent {agent_id!r} does not exist")
-        if expected_version is not None and expected_version != live.version:
-            raise Conflict(f"Memory of {agent_id!r} is at version {live.version}, not {expected_version}")
-        version = await repo.write_memory(conn, agent_id, content, expected_version=live.version, actor=actor)
+    refusal = check_byte_cap(content, max_bytes, "the Memory")
+    if refusal is not None:
+        raise Refused(refusal.message)
+    repo = EditsRepository(uow.conn)
+    live = await repo.memory(agent_id, for_update=True)
+    agent = await uow.workspace.agent(agent_id)
+    if live is None or agent is None:
+        raise NotFound(f"agent {agent_id!r} does not exist")
+    if expected_version is not None and expected_version != live.version:
+        raise Conflict(f"Memory of {agent_id!r} is at version {live.version}, not {expected_version}")
+    version = await repo.write_memory(agent.org_id, agent_id, content, expected_version=live.version, actor=actor)
     assert version is not None  # the row is locked at live.version
     return MemoryView(agent_id, content, version, content_hash(content))
 
 
-async def memory_history(engine: AsyncEngine, agent_id: str) -> list[dict[str, Any]]:
-    """Every revision of an agent's Memory with the file change that wrote it, oldest first."""
-    query = (
-        select(
-            t.memory_revisions.c.version,
-            t.memory_revisions.c.hash,
-            t.memory_revisions.c.author_user_id,
-            t.memory_revisions.c.created_at,
-            t.file_changes.c.tool_call_id,
-            t.file_changes.c.tool_name,
-            t.file_changes.c.studio_session_id,
-            t.file_changes.c.studio_seq,
-        )
-        .join(t.file_changes, t.file_changes.c.revision_id == t.memory_revisions.c.revision_id)
-        .where(t.memory_revisions.c.agent_id == agent_id)
-        .order_by(t.memory_revisions.c.version)
-    )
-    async with engine.connect() as conn:
-        rows = (await conn.execute(query)).mappings().all()
-    return [dict(row) for row in rows]
+async def memory_history(uow: SqlUnitOfWork, agent_id: str) -> list[dict[str, Any]]:
+    await read_memory(uow, agent_id)
+    return await EditsRepository(uow.conn).memory_history(agent_id)
+
+
+async def guild_history(uow: SqlUnitOfWork, guild_id: str) -> list[dict[str, Any]]:
+    await get_guild(uow, guild_id)
+    return await EditsRepository(uow.conn).guild_changes(guild_id)
+
+
+async def guilds_of_org(uow: SqlUnitOfWork, org_id: str) -> list[Guild]:
+    rows = await uow.conn.execute(select(t.guilds).where(t.guilds.c.org_id == org_id))
+    return [Guild(r.guild_id, r.org_id, r.name, r.about, r.description, r.revision) for r in rows]

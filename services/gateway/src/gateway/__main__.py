@@ -1,6 +1,6 @@
 """``python -m gateway``: run the gateway (public HTTP API, projection consumers, outbox relay)."""
 
-from assent.service import serve
+from assent.runtime import serve
 
 from .entrypoint import create_app
 from .settings import GatewaySettings

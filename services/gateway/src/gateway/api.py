@@ -15,7 +15,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
 from assent.contracts import Id, Text
-from assent.hashing import content_hash, unified_diff
+from assent.hashing import line_counts, unified_diff
+from assent.kinds import KINDS, WORKSPACE_OWNER, decisions_at
 
 from . import handlers
 from .adapters.owners import Owners, OwnerUnavailable
@@ -29,9 +30,82 @@ bearer = HTTPBearer(auto_error=False, description="An API token of the operator"
 
 
 class EditDecision(BaseModel):
+    """A decision on an edit-like request (memory, note, guild text, collection, routine, access)."""
+
     model_config = ConfigDict(extra="forbid")
-    decision: Literal["apply", "decline"]
+    decision: Literal[decisions_at("edits")]  # type: ignore[valid-type]
     via: Literal["card", "tray", "item", "chat"] = "card"
+
+
+class FieldDiff(BaseModel):
+    """One field of a card: the live text now beside the proposal, and a unified diff between them."""
+
+    name: str
+    live: str | None
+    proposal: str | None
+    diff: str
+    lines: dict[str, int]
+
+
+class Resolution(BaseModel):
+    status: str
+    resolved_by: str | None
+    resolved_at: Any
+
+
+class EditCard(BaseModel):
+    """A card: the target, the proposal, the live side now as the owner tells it, and one diff per field."""
+
+    session_id: str
+    seq: int
+    proposal_id: str
+    kind: str
+    action: str
+    status: str
+    stale: bool
+    target: dict[str, Any]
+    base: dict[str, Any]
+    lines: dict[str, int]
+    reason: str
+    apply_label: str
+    decline_label: str
+    live: dict[str, Any]
+    proposal: dict[str, Any]
+    diff: str
+    fields: list[FieldDiff]
+    notes: list[str]
+    effects: list[str]
+    resolution: Resolution | None
+
+
+class PendingItem(BaseModel):
+    seq: int
+    proposal_id: str
+    turn_id: str
+    kind: str
+    action: str
+    section: str
+    agent_id: str | None
+    target: dict[str, Any]
+    base: dict[str, Any]
+    lines: dict[str, int]
+    widens: bool
+    stale: bool
+    apply_label: str
+    decline_label: str
+    reason: str
+    proposed_at: Any
+
+
+class Pending(BaseModel):
+    """Every open request of a session, with counts per section and per agent ("Waiting on N decisions")."""
+
+    session_id: str
+    waiting_on: int
+    summary: str
+    sections: dict[str, int]
+    agents: dict[str, int]
+    items: list[PendingItem]
 
 
 class OrgIn(BaseModel):
@@ -54,12 +128,17 @@ class AgentIn(BaseModel):
     guild_id: Name | None
     name: Name
     memory: Text = ""
+    task: Text = ""
 
 
 class AgentPatch(BaseModel):
+    """Move an agent (``guild_id``; null: no guild), retire it (``live: false``), rename it or set its Task."""
+
     model_config = ConfigDict(extra="forbid")
     guild_id: Name | None = None
     live: bool = True  # sent or not; never null (exclude_unset keeps the default out)
+    name: Name = "agent"
+    task: Text = ""
 
 
 class MemoryIn(BaseModel):
@@ -85,10 +164,12 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
     studio = APIRouter(prefix="/api/studio/sessions", tags=["studio"])
     workspace = APIRouter(prefix="/api/workspace", tags=["workspace"])
 
-    @studio.get("/{session_id}/pending")
+    @studio.get("/{session_id}/pending", response_model=Pending)
     async def pending(session_id: PathId, _: User) -> dict[str, Any]:
         """Every open request of the session, with counts per section and per agent ("Waiting on N")."""
         items = await handlers.pending_items(deps, session_id)
+        for item in items:
+            item["decline_label"] = KINDS[item["kind"]].decline_label
         return {"session_id": session_id, **summarize(items), "items": items}
 
     @studio.get("/{session_id}/events", response_class=StreamingResponse)
@@ -110,17 +191,30 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
-    @studio.get("/{session_id}/edits/{seq}")
+    @studio.get("/{session_id}/edits/{seq}", response_model=EditCard)
     async def read_edit(session_id: PathId, seq: SeqPath, _: User) -> dict[str, Any]:
-        """The live text now beside the proposal, the stale flag and a unified diff."""
+        """The live side now beside the proposal, the stale flag and a unified diff per field.
+
+        The owner of the request's kind tells the live side and whether the request is stale; the gateway
+        shows it. ``diff`` is the whole target's diff; ``fields`` splits it where a card shows one per field.
+        """
         request = await handlers.request_at(deps, session_id, seq)
         card = request["card"]
-        live = await owners.live_memory(request["agent_id"])  # memory is the only kind so far
-        live_text = live["content"] if live else None
-        live_version = live["version"] if live else None
-        stale = request["status"] == "pending" and (
-            request["stale"] or live is None or content_hash(live["content"]) != request["base"]["hash"]
-        )
+        live = await owners.live_card(request["kind"], request["proposal_id"])
+        if live is None:
+            raise OwnerUnavailable(f"the owner of {request['proposal_id']!r} does not know it")
+        label = request["target"]["label"]
+        fields = [
+            FieldDiff(
+                name=field.name,
+                live=field.before,
+                proposal=field.after,
+                diff=unified_diff(field.before or "", field.after or "", field.name),
+                lines=dict(zip(("added", "removed"), line_counts(field.before or "", field.after or ""), strict=True)),
+            )
+            for field in live.fields
+        ]
+        live_text = "".join(field.before or "" for field in live.fields) if live.live_hash is not None else None
         return {
             "session_id": session_id,
             "seq": seq,
@@ -128,15 +222,19 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
             "kind": request["kind"],
             "action": request["action"],
             "status": request["status"],
-            "stale": stale,
+            "stale": live.stale,
             "target": request["target"],
             "base": request["base"],
             "lines": request["lines"],
             "reason": request["reason"],
             "apply_label": card["apply_label"],
-            "live": {"text": live_text, "version": live_version},
+            "decline_label": KINDS[request["kind"]].decline_label,
+            "live": {"text": live_text, "version": live.live_version, "hash": live.live_hash},
             "proposal": {"text": card["after"], "hash": request["proposed_hash"]},
-            "diff": unified_diff(live_text or "", card["after"], request["target"]["label"]),
+            "diff": unified_diff(live_text or "", card["after"], label),
+            "fields": fields,
+            "notes": list(live.notes),
+            "effects": list(card.get("effects", [])),
             "resolution": None if request["status"] == "pending" else _resolution(request),
         }
 
@@ -160,42 +258,57 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
         """Send the latest paused turn's continuation again (the coach drops a copy it already has)."""
         return await handlers.resend_continuation(deps, session_id)
 
-    async def forward(method: str, path: str, body: Any = None) -> JSONResponse:
-        reply = await owners.call(method, path, body)
+    async def forward(owner: str, method: str, path: str, body: Any = None) -> JSONResponse:
+        reply = await owners.call(owner, method, path, body)
         return JSONResponse(reply.body, status_code=reply.status)
+
+    directory = WORKSPACE_OWNER  # orgs, guilds, agents, membership, Tasks
+    memory_owner = KINDS["memory"].owner
 
     @workspace.post("/orgs", status_code=201)
     async def create_org(body: OrgIn, _: User) -> JSONResponse:
-        return await forward("POST", "/internal/orgs", body.model_dump())
+        return await forward(directory, "POST", "/internal/orgs", body.model_dump())
 
     @workspace.post("/guilds", status_code=201)
     async def create_guild(body: GuildIn, _: User) -> JSONResponse:
-        return await forward("POST", "/internal/guilds", body.model_dump())
+        return await forward(directory, "POST", "/internal/guilds", body.model_dump())
 
     @workspace.post("/agents", status_code=201)
     async def create_agent(body: AgentIn, user: User) -> JSONResponse:
-        return await forward("POST", "/internal/agents", {**body.model_dump(), "actor": user})
+        return await forward(directory, "POST", "/internal/agents", {**body.model_dump(), "actor": user})
 
     @workspace.get("/agents/{agent_id}")
     async def get_agent(agent_id: PathId, _: User) -> JSONResponse:
-        return await forward("GET", f"/internal/agents/{agent_id}")
+        return await forward(directory, "GET", f"/internal/agents/{agent_id}")
 
     @workspace.patch("/agents/{agent_id}")
     async def update_agent(agent_id: PathId, body: AgentPatch, _: User) -> JSONResponse:
-        return await forward("PATCH", f"/internal/agents/{agent_id}", body.model_dump(exclude_unset=True))
+        return await forward(directory, "PATCH", f"/internal/agents/{agent_id}", body.model_dump(exclude_unset=True))
 
     @workspace.get("/agents/{agent_id}/memory")
     async def read_memory(agent_id: PathId, _: User) -> JSONResponse:
-        return await forward("GET", f"/internal/agents/{agent_id}/memory")
+        return await forward(memory_owner, "GET", f"/internal/agents/{agent_id}/memory")
 
     @workspace.put("/agents/{agent_id}/memory")
     async def write_memory(agent_id: PathId, body: MemoryIn, user: User) -> JSONResponse:
         """Write Memory directly, as the operator (not a proposal)."""
-        return await forward("PUT", f"/internal/agents/{agent_id}/memory", {**body.model_dump(), "actor": user})
+        return await forward(
+            memory_owner, "PUT", f"/internal/agents/{agent_id}/memory", {**body.model_dump(), "actor": user}
+        )
 
     @workspace.get("/agents/{agent_id}/memory/history")
     async def memory_history(agent_id: PathId, _: User) -> JSONResponse:
-        return await forward("GET", f"/internal/agents/{agent_id}/memory/history")
+        return await forward(memory_owner, "GET", f"/internal/agents/{agent_id}/memory/history")
+
+    @workspace.get("/guilds/{guild_id}")
+    async def get_guild(guild_id: PathId, _: User) -> JSONResponse:
+        """A guild with its short description (``about``) and description."""
+        return await forward(directory, "GET", f"/internal/guilds/{guild_id}")
+
+    @workspace.get("/guilds/{guild_id}/changes")
+    async def guild_changes(guild_id: PathId, _: User) -> JSONResponse:
+        """The guild text's change log: who changed which field, and from which request (no content)."""
+        return await forward(directory, "GET", f"/internal/guilds/{guild_id}/changes")
 
     app.include_router(studio)
     app.include_router(workspace)

@@ -1,4 +1,5 @@
-"""Wires the gateway: projection handlers on their topics, the Redis event feed, the public HTTP API."""
+"""Wires the gateway: projection handlers on their topics, the workspace copy, the Redis event feed, the
+public HTTP API."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from assent.service import ServiceRuntime
+from assent.runtime import ServiceRuntime
 from assent.topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, STUDIO_SESSIONS, STUDIO_TURNS, TOOL_RESULTS
 
 from . import api, handlers
@@ -21,21 +22,20 @@ MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 
 
 def create_app(settings: GatewaySettings) -> FastAPI:
-    runtime = ServiceRuntime(
-        settings,
-        outbox_table=tables.outbox,
-        inbox_table=tables.inbox,
-        migrations=MIGRATIONS,
-        schema=tables.SCHEMA,
-    )
+    runtime = ServiceRuntime(settings, tables=tables.shared, migrations=MIGRATIONS, schema=tables.SCHEMA)
     events = EventFeed(settings.redis_url, f"{settings.topic_prefix}assent:events")
-    owners = Owners(settings.edits_url)
-    deps = handlers.Deps(runtime.engine, runtime.outbox, settings, events)
-    runtime.subscribe(STUDIO_SESSIONS, lambda message: handlers.on_session_event(message, deps))
-    runtime.subscribe(PROPOSALS_PROPOSED, lambda message: handlers.on_proposed(message, deps))
-    runtime.subscribe(TOOL_RESULTS, lambda message: handlers.on_tool_result(message, deps))
-    runtime.subscribe(PROPOSALS_APPLIED, lambda message: handlers.on_outcome(message, deps))
-    runtime.subscribe(STUDIO_TURNS, lambda message: handlers.on_step_ended(message, deps))
+    owners = Owners(settings.owner_urls)
+    deps = handlers.Deps(runtime, settings, events)
+    then = handlers.follow_ups(deps)
+    runtime.consume(STUDIO_SESSIONS, handlers.on_session_event)
+    runtime.consume(PROPOSALS_PROPOSED, handlers.on_proposed, after_commit=then["proposed"])
+    # Only refused calls matter to the turn barrier; accepted requests arrive as ProposalProposed.
+    runtime.consume(
+        TOOL_RESULTS, handlers.on_tool_result, after_commit=then["tool_result"], when=lambda result: not result.ok
+    )
+    runtime.consume(PROPOSALS_APPLIED, handlers.on_outcome, after_commit=then["outcome"])
+    runtime.consume(STUDIO_TURNS, handlers.on_step_ended, after_commit=then["step_ended"])
+    runtime.keep_workspace_copy()
 
     @asynccontextmanager
     async def feed_and_owners() -> AsyncIterator[None]:

@@ -1,8 +1,11 @@
 """The gateway's use cases: keep the projection of requests, turns and decisions from the topics, settle
 paused turns, and carry an operator's decision to the owning service and its outcome back.
 
-Consumers claim each envelope id in the inbox first, so redelivery changes nothing. The continuation of a
-turn is written to the outbox in the transaction that marks the turn continued: exactly one per pause.
+Projection handlers get a unit of work from the runtime (which claimed the envelope id in the inbox, so a
+redelivery changes nothing); what they announce live, and settling the session's turns, follows once
+their transaction has committed. The continuation of a turn is written to the outbox in the transaction
+that marks the turn continued: exactly one per pause. The gateway knows no kind: which decisions a
+request takes comes from the kind registry.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 from opentelemetry import trace
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from assent.contracts import (
     DecisionMade,
@@ -28,17 +31,15 @@ from assent.contracts import (
     ToolResult,
     TurnContinuation,
 )
-from assent.db import session_lock
-from assent.inbox import claim
-from assent.outbox import Outbox
-from assent.sessions import record_session_event
+from assent.kinds import KINDS, RESOLVED_OUTCOMES
+from assent.runtime import ServiceRuntime, UnitOfWork
+from assent.runtime.uow import SqlUnitOfWork
 from assent.telemetry import attach_carrier, current_carrier, detach
 from assent.topics import PROPOSALS_DECIDED, STUDIO_CONTINUATIONS
 
 from .adapters import tables as t
 from .adapters.notify import EventFeed
-from .domain.items import DECISIONS_BY_KIND
-from .domain.turns import RESOLVED, RefusedCall, RequestState, continuation_text, settle
+from .domain.turns import RefusedCall, RequestState, continuation_text, settle
 from .settings import GatewaySettings
 
 tracer = trace.get_tracer("assent.gateway")
@@ -46,10 +47,13 @@ tracer = trace.get_tracer("assent.gateway")
 
 @dataclass(frozen=True)
 class Deps:
-    engine: AsyncEngine
-    outbox: Outbox
+    runtime: ServiceRuntime
     settings: GatewaySettings
     events: EventFeed
+
+    @property
+    def engine(self) -> Any:
+        return self.runtime.engine
 
 
 class NotFound(LookupError):
@@ -76,117 +80,131 @@ class OutcomePending(Exception):
 # --- projection ---------------------------------------------------------------------------------------
 
 
-async def on_session_event(message: SessionOpened | SessionClosed, deps: Deps) -> None:
-    async with deps.outbox.transaction(deps.engine) as conn:
-        if await claim(conn, t.inbox, "gateway.sessions", message.id):
-            await record_session_event(conn, t.sessions, message)
+async def on_session_event(message: SessionOpened | SessionClosed, uow: UnitOfWork) -> None:
+    await uow.sessions.record(message)
 
 
-async def on_proposed(message: ProposalProposed, deps: Deps) -> None:
-    async with deps.outbox.transaction(deps.engine) as conn:
-        first = await claim(conn, t.inbox, "gateway.proposed", message.id)
-        if first:
-            await conn.execute(
-                insert(t.requests)
-                .values(
-                    session_id=message.session_id,
-                    seq=message.seq,
-                    proposal_id=message.proposal_id,
-                    tool_call_id=message.tool_call_id,
-                    turn_id=message.turn_id,
-                    step=message.step,
-                    tool=message.tool,
-                    kind=message.kind,
-                    action=message.action,
-                    section=message.section,
-                    agent_id=message.agent_id,
-                    target=message.target.model_dump(mode="json"),
-                    base=message.base.model_dump(mode="json"),
-                    proposed_hash=message.proposed_hash,
-                    lines=message.lines.model_dump(mode="json"),
-                    widens=message.widens,
-                    reason=message.reason,
-                    card=message.card.model_dump(mode="json"),
-                    trace=current_carrier(),
-                )
-                .on_conflict_do_nothing()
-            )
-    if first:
-        await deps.events.publish([_event("request.proposed", message.session_id, seq=message.seq, kind=message.kind)])
-    await settle_session(deps, message.session_id)
+async def on_proposed(message: ProposalProposed, uow: UnitOfWork) -> None:
+    conn = _conn(uow)
+    await conn.execute(
+        insert(t.requests)
+        .values(
+            session_id=message.session_id,
+            seq=message.seq,
+            proposal_id=message.proposal_id,
+            tool_call_id=message.tool_call_id,
+            turn_id=message.turn_id,
+            step=message.step,
+            tool=message.tool,
+            kind=message.kind,
+            action=message.action,
+            section=message.section,
+            agent_id=message.agent_id,
+            target=message.target.model_dump(mode="json"),
+            base=message.base.model_dump(mode="json"),
+            proposed_hash=message.proposed_hash,
+            lines=message.lines.model_dump(mode="json"),
+            widens=message.widens,
+            reason=message.reason,
+            card=message.card.model_dump(mode="json"),
+            trace=current_carrier(),
+        )
+        .on_conflict_do_nothing()
+    )
 
 
-async def on_tool_result(message: ToolResult, deps: Deps) -> None:
+async def on_tool_result(message: ToolResult, uow: UnitOfWork) -> None:
     if message.ok:
         return  # requests arrive as ProposalProposed; plain outputs are the coach's business
     assert message.error is not None
-    async with deps.outbox.transaction(deps.engine) as conn:
-        if await claim(conn, t.inbox, "gateway.tool-results", message.id):
-            await conn.execute(
-                insert(t.refused_calls)
-                .values(
-                    tool_call_id=message.tool_call_id,
-                    session_id=message.session_id,
-                    seq=message.seq,
-                    tool=message.tool,
-                    error=message.error.model_dump(mode="json"),
-                )
-                .on_conflict_do_nothing()
-            )
-    await settle_session(deps, message.session_id)
+    await _conn(uow).execute(
+        insert(t.refused_calls)
+        .values(
+            tool_call_id=message.tool_call_id,
+            session_id=message.session_id,
+            seq=message.seq,
+            tool=message.tool,
+            error=message.error.model_dump(mode="json"),
+        )
+        .on_conflict_do_nothing()
+    )
 
 
-async def on_step_ended(message: StepEnded, deps: Deps) -> None:
-    async with deps.outbox.transaction(deps.engine) as conn:
-        first = await claim(conn, t.inbox, "gateway.turns", message.id)
-        if first:
-            await conn.execute(
-                insert(t.turns)
-                .values(
-                    session_id=message.session_id,
-                    turn_id=message.turn_id,
-                    step=message.step,
-                    tool_call_ids=list(message.tool_call_ids),
-                    # A step that made no request does not pause the turn: nothing to continue.
-                    continued_at=None if message.tool_call_ids else datetime.now(UTC),
-                )
-                .on_conflict_do_nothing()
+async def on_step_ended(message: StepEnded, uow: UnitOfWork) -> None:
+    await _conn(uow).execute(
+        insert(t.turns)
+        .values(
+            session_id=message.session_id,
+            turn_id=message.turn_id,
+            step=message.step,
+            tool_call_ids=list(message.tool_call_ids),
+            # A step that made no request does not pause the turn: nothing to continue.
+            continued_at=None if message.tool_call_ids else datetime.now(UTC),
+        )
+        .on_conflict_do_nothing()
+    )
+
+
+async def on_outcome(message: ProposalOutcome, uow: UnitOfWork) -> None:
+    conn = _conn(uow)
+    outcome = message.model_dump(mode="json")
+    await conn.execute(
+        t.decisions.update()
+        .where(t.decisions.c.decision_id == message.decision_id)
+        .values(outcome=outcome, outcome_at=datetime.now(UTC))
+    )
+    pending = (t.requests.c.proposal_id == message.proposal_id) & (t.requests.c.status == "pending")
+    if message.outcome in RESOLVED_OUTCOMES:
+        await conn.execute(
+            t.requests.update()
+            .where(pending)
+            .values(
+                status=message.outcome,
+                stale=False,
+                resolved_by=message.resolved_by,
+                resolved_at=message.resolved_at,
+                result=outcome,
             )
-    if first:
+        )
+    elif message.outcome == "stale":
+        await conn.execute(t.requests.update().where(pending).values(stale=True))
+
+
+def _conn(uow: UnitOfWork) -> AsyncConnection:
+    assert isinstance(uow, SqlUnitOfWork)
+    return uow.conn
+
+
+def follow_ups(deps: Deps) -> dict[str, Any]:
+    """What each projection handler announces once its transaction committed, and the turns it may settle.
+
+    They run after every delivery, a redelivery too: the live events are hints (a client re-reads), and
+    settling is idempotent.
+    """
+
+    async def proposed(message: ProposalProposed) -> None:
+        await deps.events.publish([_event("request.proposed", message.session_id, seq=message.seq, kind=message.kind)])
+        await settle_session(deps, message.session_id)
+
+    async def tool_result(message: ToolResult) -> None:
+        if not message.ok:
+            await settle_session(deps, message.session_id)
+
+    async def step_ended(message: StepEnded) -> None:
         ended = _event("turn.step_ended", message.session_id, turn_id=message.turn_id, step=message.step)
         await deps.events.publish([ended])
-    await settle_session(deps, message.session_id)
+        await settle_session(deps, message.session_id)
 
+    async def outcome(message: ProposalOutcome) -> None:
+        # The deciding HTTP request is answered as soon as the projection holds the outcome; settling the
+        # turn follows in a transaction of its own.
+        decided = _event(
+            "request.decided", message.session_id, seq=message.seq, outcome=message.model_dump(mode="json")
+        )
+        await deps.events.publish([decided])
+        await settle_session(deps, message.session_id)
 
-async def on_outcome(message: ProposalOutcome, deps: Deps) -> None:
-    outcome = message.model_dump(mode="json")
-    async with deps.outbox.transaction(deps.engine) as conn:
-        first = await claim(conn, t.inbox, "gateway.outcomes", message.id)
-        if first:
-            await conn.execute(
-                t.decisions.update()
-                .where(t.decisions.c.decision_id == message.decision_id)
-                .values(outcome=outcome, outcome_at=datetime.now(UTC))
-            )
-            pending = (t.requests.c.proposal_id == message.proposal_id) & (t.requests.c.status == "pending")
-            if message.outcome in RESOLVED:
-                await conn.execute(
-                    t.requests.update()
-                    .where(pending)
-                    .values(
-                        status=message.outcome,
-                        stale=False,
-                        resolved_by=message.resolved_by,
-                        resolved_at=message.resolved_at,
-                        result=outcome,
-                    )
-                )
-            elif message.outcome == "stale":
-                await conn.execute(t.requests.update().where(pending).values(stale=True))
-    # The deciding HTTP request is answered as soon as the projection holds the outcome; settling the turn
-    # follows in a transaction of its own.
-    await deps.events.publish([_event("request.decided", message.session_id, seq=message.seq, outcome=outcome)])
-    await settle_session(deps, message.session_id)
+    return {"proposed": proposed, "tool_result": tool_result, "step_ended": step_ended, "outcome": outcome}
 
 
 def _event(name: str, session_id: str, **fields: Any) -> dict[str, Any]:
@@ -210,14 +228,15 @@ async def settle_session(deps: Deps, session_id: str) -> None:
         )
     if paused is None:
         return
-    async with deps.outbox.transaction(deps.engine) as conn:
-        await session_lock(conn, "gateway", session_id)
-        events = await _settle_turns(conn, session_id, deps)
+    async with deps.runtime.unit_of_work() as uow:
+        await uow.lock_session(session_id)
+        events = await _settle_turns(uow, session_id)
     await deps.events.publish(events)
 
 
-async def _settle_turns(conn: AsyncConnection, session_id: str, deps: Deps) -> list[dict[str, Any]]:
-    """The body of :func:`settle`; returns the live events to announce once its transaction commits."""
+async def _settle_turns(uow: SqlUnitOfWork, session_id: str) -> list[dict[str, Any]]:
+    """The body of :func:`settle_session`; returns the live events to announce once its transaction commits."""
+    conn = uow.conn
     events: list[dict[str, Any]] = []
     open_turns = (
         await conn.execute(select(t.turns).where(t.turns.c.session_id == session_id, t.turns.c.continued_at.is_(None)))
@@ -245,7 +264,7 @@ async def _settle_turns(conn: AsyncConnection, session_id: str, deps: Deps) -> l
             decisions=tuple(decisions),
             text=continuation_text(decisions),
         )
-        await deps.outbox.put(conn, STUDIO_CONTINUATIONS, session_id, continuation)
+        await uow.emit(STUDIO_CONTINUATIONS, session_id, continuation)
         await conn.execute(
             t.turns.update()
             .where(
@@ -285,8 +304,10 @@ async def decide(deps: Deps, session_id: str, seq: int, decision: str, actor: st
             f"this request was already {request['status']} by {request['resolved_by']} at "
             f"{request['resolved_at']:%Y-%m-%d %H:%M:%S} UTC",
         )
-    if decision not in DECISIONS_BY_KIND.get(request["kind"], frozenset()):
-        raise Refused(422, f"a {request['kind']} request cannot be decided with {decision!r}")
+    spec = KINDS[request["kind"]]
+    if decision not in spec.decisions:
+        accepted = " or ".join(spec.decisions)
+        raise Refused(422, f"a {spec.name} request is decided with {accepted}, not {decision!r}")
     decision_id = f"dec_{uuid.uuid4().hex}"
     answered = deps.events.expect(decision_id)
     try:
@@ -308,8 +329,8 @@ async def decide(deps: Deps, session_id: str, seq: int, decision: str, actor: st
                     actor=actor,
                     via=via,
                 )
-                async with deps.outbox.transaction(deps.engine) as conn:
-                    await conn.execute(
+                async with deps.runtime.unit_of_work() as uow:
+                    await uow.conn.execute(
                         t.decisions.insert().values(
                             decision_id=decision_id,
                             session_id=session_id,
@@ -321,7 +342,7 @@ async def decide(deps: Deps, session_id: str, seq: int, decision: str, actor: st
                             message_id=message.id,
                         )
                     )
-                    await deps.outbox.put(conn, PROPOSALS_DECIDED, session_id, message)
+                    await uow.emit(PROPOSALS_DECIDED, session_id, message)
         finally:
             detach(token)
         return await _await_outcome(deps, decision_id, answered)
@@ -336,9 +357,12 @@ async def _await_outcome(deps: Deps, decision_id: str, answered: asyncio.Future[
         remaining = deadline - loop.time()
         if remaining <= 0:
             raise OutcomePending(decision_id)
+        # The outcome arrives through the Redis feed; the projection is read only while the feed is down.
         done, _ = await asyncio.wait({answered}, timeout=min(0.25, remaining))
         if done:
             return answered.result()
+        if deps.events.connected:
+            continue
         async with deps.engine.connect() as conn:
             stored = (
                 await conn.execute(select(t.decisions.c.outcome).where(t.decisions.c.decision_id == decision_id))
@@ -386,8 +410,9 @@ async def pending_items(deps: Deps, session_id: str) -> list[dict[str, Any]]:
 
 async def resend_continuation(deps: Deps, session_id: str) -> dict[str, Any]:
     """Continue: publish the latest paused turn's continuation again (same envelope id)."""
-    async with deps.outbox.transaction(deps.engine) as conn:
-        await session_lock(conn, "gateway", session_id)
+    async with deps.runtime.unit_of_work() as uow:
+        conn = uow.conn
+        await uow.lock_session(session_id)
         turn = (
             await conn.execute(
                 select(t.turns)
@@ -409,7 +434,7 @@ async def resend_continuation(deps: Deps, session_id: str) -> dict[str, Any]:
             left = len(turn.tool_call_ids) - len(waiting)
             raise Refused(409, f"the turn is still waiting on {left} decision{'s' if left != 1 else ''}")
         continuation = TurnContinuation.model_validate(turn.continuation)
-        await deps.outbox.put(conn, STUDIO_CONTINUATIONS, session_id, continuation)
+        await uow.emit(STUDIO_CONTINUATIONS, session_id, continuation)
         await conn.execute(
             t.turns.update()
             .where(t.turns.c.session_id == session_id, t.turns.c.turn_id == turn.turn_id, t.turns.c.step == turn.step)

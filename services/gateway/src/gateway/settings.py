@@ -8,7 +8,10 @@ from assent.settings import ServiceSettings
 class GatewaySettings(ServiceSettings):
     service_name: str = "gateway"
     http_port: int = 8100
-    edits_url: str = "http://127.0.0.1:8101"
+    owner_urls: dict[str, str] = Field(
+        default_factory=lambda: {"edits": "http://127.0.0.1:8101"},
+        description='Where the internal API of each owner service lives, as JSON: {"edits": "http://edits:8000"}.',
+    )
     api_tokens: dict[str, str] = Field(
         default_factory=dict,
         description='Bearer tokens and the user each one authenticates, as JSON: {"token": "user-id"}.',

@@ -5,17 +5,31 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..kinds import DECISIONS, OUTCOMES, SECTIONS
 from .envelope import Id, Message, Seq
-from .tool_results import EditBase, EditTarget, LineCounts
+from .tool_results import Action, EditBase, EditTarget, Kind, LineCounts
 
-Kind = Literal["memory", "note", "guild", "collection", "routine", "access", "login", "draft", "source"]
-Section = Literal["Agents", "State", "Tools", "Guild", "Logins"]
-Decision = Literal["apply", "decline", "grant", "publish", "discard", "approve"]
-Outcome = Literal["applied", "declined", "granted", "published", "discarded", "stale", "refused", "failed"]
+Section = Literal[SECTIONS]  # type: ignore[valid-type]
+Decision = Literal[DECISIONS]  # type: ignore[valid-type]
+Outcome = Literal[OUTCOMES]  # type: ignore[valid-type]
+
+
+class CardField(BaseModel):
+    """One field of a card: its text when proposed (None: absent) and the proposed text (None: removed)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    before: str | None
+    after: str | None
 
 
 class Card(BaseModel):
-    """What the operator's card shows: the live text when proposed, the proposal, and what applying does."""
+    """What the operator's card shows: the live text when proposed, the proposal, and what applying does.
+
+    ``before``/``after`` hold the whole target as text; ``fields`` splits it where a card shows one diff per
+    field (a guild's short description and description). ``notes`` are lines such as who reads a new note.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -24,6 +38,8 @@ class Card(BaseModel):
     before: str
     after: str
     effects: tuple[str, ...] = ()
+    fields: tuple[CardField, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 class ProposalProposed(Message):
@@ -39,7 +55,7 @@ class ProposalProposed(Message):
     tool_call_id: Id
     tool: Id
     kind: Kind
-    action: Literal["create", "edit", "delete", "grant"] = "edit"
+    action: Action = "edit"
     section: Section
     agent_id: str | None = None
     target: EditTarget

@@ -2,9 +2,23 @@
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .envelope import Id, Message, Seq
+
+
+class SessionContext(BaseModel):
+    """What every owner needs to know of the call's session, carried by the call itself.
+
+    A session's ``SessionOpened`` travels on another topic, which another replica may read; with this the
+    replica that takes the call needs nothing else. It must match the session when the owner knows it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    org_id: Id
+    source_guild_id: Id
+    operator_user_id: Id
 
 
 class ToolCall(Message):
@@ -25,3 +39,4 @@ class ToolCall(Message):
     tool_call_id: Id
     tool: Id
     arguments: dict[str, Any] = Field(default_factory=dict)
+    session: SessionContext | None = None

@@ -4,7 +4,11 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..kinds import ACTIONS, KIND_NAMES
 from .envelope import Id, Message, Seq
+
+Kind = Literal[KIND_NAMES]  # type: ignore[valid-type]
+Action = Literal[ACTIONS]  # type: ignore[valid-type]
 
 
 class ToolError(BaseModel):
@@ -25,22 +29,36 @@ class LineCounts(BaseModel):
 
 
 class EditTarget(BaseModel):
-    """What a proposal changes. ``kind`` says which live state; the other fields locate it."""
+    """What a proposal changes. ``kind`` says which live state; the other fields locate it.
+
+    ``path`` is a note's display path or a source file's path; ``ref`` an id the owner gives the target (a
+    routine's schedule id, a collection id, a login's connection id), None until a create is applied.
+    """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    kind: Literal["memory", "note", "guild", "collection", "routine", "access"]
-    agent_id: str | None = None
+    kind: Kind
     label: str
+    agent_id: str | None = None
+    guild_id: str | None = None
+    path: str | None = None
+    ref: str | None = None
 
 
 class EditBase(BaseModel):
-    """The version (where the target has one) and the content hash the coach read."""
+    """What the proposal is bound to: the version (where the target has one) and the content hash read.
+
+    ``hash`` None binds that the target does not exist (a create). ``files`` maps each source file path to
+    the hash of the text that was read (None: the file did not exist). ``updated_at`` is what a collection
+    edit read.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     version: int | None = None
-    hash: str
+    hash: str | None = None
+    files: dict[str, str | None] | None = None
+    updated_at: str | None = None
 
 
 class StudioEditRequest(BaseModel):
@@ -51,8 +69,8 @@ class StudioEditRequest(BaseModel):
     type: Literal["studio_edit_request"] = "studio_edit_request"
     await_operator: bool = True
     proposal_id: Id
-    kind: Literal["memory", "note", "guild", "collection", "routine", "access"]
-    action: Literal["create", "edit", "delete"] = "edit"
+    kind: Kind
+    action: Action = "edit"
     target: EditTarget
     base: EditBase
     proposed_hash: str

@@ -1,57 +1,26 @@
-"""The edits service's tables, all in its own schema ``edits``."""
+"""The edits service's tables, all in its own schema ``edits``. The shared tables (inbox, outbox,
+sessions, proposals and the workspace directory, which this service owns) come from the shared history."""
 
 from sqlalchemy import (
     BigInteger,
-    Boolean,
     Column,
     DateTime,
     ForeignKey,
     Identity,
+    Index,
     Integer,
-    MetaData,
     Table,
     Text,
     UniqueConstraint,
     func,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 
-from assent.inbox import inbox_table
-from assent.outbox import outbox_table
-from assent.sessions import sessions_table
+from assent.runtime import service_metadata
 
 SCHEMA = "edits"
-metadata = MetaData(schema=SCHEMA)
-
-orgs = Table(
-    "orgs",
-    metadata,
-    Column("org_id", Text, primary_key=True),
-    Column("name", Text, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-)
-
-guilds = Table(
-    "guilds",
-    metadata,
-    Column("guild_id", Text, primary_key=True),
-    Column("org_id", Text, ForeignKey(orgs.c.org_id), nullable=False),
-    Column("name", Text, nullable=False),
-    Column("about", Text, nullable=False, server_default=""),
-    Column("description", Text, nullable=False, server_default=""),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-)
-
-agents = Table(
-    "agents",
-    metadata,
-    Column("agent_id", Text, primary_key=True),
-    Column("org_id", Text, ForeignKey(orgs.c.org_id), nullable=False),
-    Column("guild_id", Text, ForeignKey(guilds.c.guild_id), nullable=True),
-    Column("name", Text, nullable=False),
-    Column("live", Boolean, nullable=False, server_default="true"),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-)
+metadata, shared = service_metadata(SCHEMA)
+inbox, outbox, sessions, proposals = shared.inbox, shared.outbox, shared.sessions, shared.proposals
+orgs, guilds, agents = shared.orgs, shared.guilds, shared.agents
 
 memory = Table(
     "memory",
@@ -83,9 +52,10 @@ file_changes = Table(
     "file_changes",
     metadata,
     Column("change_id", BigInteger, Identity(), primary_key=True),
-    Column("agent_id", Text, ForeignKey(agents.c.agent_id), nullable=False),
+    Column("org_id", Text, nullable=False),
+    Column("agent_id", Text),
     Column("path", Text, nullable=False),
-    Column("revision_id", BigInteger, ForeignKey(memory_revisions.c.revision_id), nullable=False),
+    Column("version", Integer),
     Column("change", Text, nullable=False),
     Column("actor_user_id", Text, nullable=False),
     Column("tool_call_id", Text),
@@ -93,33 +63,21 @@ file_changes = Table(
     Column("studio_session_id", Text),
     Column("studio_seq", Integer),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_file_changes_org_id_path", "org_id", "path"),
 )
+"""Every write to a file-like target (Memory, notes): who, which version, and the request it came from."""
 
-sessions = sessions_table(metadata)
-
-requests = Table(
-    "requests",
+guild_changes = Table(
+    "guild_changes",
     metadata,
-    Column("proposal_id", Text, primary_key=True),
-    Column("session_id", Text, nullable=False),
-    Column("seq", Integer, nullable=False),
-    Column("turn_id", Text, nullable=False),
-    Column("tool_call_id", Text, nullable=False, unique=True),
-    Column("tool", Text, nullable=False),
-    Column("arguments", JSONB, nullable=False),
-    Column("kind", Text, nullable=False),
-    Column("agent_id", Text),
-    Column("base_version", Integer),
-    Column("base_hash", Text, nullable=False),
-    Column("proposed_hash", Text, nullable=False),
-    Column("edit_status", Text, nullable=False, server_default="pending"),
-    Column("stale", Boolean, nullable=False, server_default="false"),
-    Column("edit_resolved_at", DateTime(timezone=True)),
-    Column("resolved_by_user_id", Text),
-    Column("edit_version", Integer),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    UniqueConstraint("session_id", "seq"),
+    Column("change_id", BigInteger, Identity(), primary_key=True),
+    Column("guild_id", Text, ForeignKey(guilds.c.guild_id), nullable=False),
+    Column("field", Text, nullable=False),
+    Column("changed_by", Text, nullable=False),
+    Column("tool_call_id", Text),
+    Column("studio_session_id", Text),
+    Column("studio_seq", Integer),
+    Column("changed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_guild_changes_guild_id", "guild_id"),
 )
-
-inbox = inbox_table(metadata)
-outbox = outbox_table(metadata)
+"""The guild text's change log: who changed which field, never the text itself (guild text keeps no history)."""

@@ -1,20 +1,24 @@
 """Memory edit requests: ``studio_edit_memory`` and ``studio_read_memory``.
 
 The coach proposes the complete new Memory of one agent, bound to the version it read. Reviewing writes
-nothing; applying re-checks the live Memory and refuses when it moved since.
+nothing; applying re-checks the live Memory and refuses when it moved since. The byte cap holds on every
+write path, the operator's direct writes included.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from assent.contracts import Id, Text
+from assent.domain import Agent, Refusal, Session, check_live_member
 from assent.hashing import content_hash, line_counts
 
-from .model import Agent, LiveMemory, Refusal, Request, Session
+from .model import LiveMemory
+
+Reason = Annotated[Text, StringConstraints(min_length=1, max_length=4000, strip_whitespace=True)]
 
 
 class EditMemory(BaseModel):
@@ -24,8 +28,8 @@ class EditMemory(BaseModel):
 
     agent_id: Id
     content: Text
-    base_version: int = Field(ge=0)
-    reason: Annotated[Text, StringConstraints(min_length=1, max_length=4000, strip_whitespace=True)]
+    base_version: int = Field(ge=0, le=2_147_483_647)
+    reason: Reason
 
 
 class ReadMemory(BaseModel):
@@ -52,21 +56,10 @@ class MemoryProposal:
     reason: str
 
 
-def invalid_arguments(tool: str, exc: ValidationError) -> Refusal:
-    problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors())
-    return Refusal(422, "invalid_arguments", f"{tool}: {problems}")
-
-
-def check_reach(session: Session, agent: Agent | None, agent_id: str) -> Refusal | None:
-    """The agent must be a live member of the session's source guild."""
-    if agent is None or agent.org_id != session.org_id:
-        return Refusal(404, "unknown_agent", f"agent {agent_id!r} does not exist in this organisation")
-    if agent.guild_id != session.source_guild_id or not agent.live:
-        return Refusal(
-            422,
-            "agent_out_of_reach",
-            f"agent {agent_id!r} is not a live member of the session's source guild {session.source_guild_id!r}",
-        )
+def check_byte_cap(content: str, max_bytes: int, what: str = "the proposed Memory") -> Refusal | None:
+    size = len(content.encode())
+    if size > max_bytes:
+        return Refusal(422, "content_too_large", f"{what} is {size} bytes; the cap is {max_bytes} bytes")
     return None
 
 
@@ -74,13 +67,13 @@ def review_edit(
     session: Session, agent: Agent | None, live: LiveMemory | None, args: EditMemory, max_bytes: int
 ) -> MemoryProposal | Refusal:
     """Check reach, the byte cap and the base version; write nothing."""
-    refusal = check_reach(session, agent, args.agent_id)
+    refusal = check_live_member(session, agent, args.agent_id)
     if refusal is not None:
         return refusal
     assert agent is not None and live is not None
-    size = len(args.content.encode())
-    if size > max_bytes:
-        return Refusal(422, "content_too_large", f"the proposed Memory is {size} bytes; the cap is {max_bytes} bytes")
+    refusal = check_byte_cap(args.content, max_bytes)
+    if refusal is not None:
+        return refusal
     if args.base_version != live.version:
         return Refusal(
             409,
@@ -105,17 +98,6 @@ def review_edit(
     )
 
 
-Verdict = Literal["apply", "decline", "stale", "already_resolved", "wrong_decision"]
-
-
-def decide(request: Request, decision: str, live: LiveMemory | None) -> Verdict:
-    """What a decision does to a request: resolve it once, and never over a Memory that moved."""
-    if request.edit_status != "pending":
-        return "already_resolved"
-    if decision == "decline":
-        return "decline"
-    if decision != "apply":
-        return "wrong_decision"
-    if live is None or live.hash != request.base_hash:
-        return "stale"
-    return "apply"
+def moved(base_hash: str | None, live: LiveMemory | None) -> bool:
+    """Whether the Memory changed since the proposal read it (apply then refuses with 409)."""
+    return live is None or live.hash != base_hash

@@ -4,8 +4,8 @@ The replica that consumes a message (one per consumer group) publishes what chan
 commits, on one channel. Every replica hears it and hands it to whoever waits there: the HTTP request that
 made a decision (by ``decision_id``) and the live streams open on that session (by ``session_id``).
 
-Pub/sub is fire-and-forget: a waiting decision also re-reads the projection in PostgreSQL now and then, so a
-lost event only costs latency, and a live stream is a hint to re-read, never the record.
+Pub/sub is fire-and-forget: a live stream is a hint to re-read, never the record. A waiting decision hears
+its outcome here; only while the feed has lost Redis does it read the projection in PostgreSQL instead.
 """
 
 from __future__ import annotations
@@ -30,10 +30,13 @@ class EventFeed:
         self._decisions: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._streams: defaultdict[str, set[asyncio.Queue[dict[str, Any]]]] = defaultdict(set)
         self._reader: asyncio.Task[None] | None = None
+        self.connected = False
+        """Whether the feed is subscribed; while it is not, a waiting decision reads the projection instead."""
 
     async def start(self) -> None:
         pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
         await pubsub.subscribe(self._channel)
+        self.connected = True
         self._reader = asyncio.create_task(self._read(pubsub), name="event-feed")
 
     async def stop(self) -> None:
@@ -89,7 +92,9 @@ class EventFeed:
                 await pubsub.aclose()
                 raise
             except Exception:
+                self.connected = False
                 log.warning("event feed lost Redis; resubscribing", exc_info=True)
                 await asyncio.sleep(0.5)
                 with contextlib.suppress(Exception):
                     await pubsub.subscribe(self._channel)
+                    self.connected = True

@@ -1,4 +1,8 @@
-"""Clients of the owning services' internal HTTP APIs, for live reads and workspace writes."""
+"""Clients of the owner services' internal HTTP APIs: the live side of cards and the workspace API.
+
+Which service owns a kind comes from the kind registry; where its internal API lives comes from
+configuration (``ASSENT_OWNER_URLS``). The gateway asks and shows; it never recomputes an owner's rule.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,12 @@ from typing import Any
 import httpx
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
+from assent.kinds import KINDS
+from assent.runtime import LiveCard
+
 
 class OwnerUnavailable(Exception):
-    """The owning service did not answer; the gateway reports 503."""
+    """The owning service did not answer, or is not configured; the gateway reports 503."""
 
 
 class OwnerReply:
@@ -19,22 +26,28 @@ class OwnerReply:
 
 
 class Owners:
-    def __init__(self, edits_url: str) -> None:
-        self.edits = httpx.AsyncClient(base_url=edits_url, timeout=5.0)
-        HTTPXClientInstrumentor.instrument_client(self.edits)  # trace context on live reads and workspace writes
+    def __init__(self, urls: dict[str, str], *, timeout: float = 5.0) -> None:
+        self.clients = {owner: httpx.AsyncClient(base_url=url, timeout=timeout) for owner, url in urls.items()}
+        for client in self.clients.values():
+            HTTPXClientInstrumentor.instrument_client(client)  # trace context on live reads and workspace writes
 
     async def close(self) -> None:
-        await self.edits.aclose()
+        for client in self.clients.values():
+            await client.aclose()
 
-    async def call(self, method: str, path: str, json: Any = None) -> OwnerReply:
+    async def call(self, owner: str, method: str, path: str, json: Any = None) -> OwnerReply:
+        client = self.clients.get(owner)
+        if client is None:
+            raise OwnerUnavailable(f"the {owner} service is not configured (ASSENT_OWNER_URLS)")
         try:
-            response = await self.edits.request(method, path, json=json)
+            response = await client.request(method, path, json=json)
         except httpx.HTTPError as exc:
-            raise OwnerUnavailable(f"the edits service did not answer: {exc}") from exc
+            raise OwnerUnavailable(f"the {owner} service did not answer: {exc}") from exc
         if response.status_code >= 500:
-            raise OwnerUnavailable(f"the edits service failed ({response.status_code})")
+            raise OwnerUnavailable(f"the {owner} service failed ({response.status_code})")
         return OwnerReply(response.status_code, response.json())
 
-    async def live_memory(self, agent_id: str) -> dict[str, Any] | None:
-        reply = await self.call("GET", f"/internal/agents/{agent_id}/memory")
-        return reply.body if reply.status == 200 else None
+    async def live_card(self, kind: str, proposal_id: str) -> LiveCard | None:
+        """The owner's live side of a card now (its stale flag included), or None if it does not know it."""
+        reply = await self.call(KINDS[kind].owner, "GET", f"/internal/proposals/{proposal_id}/live")
+        return LiveCard.model_validate(reply.body) if reply.status == 200 else None

@@ -6,7 +6,6 @@ from sqlalchemy import (
     Column,
     DateTime,
     Integer,
-    MetaData,
     PrimaryKeyConstraint,
     Table,
     Text,
@@ -16,14 +15,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
-from assent.inbox import inbox_table
-from assent.outbox import outbox_table
-from assent.sessions import sessions_table
+from assent.runtime import service_metadata
 
 SCHEMA = "gateway"
-metadata = MetaData(schema=SCHEMA)
-
-sessions = sessions_table(metadata)
+metadata, shared = service_metadata(SCHEMA)
+inbox, outbox, sessions = shared.inbox, shared.outbox, shared.sessions
+agents = shared.agents
 
 requests = Table(
     "requests",
@@ -96,6 +93,3 @@ decisions = Table(
     Column("message_id", Uuid, nullable=False),
     UniqueConstraint("message_id"),
 )
-
-inbox = inbox_table(metadata)
-outbox = outbox_table(metadata)

@@ -18,14 +18,3 @@ def summarize(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "sections": dict(sections),
         "agents": dict(agents),
     }
-
-
-DECISIONS_BY_KIND = {
-    "memory": frozenset({"apply", "decline"}),
-    "note": frozenset({"apply", "decline"}),
-    "guild": frozenset({"apply", "decline"}),
-    "collection": frozenset({"apply", "decline"}),
-    "routine": frozenset({"apply", "decline"}),
-    "access": frozenset({"apply", "decline"}),
-}
-"""Which decisions ``POST …/edits/{seq}`` accepts for each kind of edit-like request."""

@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from assent.contracts import DecisionSummary
+from assent.kinds import RESOLVED_OUTCOMES
 
-RESOLVED = frozenset({"applied", "declined", "granted", "published", "discarded"})
+RESOLVED = frozenset(RESOLVED_OUTCOMES)
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,13 @@ def settle(
 ) -> list[DecisionSummary] | None:
     """The decisions of the turn, in the order the step named them, or None while any is still open.
 
-    A request the gateway has not heard of yet counts as open: its proposal may still be on its way.
+    A request the gateway has not heard of yet counts as open: its proposal may still be on its way. A call
+    that is both a request and refused (a re-sent copy of the call got an error) is the request: only a
+    call that made no request at all is "refused when proposed".
     """
     decisions: list[DecisionSummary] = []
     for call_id in waited:
-        if call_id in refused:
+        if call_id in refused and call_id not in requests:
             call = refused[call_id]
             decisions.append(
                 DecisionSummary(

@@ -1,0 +1,97 @@
+"""The ``memory`` kind: ``studio_read_memory`` and ``studio_edit_memory``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assent.contracts import CardField, DecisionMade, EditBase, EditTarget, LineCounts
+from assent.domain import Refusal, check_live_member
+from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
+from assent.runtime.uow import UnitOfWork
+
+from ..adapters.repository import EditsRepository
+from ..domain import memory
+
+FILE = "memory.md"
+
+
+def repo(uow: UnitOfWork) -> EditsRepository:
+    return uow.store("edits")  # type: ignore[no-any-return]
+
+
+class MemoryKind(ProposalKind):
+    name = "memory"
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+
+    def tools(self) -> dict[str, Tool]:
+        return {
+            "studio_read_memory": Tool(memory.ReadMemory, self.read),
+            "studio_edit_memory": Tool(memory.EditMemory, self.propose),
+        }
+
+    async def read(self, call: Call, args: memory.ReadMemory, uow: UnitOfWork) -> Output | Refusal:
+        agent = await uow.workspace.agent(args.agent_id)
+        refusal = check_live_member(call.session, agent, args.agent_id)
+        if refusal is not None:
+            return refusal
+        live = await repo(uow).memory(args.agent_id)
+        assert live is not None  # every agent has a Memory from its creation
+        return Output({"agent_id": live.agent_id, "content": live.content, "version": live.version, "hash": live.hash})
+
+    async def propose(self, call: Call, args: memory.EditMemory, uow: UnitOfWork) -> Proposal | Refusal:
+        agent = await uow.workspace.agent(args.agent_id)
+        live = await repo(uow).memory(args.agent_id)
+        reviewed = memory.review_edit(call.session, agent, live, args, self.max_bytes)
+        if isinstance(reviewed, Refusal):
+            return reviewed
+        return Proposal(
+            action="edit",
+            target=EditTarget(kind="memory", agent_id=reviewed.agent_id, label=f"Memory of {reviewed.agent_name}"),
+            base=EditBase(version=reviewed.base_version, hash=reviewed.base_hash),
+            proposed_hash=reviewed.proposed_hash,
+            lines=LineCounts(added=reviewed.added, removed=reviewed.removed),
+            reason=reviewed.reason,
+            before=reviewed.before,
+            after=reviewed.after,
+            fields=(CardField(name=FILE, before=reviewed.before, after=reviewed.after),),
+            payload={"content": args.content},
+        )
+
+    async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
+        live = await repo(uow).memory(proposal.agent_id or "")
+        return LiveView(
+            hash=None if live is None else live.hash,
+            version=None if live is None else live.version,
+            fields=(
+                CardField(name=FILE, before=None if live is None else live.content, after=proposal.payload["content"]),
+            ),
+        )
+
+    async def apply(self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork) -> Applied | Stale:
+        agent_id = proposal.agent_id or ""
+        live = await repo(uow).memory(agent_id, for_update=True)
+        if memory.moved(proposal.base["hash"], live):
+            effects: dict[str, Any] = {} if live is None else {"live_version": live.version, "live_hash": live.hash}
+            return Stale(
+                f"the Memory changed since the coach read it (base version {proposal.base['version']}, live version "
+                f"{None if live is None else live.version}); the request stays pending",
+                effects,
+            )
+        assert live is not None
+        agent = await uow.workspace.agent(agent_id)
+        content = proposal.payload["content"]
+        version = await repo(uow).write_memory(
+            agent.org_id if agent else "",
+            agent_id,
+            content,
+            expected_version=live.version,
+            actor=decision.actor,
+            tool_call_id=proposal.tool_call_id,
+            tool_name=proposal.tool,
+            studio_session_id=proposal.session_id,
+            studio_seq=proposal.seq,
+        )
+        assert version is not None  # the row is locked FOR UPDATE at live.version
+        return Applied(f"applied; Memory is now version {version}", version, {"hash": proposal.proposed_hash})

@@ -1,0 +1,196 @@
+"""The proposal kinds of both specifications, as data: the one place that says who owns each kind, which
+tools reach it, where its requests show, what its buttons say, and what each decision produces.
+
+The message contracts (``Kind``, ``Decision``, ``Outcome``, ``Section``, ``Action``), the tool routing
+(:mod:`assent.topics`) and the gateway's decision endpoints are all derived from :data:`KINDS`; a unit
+test proves they agree. Adding a kind is a row here and a module in its owner service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """One kind of request.
+
+    ``actions`` maps each action a proposal of this kind may take to its card's apply label; ``decisions``
+    maps each decision the kind accepts to the outcome it produces when it succeeds. Every decision may
+    also end ``stale`` (409, the request stays pending), ``refused`` (422/404, nothing changed) or
+    ``failed``. ``endpoint`` is the gateway path segment that decides it (``/edits/{seq}``, ``/logins/{seq}``).
+    """
+
+    name: str
+    owner: str
+    tools: tuple[str, ...]
+    section: str
+    actions: Mapping[str, str]
+    decline_label: str
+    decisions: Mapping[str, str]
+    endpoint: str
+    read_tools: tuple[str, ...] = field(default=())
+    """Tools of the owner that read the live target (the version a proposal must bind) and propose nothing."""
+    decided_alone: bool = False
+    """Apply all skips it (a login grant; an access change that widens is decided per request)."""
+
+    @property
+    def apply_labels(self) -> tuple[str, ...]:
+        return tuple(self.actions.values())
+
+
+def _kind(
+    name: str,
+    owner: str,
+    tools: tuple[str, ...],
+    section: str,
+    actions: dict[str, str],
+    *,
+    decline_label: str = "Decline",
+    decisions: dict[str, str] | None = None,
+    endpoint: str = "edits",
+    read_tools: tuple[str, ...] = (),
+    decided_alone: bool = False,
+) -> KindSpec:
+    return KindSpec(
+        name=name,
+        owner=owner,
+        tools=tools,
+        section=section,
+        actions=MappingProxyType(actions),
+        decline_label=decline_label,
+        decisions=MappingProxyType(decisions or {"apply": "applied", "decline": "declined"}),
+        endpoint=endpoint,
+        read_tools=read_tools,
+        decided_alone=decided_alone,
+    )
+
+
+KINDS: Mapping[str, KindSpec] = MappingProxyType(
+    {
+        spec.name: spec
+        for spec in (
+            _kind(
+                "memory",
+                "edits",
+                ("studio_edit_memory",),
+                "Agents",
+                {"edit": "Apply edit"},
+                read_tools=("studio_read_memory",),
+            ),
+            _kind(
+                "note",
+                "edits",
+                ("studio_edit_note",),
+                "State",
+                {"create": "Create note", "edit": "Apply edit", "delete": "Delete note"},
+                read_tools=("studio_list_notes", "studio_read_note"),
+            ),
+            _kind(
+                "guild",
+                "edits",
+                ("studio_edit_guild",),
+                "Guild",
+                {"edit": "Apply edit"},
+                read_tools=("studio_read_guild",),
+            ),
+            _kind(
+                "collection",
+                "edits",
+                ("studio_edit_collection",),
+                "State",
+                {"create": "Create table", "edit": "Apply edit", "delete": "Delete table"},
+            ),
+            _kind(
+                "routine",
+                "routines",
+                ("studio_edit_routine",),
+                "Agents",
+                {"create": "Create routine", "edit": "Apply edit", "delete": "Delete routine"},
+                read_tools=("studio_list_routines",),
+            ),
+            _kind("access", "access", ("studio_edit_access",), "Tools", {"edit": "Apply edit"}),
+            _kind(
+                "login",
+                "connections",
+                ("studio_request_connection_access",),
+                "Logins",
+                {"grant": "Grant read access"},
+                decisions={"grant": "granted", "decline": "declined"},
+                endpoint="logins",
+                read_tools=("studio_call_connection_tool",),
+                decided_alone=True,
+            ),
+            _kind(
+                "draft",
+                "edits",
+                ("studio_create_task_draft",),
+                "Agents",
+                {"publish": "Publish"},
+                decline_label="Discard",
+                decisions={"publish": "published", "discard": "discarded"},
+                endpoint="drafts",
+            ),
+            _kind(
+                "source",
+                "deployer",
+                ("propose_source_change",),
+                "Source",
+                {"propose": "Approve and deploy"},
+                decline_label="Discard",
+                decisions={"approve": "approved", "discard": "discarded"},
+                endpoint="proposals",
+                read_tools=("list_repo_files", "read_repo_file", "read_docs"),
+            ),
+        )
+    }
+)
+"""Every proposal kind of the Studio and Source specifications."""
+
+FAILURE_OUTCOMES: tuple[str, ...] = ("stale", "refused", "failed")
+"""Outcomes any decision may end in besides its own: moved target (409), refused (422/404), failed."""
+
+KIND_NAMES: tuple[str, ...] = tuple(KINDS)
+SECTIONS: tuple[str, ...] = tuple(dict.fromkeys(spec.section for spec in KINDS.values()))
+ACTIONS: tuple[str, ...] = tuple(dict.fromkeys(action for spec in KINDS.values() for action in spec.actions))
+DECISIONS: tuple[str, ...] = tuple(dict.fromkeys(d for spec in KINDS.values() for d in spec.decisions))
+RESOLVED_OUTCOMES: tuple[str, ...] = tuple(dict.fromkeys(o for spec in KINDS.values() for o in spec.decisions.values()))
+"""Outcomes that resolve a request for good (it leaves the pending items)."""
+OUTCOMES: tuple[str, ...] = RESOLVED_OUTCOMES + FAILURE_OUTCOMES
+OWNERS: tuple[str, ...] = tuple(dict.fromkeys(spec.owner for spec in KINDS.values()))
+"""The services that own proposal kinds, in registry order."""
+
+WORKSPACE_OWNER = "edits"
+"""The service that owns the workspace directory (orgs, guilds, agents, membership, Tasks) and publishes
+every change of it on ``workspace.events``."""
+
+
+def kind(name: str) -> KindSpec:
+    """The spec of kind ``name``; ``KeyError`` when there is none."""
+    return KINDS[name]
+
+
+def kinds_of(owner: str) -> tuple[KindSpec, ...]:
+    return tuple(spec for spec in KINDS.values() if spec.owner == owner)
+
+
+def decisions_at(endpoint: str) -> tuple[str, ...]:
+    """The decisions the gateway's ``/{endpoint}/{seq}`` accepts, over every kind decided there."""
+    return tuple(dict.fromkeys(d for spec in KINDS.values() if spec.endpoint == endpoint for d in spec.decisions))
+
+
+def owner_of_tool(tool: str) -> str:
+    """The service that answers ``tool``; ``KeyError`` when no kind names it."""
+    for spec in KINDS.values():
+        if tool in spec.tools or tool in spec.read_tools:
+            return spec.owner
+    raise KeyError(tool)
+
+
+def kind_of_tool(tool: str) -> KindSpec:
+    for spec in KINDS.values():
+        if tool in spec.tools or tool in spec.read_tools:
+            return spec
+    raise KeyError(tool)

@@ -1,0 +1,30 @@
+"""The runtime every Assent service is built from: consumers with one failure policy, the unit of work,
+the proposal kit that owner services plug their kinds into, the shared tables and their migrations."""
+
+from .consumer import FailurePolicy, subscribe
+from .kit import Applied, Call, LiveCard, LiveView, Output, OwnerKit, Proposal, ProposalKind, Stale, Tool
+from .service import ServiceRuntime, serve, service_metadata
+from .tables import SharedTables, shared_tables
+from .uow import StoredProposal, UnitOfWork
+
+__all__ = [
+    "Applied",
+    "Call",
+    "FailurePolicy",
+    "LiveCard",
+    "LiveView",
+    "Output",
+    "OwnerKit",
+    "Proposal",
+    "ProposalKind",
+    "ServiceRuntime",
+    "SharedTables",
+    "Stale",
+    "StoredProposal",
+    "Tool",
+    "UnitOfWork",
+    "serve",
+    "service_metadata",
+    "shared_tables",
+    "subscribe",
+]

@@ -1,0 +1,450 @@
+"""The proposal kit: what every owner service does for every kind, written once.
+
+A kind is a plug-in (:class:`ProposalKind`): its tools with their argument models, and three rules —
+*propose* (each proposing tool's handler: reach, caps, the binding to what was read; a :class:`Proposal`, an
+:class:`Output` or a :class:`~assent.domain.Refusal` with the reason), *live view* (the card's live side
+now, by the owner's own rule) and *apply* / *decline* (inside the runtime's transaction, under the session
+lock, as the operator). :class:`OwnerKit` does the rest for all of an owner's kinds:
+
+- answers every tool call with exactly one ``ToolResult``, through a dispatch table from tool name to
+  handler; a refused call becomes an error result, an accepted proposal is recorded (bound to its base) and
+  announced as ``ProposalProposed`` beside its ``studio_edit_request`` widget;
+- a call re-sent with the same ``tool_call_id`` gets the very result it got the first time (same envelope
+  id), never a second request and never an error that would settle the turn;
+- resolves each request once: a second decision is refused (422) and changes nothing; a stale apply (409)
+  leaves it pending and marked stale; every resolution records who, when and what was written;
+- keeps the session copy from ``studio.sessions`` and from the calls themselves;
+- serves the live side of any of its cards to the gateway (``GET /internal/proposals/{id}/live``).
+"""
+
+from __future__ import annotations
+
+import abc
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..contracts import (
+    Card,
+    CardField,
+    DecisionMade,
+    EditBase,
+    EditTarget,
+    LineCounts,
+    ProposalOutcome,
+    ProposalProposed,
+    SessionClosed,
+    SessionOpened,
+    StudioEditRequest,
+    ToolCall,
+    ToolError,
+    ToolResult,
+)
+from ..domain import Refusal, Session, invalid_arguments
+from ..faults import crash_point
+from ..kinds import KINDS, KindSpec
+from ..topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, TOOL_RESULTS
+from .uow import StoredProposal, UnitOfWork
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a tool handler knows of the call it answers."""
+
+    message: ToolCall
+    session: Session
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """An accepted proposal: what it binds, what its card shows, and what apply needs (``payload``).
+
+    ``before``/``after`` are the whole target as text when proposed; ``fields`` split it per field where a
+    card shows one diff per field; ``notes`` are the card's other lines (who reads a new note, ...).
+    """
+
+    action: str
+    target: EditTarget
+    base: EditBase
+    proposed_hash: str
+    lines: LineCounts
+    reason: str
+    before: str
+    after: str
+    payload: dict[str, Any]
+    fields: tuple[CardField, ...] = ()
+    notes: tuple[str, ...] = ()
+    effects: tuple[str, ...] = ()
+    widens: bool = False
+
+
+@dataclass(frozen=True)
+class Output:
+    """A plain answer to a read tool."""
+
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Applied:
+    detail: str
+    version: int | None = None
+    effects: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stale:
+    """The target moved since the proposal read it: 409, and the request stays pending, marked stale."""
+
+    detail: str
+    effects: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LiveView:
+    """The live side of a card now. ``hash`` None: the target does not exist (yet, or any more).
+
+    ``fields`` holds each field's live text (``before``) beside the proposal (``after``).
+    """
+
+    hash: str | None
+    version: int | None
+    fields: tuple[CardField, ...]
+    notes: tuple[str, ...] = ()
+
+
+class LiveCard(BaseModel):
+    """The owner's answer to ``GET /internal/proposals/{id}/live``: the card's live side, stale flag included."""
+
+    model_config = ConfigDict(frozen=True)
+
+    proposal_id: str
+    kind: str
+    action: str
+    status: str
+    stale: bool
+    live_hash: str | None
+    live_version: int | None
+    fields: tuple[CardField, ...]
+    notes: tuple[str, ...] = ()
+    resolution: dict[str, Any] | None = None
+
+
+ToolHandler = Callable[[Call, Any, UnitOfWork], Awaitable[Proposal | Output | Refusal]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool of a kind: the model its arguments must fit, and its handler."""
+
+    arguments: type[BaseModel]
+    handler: ToolHandler
+
+
+class ProposalKind(abc.ABC):
+    """A kind's plug-in. Subclasses name the kind (a row of :data:`assent.kinds.KINDS`) and give its tools."""
+
+    name: ClassVar[str]
+
+    @property
+    def spec(self) -> KindSpec:
+        return KINDS[self.name]
+
+    @abc.abstractmethod
+    def tools(self) -> dict[str, Tool]:
+        """Every tool of :attr:`spec` (proposing and reading), by name."""
+
+    @abc.abstractmethod
+    async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
+        """The live side of the card now; the kit compares its hash with the base to tell staleness."""
+
+    @abc.abstractmethod
+    async def apply(
+        self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork
+    ) -> Applied | Stale | Refusal:
+        """Re-read the live target (locked) and write the proposal as ``decision.actor``, or say why not."""
+
+    async def decline(self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork) -> None:  # noqa: B027
+        """What declining (or discarding) does beyond resolving the request; nothing by default."""
+
+
+def proposal_id_for(session_id: str, tool_call_id: str) -> str:
+    """The id a proposal gets: the same for every delivery of the same call."""
+    return "prop_" + uuid.uuid5(uuid.NAMESPACE_URL, f"{session_id}/{tool_call_id}").hex
+
+
+class OwnerKit:
+    """The handlers of one owner service, over all of its kinds."""
+
+    def __init__(self, service: str, kinds: Sequence[ProposalKind], *, max_result_bytes: int = 900_000) -> None:
+        self.service = service
+        self.kinds = {kind.name: kind for kind in kinds}
+        self.max_result_bytes = max_result_bytes
+        self.dispatch: dict[str, tuple[ProposalKind, Tool]] = {}
+        for kind in kinds:
+            spec = kind.spec
+            if spec.owner != service:
+                raise ValueError(f"kind {kind.name!r} belongs to {spec.owner!r}, not {service!r}")
+            tools = kind.tools()
+            declared = {*spec.tools, *spec.read_tools}
+            if set(tools) != declared:
+                raise ValueError(
+                    f"kind {kind.name!r} implements {sorted(tools)}; the registry names {sorted(declared)}"
+                )
+            for name, tool in tools.items():
+                self.dispatch[name] = (kind, tool)
+
+    # --- sessions ---------------------------------------------------------------------------------
+
+    async def on_session_event(self, message: SessionOpened | SessionClosed, uow: UnitOfWork) -> None:
+        await uow.sessions.record(message)
+
+    # --- tool calls -------------------------------------------------------------------------------
+
+    async def on_tool_call(self, call: ToolCall, uow: UnitOfWork) -> None:
+        """Answer ``call`` with exactly one ``ToolResult`` (a replay of the first one for a re-sent call)."""
+        earlier = await uow.proposals.by_tool_call(call.tool_call_id)
+        if earlier is not None and earlier.session_id == call.session_id:
+            await uow.emit(TOOL_RESULTS, call.session_id, ToolResult.model_validate(earlier.result))
+            return
+        answer = await self._answer(call, earlier, uow)
+        if isinstance(answer, Refusal):
+            await uow.emit(TOOL_RESULTS, call.session_id, self._error(call, answer))
+            return
+        result = self._result(call, answer if isinstance(answer, Output) else None)
+        if isinstance(answer, Proposal):
+            kind, _ = self.dispatch[call.tool]
+            result = await self._record(call, kind, answer, uow)
+        if len(result.to_bytes()) > self.max_result_bytes:
+            result = self._error(
+                call,
+                Refusal(
+                    413,
+                    "result_too_large",
+                    f"the result of {call.tool} is {len(result.to_bytes())} bytes; results are capped at "
+                    f"{self.max_result_bytes} bytes",
+                ),
+            )
+        await uow.emit(TOOL_RESULTS, call.session_id, result)
+
+    async def _answer(
+        self, call: ToolCall, earlier: StoredProposal | None, uow: UnitOfWork
+    ) -> Proposal | Output | Refusal:
+        if earlier is not None:
+            return Refusal(409, "duplicate_tool_call", f"tool call {call.tool_call_id!r} belongs to another session")
+        session = await uow.sessions.get(call.session_id)
+        if session is None and call.session is not None:
+            await uow.sessions.ensure(call.session_id, call.session)
+            session = await uow.sessions.get(call.session_id)
+        if session is None:
+            return Refusal(404, "unknown_session", f"session {call.session_id!r} is not open")
+        if call.session is not None and (
+            call.session.org_id,
+            call.session.source_guild_id,
+        ) != (session.org_id, session.source_guild_id):
+            return Refusal(409, "session_mismatch", f"the call does not match session {call.session_id!r}")
+        if session.closed:
+            return Refusal(409, "session_closed", f"session {call.session_id!r} is closed")
+        routed = self.dispatch.get(call.tool)
+        if routed is None:
+            return Refusal(422, "unsupported_tool", f"{call.tool} is not handled by the {self.service} service")
+        kind, tool = routed
+        if call.tool in kind.spec.tools and await uow.proposals.at_seq(call.session_id, call.seq) is not None:
+            return Refusal(409, "seq_taken", f"session {call.session_id!r} already holds a request at seq {call.seq}")
+        try:
+            arguments = tool.arguments.model_validate(call.arguments)
+        except ValidationError as exc:
+            return invalid_arguments(call.tool, exc)
+        return await tool.handler(Call(call, session), arguments, uow)
+
+    async def _record(self, call: ToolCall, kind: ProposalKind, proposal: Proposal, uow: UnitOfWork) -> ToolResult:
+        spec = kind.spec
+        proposal_id = proposal_id_for(call.session_id, call.tool_call_id)
+        result = self._result(
+            call,
+            widget=StudioEditRequest(
+                proposal_id=proposal_id,
+                kind=spec.name,
+                action=proposal.action,
+                target=proposal.target,
+                base=proposal.base,
+                proposed_hash=proposal.proposed_hash,
+                lines=proposal.lines,
+                widens=proposal.widens,
+            ),
+        )
+        await uow.proposals.add(
+            StoredProposal(
+                proposal_id=proposal_id,
+                session_id=call.session_id,
+                seq=call.seq,
+                turn_id=call.turn_id,
+                step=call.step,
+                tool_call_id=call.tool_call_id,
+                tool=call.tool,
+                kind=spec.name,
+                action=proposal.action,
+                agent_id=proposal.target.agent_id,
+                target=proposal.target.model_dump(mode="json"),
+                base=proposal.base.model_dump(mode="json"),
+                proposed_hash=proposal.proposed_hash,
+                payload=proposal.payload,
+                result=result.model_dump(mode="json"),
+            )
+        )
+        await uow.emit(
+            PROPOSALS_PROPOSED,
+            call.session_id,
+            ProposalProposed(
+                proposal_id=proposal_id,
+                session_id=call.session_id,
+                seq=call.seq,
+                turn_id=call.turn_id,
+                step=call.step,
+                tool_call_id=call.tool_call_id,
+                tool=call.tool,
+                kind=spec.name,
+                action=proposal.action,
+                section=spec.section,
+                agent_id=proposal.target.agent_id,
+                target=proposal.target,
+                base=proposal.base,
+                proposed_hash=proposal.proposed_hash,
+                lines=proposal.lines,
+                widens=proposal.widens,
+                reason=proposal.reason,
+                card=Card(
+                    title=proposal.target.label,
+                    apply_label=spec.actions[proposal.action],
+                    before=proposal.before,
+                    after=proposal.after,
+                    effects=proposal.effects,
+                    fields=proposal.fields,
+                    notes=proposal.notes,
+                ),
+                causation_id=call.id,
+                correlation_id=call.id,
+            ),
+        )
+        return result
+
+    @staticmethod
+    def _result(call: ToolCall, output: Output | None = None, widget: StudioEditRequest | None = None) -> ToolResult:
+        return ToolResult(
+            session_id=call.session_id,
+            seq=call.seq,
+            tool_call_id=call.tool_call_id,
+            tool=call.tool,
+            ok=True,
+            output=None if output is None else output.data,
+            widget=widget,
+            causation_id=call.id,
+            correlation_id=call.id,
+        )
+
+    @staticmethod
+    def _error(call: ToolCall, refusal: Refusal) -> ToolResult:
+        return ToolResult(
+            session_id=call.session_id,
+            seq=call.seq,
+            tool_call_id=call.tool_call_id,
+            tool=call.tool,
+            ok=False,
+            error=ToolError(status=refusal.status, code=refusal.code, message=refusal.message),
+            causation_id=call.id,
+            correlation_id=call.id,
+        )
+
+    # --- decisions --------------------------------------------------------------------------------
+
+    async def on_decision(self, decision: DecisionMade, uow: UnitOfWork) -> None:
+        """Resolve a request of one of this owner's kinds once; exactly one outcome per decision."""
+        kind = self.kinds.get(decision.kind)
+        if kind is None:
+            return  # another owner's decision
+        await uow.lock_session(decision.session_id)
+        outcome = await self._decide(kind, decision, uow)
+        await uow.emit(PROPOSALS_APPLIED, decision.session_id, outcome)
+        crash_point(f"{self.service}.decision.before_commit")
+
+    async def _decide(self, kind: ProposalKind, decision: DecisionMade, uow: UnitOfWork) -> ProposalOutcome:
+        def outcome(name: str, status: int, detail: str, **fields: Any) -> ProposalOutcome:
+            return ProposalOutcome(
+                decision_id=decision.decision_id,
+                proposal_id=decision.proposal_id,
+                session_id=decision.session_id,
+                seq=decision.seq,
+                kind=decision.kind,
+                outcome=name,
+                status=status,
+                detail=detail,
+                causation_id=decision.id,
+                correlation_id=decision.correlation_id or decision.id,
+                **fields,
+            )
+
+        proposal = await uow.proposals.get(decision.proposal_id, for_update=True)
+        if proposal is None or proposal.session_id != decision.session_id or proposal.kind != decision.kind:
+            return outcome("refused", 404, f"no request {decision.proposal_id!r} in session {decision.session_id!r}")
+        if proposal.status != "pending":
+            when = f" at {proposal.resolved_at:%Y-%m-%d %H:%M:%S} UTC" if proposal.resolved_at else ""
+            return outcome(
+                "refused", 422, f"this request was already {proposal.status} by {proposal.resolved_by}{when}"
+            )
+        spec = kind.spec
+        resolved_as = spec.decisions.get(decision.decision)
+        if resolved_as is None:
+            accepted = " or ".join(spec.decisions)
+            return outcome(
+                "refused", 422, f"a {spec.name} request is decided with {accepted}, not {decision.decision!r}"
+            )
+        now = datetime.now(UTC)
+        if decision.decision in ("decline", "discard"):
+            await kind.decline(proposal, decision, uow)
+            await uow.proposals.update(
+                proposal.proposal_id, status=resolved_as, resolved_by=decision.actor, resolved_at=now, stale=False
+            )
+            return outcome(
+                resolved_as, 200, f"{resolved_as}; nothing was written", resolved_by=decision.actor, resolved_at=now
+            )
+        verdict = await kind.apply(proposal, decision, uow)
+        if isinstance(verdict, Refusal):
+            return outcome("refused", verdict.status, verdict.message)
+        if isinstance(verdict, Stale):
+            await uow.proposals.update(proposal.proposal_id, stale=True)
+            return outcome("stale", 409, verdict.detail, effects=verdict.effects)
+        await uow.proposals.update(
+            proposal.proposal_id,
+            status=resolved_as,
+            resolved_by=decision.actor,
+            resolved_at=now,
+            stale=False,
+            resolution={"version": verdict.version, **verdict.effects},
+        )
+        effects = {**({"version": verdict.version} if verdict.version is not None else {}), **verdict.effects}
+        return outcome(resolved_as, 200, verdict.detail, resolved_by=decision.actor, resolved_at=now, effects=effects)
+
+    # --- the card's live side ---------------------------------------------------------------------
+
+    async def live_card(self, proposal_id: str, uow: UnitOfWork) -> LiveCard | None:
+        proposal = await uow.proposals.get(proposal_id)
+        if proposal is None or proposal.kind not in self.kinds:
+            return None
+        view = await self.kinds[proposal.kind].live_view(proposal, uow)
+        moved = view.hash != proposal.base.get("hash")
+        return LiveCard(
+            proposal_id=proposal.proposal_id,
+            kind=proposal.kind,
+            action=proposal.action,
+            status=proposal.status,
+            stale=proposal.status == "pending" and (proposal.stale or moved),
+            live_hash=view.hash,
+            live_version=view.version,
+            fields=view.fields,
+            notes=view.notes,
+            resolution=proposal.resolution,
+        )

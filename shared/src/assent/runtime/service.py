@@ -1,0 +1,271 @@
+"""What every Assent service process is made of: telemetry, its engine, outbox and shared tables, a broker
+with its consumers, the outbox relay, and one HTTP app whose lifespan starts and stops them all.
+
+A service's ``entrypoint.py`` builds a :class:`ServiceRuntime`, hands it its kinds (:meth:`serve_kinds`)
+or its own consumers (:meth:`consume`), adds its routes to :meth:`app`, and its ``__main__`` calls
+:func:`serve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import uvicorn
+from fastapi import APIRouter, FastAPI
+from fastapi import Path as PathParam
+from fastapi.responses import JSONResponse, Response
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import MetaData, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from .. import inbox
+from ..contracts import Message
+from ..db import create_engine, migrate
+from ..faults import crash_point
+from ..kinds import WORKSPACE_OWNER
+from ..messaging import ensure_topics, make_broker, start_broker
+from ..outbox import Outbox, OutboxRelay
+from ..settings import ServiceSettings
+from ..telemetry import setup_telemetry
+from ..topics import PROPOSALS_DECIDED, STUDIO_SESSIONS, TOOL_CALLS, WORKSPACE_EVENTS, Topic
+from .consumer import FailurePolicy, subscribe
+from .kit import LiveCard, OwnerKit
+from .tables import MIGRATIONS as SHARED_MIGRATIONS
+from .tables import VERSION_TABLE as SHARED_VERSION_TABLE
+from .tables import SharedTables, shared_tables
+from .uow import SqlUnitOfWork, UnitOfWork
+
+log = logging.getLogger(__name__)
+
+UowHandler = Callable[[Any, UnitOfWork], Awaitable[None]]
+StoreFactory = Callable[[AsyncConnection], Any]
+PathId = Annotated[str, PathParam(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+def service_metadata(schema: str) -> tuple[MetaData, SharedTables]:
+    """A service's metadata in its own schema, holding the shared tables already."""
+    metadata = MetaData(schema=schema)
+    return metadata, shared_tables(metadata)
+
+
+class ServiceRuntime:
+    """The parts of one service process. Nothing connects until the app's lifespan starts."""
+
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        *,
+        tables: SharedTables,
+        migrations: Path,
+        schema: str,
+        stores: dict[str, StoreFactory] | None = None,
+        policy: FailurePolicy | None = None,
+    ) -> None:
+        self.settings = settings
+        self.service = settings.service_name
+        self.provider = setup_telemetry(settings.service_name, settings.otlp_endpoint)
+        self.engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
+        self.tables = tables
+        self.outbox = Outbox(tables.outbox, settings.topic_prefix)
+        self.broker = make_broker(
+            settings.kafka_bootstrap_servers,
+            client_id=settings.service_name,
+            idempotent=settings.kafka_idempotence,
+            tracer_provider=self.provider,
+        )
+        self.relay = OutboxRelay(self.engine, self.outbox, self.broker, poll_seconds=settings.outbox_poll_seconds)
+        self.migrations = migrations
+        self.schema = schema
+        self.stores = stores or {}
+        self.policy = policy or FailurePolicy(max_attempts=settings.handler_max_attempts)
+        self.kit: OwnerKit | None = None
+        self._routers: list[APIRouter] = []
+
+    # --- units of work and consumers ----------------------------------------------------------------
+
+    @asynccontextmanager
+    async def unit_of_work(self) -> AsyncIterator[SqlUnitOfWork]:
+        """One transaction; what it emits is published once it commits."""
+        async with self.outbox.transaction(self.engine) as conn:
+            yield SqlUnitOfWork(conn, self.outbox, self.tables, self.service, self.stores)
+
+    def consume(
+        self,
+        topic: Topic,
+        handler: UowHandler,
+        *,
+        label: str | None = None,
+        after_commit: Callable[[Any], Awaitable[None]] | None = None,
+        when: Callable[[Any], bool] | None = None,
+    ) -> None:
+        """Consume ``topic`` in this service's consumer group for it, one unit of work per message.
+
+        The runtime claims the message's envelope id in the inbox (keyed by the consumer group) inside the
+        unit of work, so a redelivered message changes nothing. ``after_commit`` runs after the transaction
+        commits, also for a redelivery (it must be idempotent): follow-ups such as live notifications.
+        A message ``when`` rejects is passed over without a transaction (and without ``after_commit``).
+        Failures follow :class:`~assent.runtime.consumer.FailurePolicy`.
+        """
+        prefix = self.settings.topic_prefix
+        consumer = f"{self.service}:{topic.name}"
+        label = label or topic.name
+
+        async def handle(message: Message) -> None:
+            if when is not None and not when(message):
+                return
+            async with self.unit_of_work() as uow:
+                if await inbox.claim(uow.conn, self.tables.inbox, consumer, message.id):
+                    await handler(message, uow)
+            crash_point(f"{self.service}.{label}.after_commit")
+            if after_commit is not None:
+                await after_commit(message)
+
+        subscribe(self.broker, topic, prefix=prefix, group_id=f"{prefix}{consumer}", handler=handle, policy=self.policy)
+
+    def serve_kinds(self, kit: OwnerKit) -> None:
+        """Serve an owner's kinds: its tool calls, the decisions on them, the sessions, the live-view API."""
+        self.kit = kit
+        self.consume(STUDIO_SESSIONS, kit.on_session_event, label="session")
+        self.consume(TOOL_CALLS[self.service], kit.on_tool_call, label="tool_call")
+        self.consume(PROPOSALS_DECIDED, kit.on_decision, label="decision")
+        router = APIRouter(prefix="/internal", tags=["internal"])
+
+        @router.get("/proposals/{proposal_id}/live", response_model=LiveCard)
+        async def live(proposal_id: PathId) -> Any:
+            """The live side of a card now, by the owner's own rule (including whether it is stale)."""
+            async with self.unit_of_work() as uow:
+                card = await kit.live_card(proposal_id, uow)
+            if card is None:
+                return JSONResponse({"detail": f"no proposal {proposal_id!r} here"}, status_code=404)
+            return card
+
+        self._routers.append(router)
+
+    def keep_workspace_copy(self) -> None:
+        """Keep this service's read copy of the workspace directory from ``workspace.events``."""
+        if self.service == WORKSPACE_OWNER:
+            raise ValueError("the workspace owner writes the directory; it keeps no copy")
+
+        async def apply(event: Any, uow: UnitOfWork) -> None:
+            await uow.workspace.apply(event)
+
+        self.consume(WORKSPACE_EVENTS, apply, label="workspace")
+
+    # --- the process ---------------------------------------------------------------------------------
+
+    def app(
+        self,
+        *,
+        title: str,
+        description: str = "",
+        include_health_in_schema: bool = False,
+        extra: Callable[[], AbstractAsyncContextManager[None]] | None = None,
+    ) -> FastAPI:
+        """The process's HTTP app: migrations, topics, consumers and relay start with it and stop with it.
+
+        ``extra`` adds the service's own resources (opened after the database and topics, before consumers).
+        ``/livez`` answers while the process runs (the liveness probe); ``/readyz`` answers 200 only while
+        the database and the broker answer (the readiness probe), else 503 with which check failed.
+        ``/metrics`` serves the counters in Prometheus' text format.
+        """
+
+        @asynccontextmanager
+        async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+            await migrate(self.engine, SHARED_MIGRATIONS, self.schema, version_table=SHARED_VERSION_TABLE)
+            await migrate(self.engine, self.migrations, self.schema)
+            await ensure_topics(self.settings.kafka_bootstrap_servers, self.settings.topic_prefix)
+            async with extra() if extra is not None else _nothing():
+                await start_broker(self.broker)
+                self.relay.start()
+                pruner = asyncio.create_task(self._prune_inbox(), name="inbox-pruner")
+                try:
+                    yield
+                finally:
+                    pruner.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await pruner
+                    await self.relay.stop()
+                    await self.broker.stop()
+            await self.engine.dispose()
+
+        app = FastAPI(title=title, description=description, version="0.1.0", lifespan=lifespan)
+        for router in self._routers:
+            app.include_router(router)
+
+        @app.get("/livez", include_in_schema=include_health_in_schema)
+        async def livez() -> dict[str, str]:
+            return {"service": self.settings.service_name, "status": "live"}
+
+        @app.get("/readyz", include_in_schema=include_health_in_schema)
+        async def readyz() -> JSONResponse:
+            checks = await self.readiness()
+            ready = all(ok for ok in checks.values())
+            body = {
+                "service": self.settings.service_name,
+                "status": "ready" if ready else "unready",
+                "checks": {k: "ok" if v else "down" for k, v in checks.items()},
+            }
+            return JSONResponse(body, status_code=200 if ready else 503)
+
+        @app.get("/metrics", include_in_schema=False)
+        async def metrics() -> Response:
+            return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+        FastAPIInstrumentor.instrument_app(app, tracer_provider=self.provider)
+        return app
+
+    async def readiness(self, timeout: float = 2.0) -> dict[str, bool]:
+        """Whether the database and the broker answer within ``timeout`` seconds each."""
+
+        async def database() -> bool:
+            try:
+                async with asyncio.timeout(timeout):
+                    async with self.engine.connect() as conn:
+                        await conn.execute(text("SELECT 1"))
+                return True
+            except Exception:
+                return False
+
+        async def broker() -> bool:
+            try:
+                return bool(await self.broker.ping(timeout=timeout))
+            except Exception:
+                return False
+
+        db_ok, kafka_ok = await asyncio.gather(database(), broker())
+        return {"database": db_ok, "kafka": kafka_ok}
+
+    async def _prune_inbox(self) -> None:
+        retention = timedelta(days=self.settings.inbox_retention_days)
+        while True:
+            try:
+                pruned = await inbox.prune(self.engine, self.tables.inbox, retention)
+                if pruned:
+                    log.info("forgot %d inbox entries older than %s", pruned, retention)
+            except Exception:
+                log.warning("could not prune the inbox; trying again later", exc_info=True)
+            await asyncio.sleep(3600)
+
+
+@asynccontextmanager
+async def _nothing() -> AsyncIterator[None]:
+    yield
+
+
+def serve(app: FastAPI, settings: ServiceSettings) -> None:
+    """Run ``app`` until SIGTERM or Ctrl-C, logging as ``settings.log_level``."""
+    logging.basicConfig(
+        level=settings.log_level,
+        format=f"%(asctime)s {settings.service_name} %(levelname)s %(name)s: %(message)s",
+    )
+    uvicorn.run(
+        app, host=settings.http_host, port=settings.http_port, log_level="warning", loop="uvloop", http="httptools"
+    )
