@@ -123,3 +123,45 @@ def test_text_refuses_nul_only() -> None:
     assert text.validate_python("tabs\tand\nnew lines and ünicode") == "tabs\tand\nnew lines and ünicode"
     with pytest.raises(ValueError, match="NUL"):
         text.validate_python("a\x00b")
+
+
+@pytest.mark.parametrize("value", ["x\ud800", "\udfff", "é\udc80é", "\ud83d\ude00"])
+def test_text_and_ids_refuse_what_utf8_cannot_encode(value: str) -> None:
+    from pydantic import TypeAdapter
+
+    from assent.contracts import Id, Text
+
+    for type_ in (Text, Id):
+        with pytest.raises(ValueError, match="lone surrogate"):
+            TypeAdapter(type_).validate_python(value)
+    assert TypeAdapter(Text).validate_python("\U0001f600 é") == "\U0001f600 é"
+    assert TypeAdapter(Id).validate_python(" \U0001f600 ") == "\U0001f600"
+
+
+def test_a_message_with_a_lone_surrogate_is_malformed() -> None:
+    data = json.loads(next(p for p in EXAMPLES if p.name.startswith("ToolCall")).read_text())
+    raw = json.dumps({**data, "session_id": "ses_\ud800"})  # ensure_ascii: the wire holds the escape \ud800
+    assert "\\ud800" in raw
+    with pytest.raises(MalformedMessage, match="lone surrogate"):
+        parse_message(raw)
+
+
+def test_a_message_nested_100000_levels_deep_is_malformed() -> None:
+    depth = 100_000
+    raw = b'{"type": "ToolCall", "arguments": ' + b"[" * depth + b"]" * depth + b"}"
+    with pytest.raises(MalformedMessage, match="nested"):
+        parse_message(raw)
+
+
+@pytest.mark.parametrize("field", ["session_id", "arguments"])
+def test_no_nesting_depth_escapes_as_a_recursion_error(field: str) -> None:
+    """Around the interpreter's limit, decoding may pass and validating or reporting the error may not."""
+    import sys
+
+    data = json.loads(next(p for p in EXAMPLES if p.name.startswith("ToolCall")).read_text())
+    template = json.dumps({**data, field: "@@"})
+    limit = sys.getrecursionlimit()
+    for depth in range(limit - 150, limit + 10):
+        raw = template.replace('"@@"', "[" * depth + "]" * depth)
+        with pytest.raises(MalformedMessage):
+            parse_message(raw)

@@ -14,17 +14,40 @@ Readers are tolerant: unknown fields are ignored, so adding an optional field is
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar
 from uuid import UUID, uuid4
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _utf8(value: Any) -> Any:
+    """Refuse a string that UTF-8 cannot encode: one holding a lone surrogate (JSON's ``"\\ud800"`` decodes to one).
+
+    Such a string would pass every other check and fail later, when a database driver, Kafka or a JSON
+    response encodes it.
+    """
+    if isinstance(value, str) and not value.isascii():
+        found = _SURROGATE.search(value)
+        if found is not None:
+            raise ValueError(
+                f"text must be valid Unicode: it holds a lone surrogate (U+{ord(found.group()):04X}) "
+                f"at position {found.start()}, which UTF-8 cannot encode"
+            )
+    return value
+
 
 Id = Annotated[
-    str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True, pattern=r"^[^\x00-\x1f\x7f]+$")
+    str,
+    StringConstraints(min_length=1, max_length=200, strip_whitespace=True, pattern=r"^[^\x00-\x1f\x7f]+$"),
+    BeforeValidator(_utf8),
 ]
-"""An identifier chosen by a producer (session, agent, tool call, ...): no control characters."""
+"""An identifier chosen by a producer (session, agent, tool call, ...): no control characters, valid UTF-8."""
 
 Seq = Annotated[int, Field(ge=0, le=2_147_483_647)]
 """A sequence or step number: what PostgreSQL's ``integer`` holds."""
@@ -33,11 +56,11 @@ Seq = Annotated[int, Field(ge=0, le=2_147_483_647)]
 def _no_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError("text must not contain NUL characters")
-    return value
+    return _utf8(value)
 
 
 Text = Annotated[str, AfterValidator(_no_nul)]
-"""Free text that PostgreSQL can store: anything but NUL characters."""
+"""Free text that PostgreSQL can store: anything but NUL characters and lone surrogates (not UTF-8)."""
 
 
 def utcnow() -> datetime:
@@ -96,8 +119,13 @@ def parse_message(raw: bytes | str, accept: tuple[type[Message], ...] | None = N
 
     Raises :class:`MalformedMessage` when the bytes are not a valid message of an accepted type.
     """
-    import json
+    try:
+        return _parse(raw, accept)
+    except RecursionError as exc:  # JSON nested deeper than the interpreter's stack (decoding, validating, reporting)
+        raise MalformedMessage("a message must not be nested this deeply") from exc
 
+
+def _parse(raw: bytes | str, accept: tuple[type[Message], ...] | None) -> Message:
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:

@@ -1,0 +1,266 @@
+"""Guards every Assent HTTP app gets, so that no request can hold a connection forever or earn a plain-text 500.
+
+:func:`install_guards` adds them to a FastAPI app:
+
+- a request whose body does not arrive within ``body_timeout_seconds`` is answered 408 and its connection closed;
+- a database that does not answer (refused or lost connections, a full pool, a server shutting down) is 503
+  with ``{"detail": ..., "retry": true}`` and a ``Retry-After`` header;
+- a validation error is 422 with every string made JSON-safe, even when the input held a lone surrogate;
+- any other unhandled exception is 500 ``{"detail": "internal error", "error_id": ...}``; the traceback is logged
+  with that id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import re
+import sys
+import uuid
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+import asyncpg.exceptions
+import sqlalchemy.exc
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER_SECONDS = 5
+"""What a 503 for an unavailable database asks the client to wait before trying again."""
+
+
+def install_guards(app: FastAPI, *, body_timeout_seconds: float = 10.0) -> None:
+    """Add the body timeout, the database-outage answer, the JSON-safe 422 and the JSON 500 to ``app``.
+
+    Call it while building the app, before it serves (Starlette refuses middleware added later).
+    """
+    if not body_timeout_seconds > 0:
+        raise ValueError("body_timeout_seconds must be positive")
+    app.add_middleware(BodyTimeout, timeout_seconds=body_timeout_seconds)
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    for database_error in _DATABASE_ERRORS:
+        app.add_exception_handler(database_error, _database_error)
+    app.add_exception_handler(Exception, _unhandled)
+
+
+class BodyTimeout:
+    """Pure ASGI middleware: the request body must arrive within ``timeout_seconds`` of the app first asking for it.
+
+    Only while the body is incomplete (until an ``http.request`` message without ``more_body``) does a deadline
+    apply to ``receive``; after that ``receive`` is passed through, so a long-lived response (server-sent events)
+    still learns of a disconnect. When the deadline passes before the response started, the client gets 408 with
+    ``Connection: close``, and the app sees ``http.disconnect``; whatever it sends afterwards is dropped.
+    """
+
+    def __init__(self, app: ASGIApp, timeout_seconds: float) -> None:
+        self.app = app
+        self.timeout_seconds = timeout_seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body_complete = False
+        timed_out = False
+        answered = False
+        response_started = False
+        deadline: float | None = None
+
+        async def guarded_receive() -> Message:
+            nonlocal body_complete, timed_out, answered, deadline
+            if body_complete:
+                return await receive()
+            if timed_out:
+                return {"type": "http.disconnect"}
+            if deadline is None:
+                deadline = asyncio.get_running_loop().time() + self.timeout_seconds
+            timeout = asyncio.timeout_at(deadline)
+            try:
+                async with timeout:
+                    message = await receive()
+            except TimeoutError:
+                if not timeout.expired():
+                    raise
+                timed_out = True
+                log.info("%s %s: the request body did not arrive in time", scope.get("method"), scope.get("path"))
+                if not response_started:
+                    answered = True
+                    await _send_json(
+                        send,
+                        408,
+                        {"detail": f"the request body did not arrive within {self.timeout_seconds:g} seconds"},
+                        [(b"connection", b"close")],
+                    )
+                return {"type": "http.disconnect"}
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                body_complete = True
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal response_started
+            if answered:
+                return  # the 408 went out instead
+            if message["type"] == "http.response.start":
+                response_started = True
+            await send(message)
+
+        await self.app(scope, guarded_receive, guarded_send)
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
+    content = json.dumps(body, separators=(",", ":")).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(content)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": content, "more_body": False})
+
+
+# --- the database is unavailable -------------------------------------------------------------------------------
+
+_DATABASE_ERRORS: tuple[type[Exception], ...] = (
+    sqlalchemy.exc.DBAPIError,  # includes OperationalError and InterfaceError
+    sqlalchemy.exc.TimeoutError,  # no pooled connection came free in time
+    asyncpg.exceptions.PostgresConnectionError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.exceptions.InterfaceError,
+)
+"""What a handler is registered for; :func:`database_unavailable` decides whether it means an outage."""
+
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    sqlalchemy.exc.OperationalError,
+    sqlalchemy.exc.InterfaceError,
+    sqlalchemy.exc.TimeoutError,
+    asyncpg.exceptions.PostgresConnectionError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.TooManyConnectionsError,
+)
+
+_DATABASE_PACKAGES = frozenset({"asyncpg", "sqlalchemy"})
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) says the database cannot be reached, rather than that a query failed.
+
+    Besides the drivers' connection errors, that is a ``ConnectionError``/``OSError``/``TimeoutError`` raised while
+    connecting: one whose innermost frame outside the standard library belongs to asyncpg or SQLAlchemy.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, _UNAVAILABLE):
+            return True
+        if isinstance(current, sqlalchemy.exc.DBAPIError) and current.connection_invalidated:
+            return True
+        if isinstance(current, asyncpg.exceptions.InterfaceError) and "connection is closed" in str(current):
+            return True
+        if isinstance(current, OSError) and _raised_by_database_driver(current.__traceback__):
+            return True
+        current = current.__cause__
+    return False
+
+
+def _raised_by_database_driver(tb: TracebackType | None) -> bool:
+    innermost: str | None = None
+    while tb is not None:
+        package = str(tb.tb_frame.f_globals.get("__name__", "")).partition(".")[0]
+        if package not in sys.stdlib_module_names:
+            innermost = package
+        tb = tb.tb_next
+    return innermost in _DATABASE_PACKAGES
+
+
+async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+    if not database_unavailable(exc):
+        raise exc  # a failed query, not an outage: the 500 handler answers
+    return _database_unavailable(request, exc)
+
+
+def _database_unavailable(request: Request, exc: BaseException) -> JSONResponse:
+    log.warning(
+        "%s %s: the database is unavailable (%s: %s)", request.method, request.url.path, type(exc).__name__, exc
+    )
+    return JSONResponse(
+        {"detail": "the database is unavailable; try again shortly", "retry": True},
+        status_code=503,
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
+# --- everything else ------------------------------------------------------------------------------------------
+
+
+async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
+    if database_unavailable(exc):  # e.g. a ConnectionRefusedError straight from asyncpg's connect
+        return _database_unavailable(request, exc)
+    error_id = str(uuid.uuid4())
+    log.error(
+        "%s %s: unhandled %s (error_id %s)",
+        request.method,
+        request.url.path,
+        type(exc).__name__,
+        error_id,
+        exc_info=exc,
+    )
+    return JSONResponse({"detail": "internal error", "error_id": error_id}, status_code=500)
+
+
+# --- validation errors ----------------------------------------------------------------------------------------
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_MAX_DEPTH = 32
+
+
+def json_safe(value: Any, _depth: int = 0) -> Any:
+    """``value`` as plain JSON that encodes as UTF-8: lone surrogates become U+FFFD, non-finite floats strings,
+    anything else its ``jsonable_encoder`` form or its ``str``; structures deeper than 32 levels are cut off."""
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if _depth >= _MAX_DEPTH:
+        return "..."
+    if isinstance(value, Mapping):
+        return {json_safe(str(k)): json_safe(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [json_safe(item, _depth + 1) for item in value]
+    if isinstance(value, BaseException):
+        return json_safe(str(value))
+    try:
+        encoded = jsonable_encoder(value)
+    except Exception:
+        return json_safe(str(value))
+    if isinstance(encoded, Mapping | list | tuple):
+        return json_safe(encoded, _depth + 1)
+    return json_safe(encoded) if isinstance(encoded, str | int | float | bool | None) else json_safe(str(encoded))
+
+
+async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    try:
+        return JSONResponse({"detail": json_safe(exc.errors())}, status_code=422)
+    except (ValueError, RecursionError):  # never seen; a 422 without the echoed input beats a 500
+        errors = [{k: json_safe(e.get(k)) for k in ("type", "loc", "msg")} for e in exc.errors()]
+        return JSONResponse({"detail": errors}, status_code=422)
