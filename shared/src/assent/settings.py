@@ -37,6 +37,8 @@ class ServiceSettings(BaseSettings):
     outbox_poll_seconds: float = 0.5
     inbox_retention_days: float = 14.0
     """How long the inbox remembers a message id; keep it longer than the topics' retention (Kafka: 7 days)."""
+    http_body_timeout_seconds: float = 10.0
+    """How long a request's body may take to arrive before it is answered 408 and its connection closed."""
     handler_max_attempts: int = 5
     """How often a failing handler is tried before its message goes to the dead-letter topic."""
     max_message_bytes: int = 900_000

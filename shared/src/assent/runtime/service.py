@@ -30,6 +30,7 @@ from .. import inbox
 from ..contracts import Message
 from ..db import create_engine, migrate
 from ..faults import crash_point
+from ..http import install_guards
 from ..kinds import WORKSPACE_OWNER
 from ..messaging import ensure_topics, make_broker, start_broker
 from ..outbox import Outbox, OutboxRelay
@@ -197,6 +198,7 @@ class ServiceRuntime:
             await self.engine.dispose()
 
         app = FastAPI(title=title, description=description, version="0.1.0", lifespan=lifespan)
+        install_guards(app, body_timeout_seconds=self.settings.http_body_timeout_seconds)
         for router in self._routers:
             app.include_router(router)
 
