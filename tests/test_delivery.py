@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from typing import Any
 
+import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from redis.asyncio import Redis
 
 from assent.contracts import ToolCall
 from assent.telemetry import trace_id_of
+from assent.topics import PROPOSALS_APPLIED
 from tests.conftest import Stack, new_world, running_stack, wait_for
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 
@@ -132,17 +137,55 @@ async def test_one_trace_spans_tool_call_proposal_decision_and_outcome(stack: St
         assert ToolCall.model_validate_json(call[0].value).tool == "studio_edit_memory"
 
 
+async def outcome_consumers_settled_at(stack: Stack, members: int) -> bool:
+    """Whether the gateways' consumer group of the outcomes topic is stable with ``members`` members."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=stack.endpoints.kafka)
+    await admin.start()
+    try:
+        (group_id,) = [
+            group_id
+            for group_id, _ in await admin.list_consumer_groups()
+            if group_id.startswith(stack.prefix) and group_id.endswith(PROPOSALS_APPLIED.name)
+        ]
+        (response,) = await admin.describe_consumer_groups([group_id])
+        (group,) = response.to_object()["groups"]
+        return bool(group["state"] == "Stable" and len(group["members"]) == members)
+    finally:
+        await admin.close()
+
+
 async def test_decisions_work_through_any_gateway_replica(stack: Stack, tmp_path: Any) -> None:
     """Two gateway replicas share one consumer group: whichever consumes an outcome, the replica that holds
-    the HTTP request answers it (the outcome reaches it through Redis)."""
+    the HTTP request answers it. The outcome travels as a ``request.decided`` event on the gateways' Redis
+    channel; the test listens there too and sees the event of every decision it got an answer to."""
     from assent_devstack.system import ServiceProcess, free_port
 
     second = ServiceProcess("gateway", free_port(), stack.system.env, tmp_path / "gateway-2.log")
+    assert second.url != stack.gateway_url
     await asyncio.to_thread(second.start)
-    try:
-        async with stack.http() as first_http, stack.coach() as coach:
-            import httpx
+    # Once both replicas share the outcomes' partitions, the two outcomes of one session (one partition) are
+    # consumed by one replica, and the other replica, which answers one of the two decisions, hears it by Redis.
+    await wait_for(lambda: outcome_consumers_settled_at(stack, 2), timeout=60)
+    redis = Redis.from_url(stack.endpoints.redis_url)
+    pubsub = redis.pubsub()
+    decided: list[dict[str, Any]] = []
+    subscribed = asyncio.Event()
 
+    async def listen() -> None:
+        async for message in pubsub.listen():
+            if message["type"] == "subscribe":
+                subscribed.set()
+            elif message["type"] == "message":
+                event = json.loads(message["data"])
+                if event.get("event") == "request.decided":
+                    decided.append(event)
+
+    listener: asyncio.Task[None] | None = None
+    try:
+        await pubsub.subscribe(f"{stack.prefix}assent:events")  # before listen(), which stops when unsubscribed
+        listener = asyncio.create_task(listen())
+        await asyncio.wait_for(subscribed.wait(), 15)
+        async with stack.http() as first_http, stack.coach() as coach:
             second_http = httpx.AsyncClient(base_url=second.url, headers=dict(first_http.headers), timeout=60.0)
             async with second_http:
                 world = await new_world(first_http)
@@ -155,17 +198,31 @@ async def test_decisions_work_through_any_gateway_replica(stack: Stack, tmp_path
                 await turn.end_step()
                 sid = turn.session.session_id
                 await wait_pending(first_http, sid, 2)
+                # The first decision is answered by the first replica, the second by the second replica.
                 for http, result in zip((first_http, second_http), results, strict=True):
-                    answer = await http.post(
-                        f"/api/studio/sessions/{sid}/edits/{turn.calls[result.tool_call_id].seq}",
-                        json={"decision": "apply"},
-                    )
+                    seq = turn.calls[result.tool_call_id].seq
+                    answer = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"})
                     assert answer.status_code == 200, answer.text
+                    assert answer.json()["outcome"] == "applied" and answer.json()["seq"] == seq
+                    decision_id = answer.json()["decision_id"]
+
+                    def on_redis(decision_id: str = decision_id) -> list[dict[str, Any]]:
+                        return [e for e in decided if e["outcome"]["decision_id"] == decision_id]
+
+                    for event in await wait_for(on_redis):
+                        assert (event["session_id"], event["seq"]) == (sid, seq)
+                        assert event["outcome"]["outcome"] == "applied"
                 continuation = await turn.continuation()
                 assert [d.outcome for d in continuation.decisions] == ["applied", "applied"]
                 for agent in agents:
                     assert (await memory(second_http, agent))["content"] == f"Replica {agent}.\n"
     finally:
+        if listener is not None:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+        await pubsub.aclose()
+        await redis.aclose()
         await asyncio.to_thread(second.stop)
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import uuid
 from typing import Any
 
 import httpx
 import pytest
 
-from assent.coach import CoachClient, CoachTurn
+from assent.coach import CoachClient, CoachSession, CoachTurn
 from assent.contracts import ToolResult
 from assent.hashing import content_hash
 from tests.conftest import OPERATOR, Stack, World, new_world, wait_for
@@ -167,10 +168,19 @@ async def test_concurrent_decisions_resolve_once(stack: Stack) -> None:
         url = f"/api/studio/sessions/{turn.session.session_id}/edits/{turn.calls[result.tool_call_id].seq}"
         await wait_pending(http, turn.session.session_id, 1)
 
-        answers = await asyncio.gather(*(http.post(url, json={"decision": d}) for d in ("apply", "decline", "apply")))
+        decisions = ("apply", "decline", "apply")
+        answers = await asyncio.gather(*(http.post(url, json={"decision": d}) for d in decisions))
         assert sorted(a.status_code for a in answers) == [200, 422, 422], [a.text for a in answers]
+        ((decision, won),) = [(d, a) for d, a in zip(decisions, answers, strict=True) if a.status_code == 200]
+        applied = decision == "apply"
+        assert won.json()["outcome"] == ("applied" if applied else "declined"), won.text
         history = (await http.get(f"/api/workspace/agents/{world.agent_id}/memory/history")).json()
-        assert sum(1 for rev in history if rev["tool_call_id"] == result.tool_call_id) <= 1
+        assert sum(1 for rev in history if rev["tool_call_id"] == result.tool_call_id) == (1 if applied else 0)
+        live = await memory(http, world.agent_id)
+        if applied:
+            assert (live["content"], live["version"]) == ("Raced.\n", base["version"] + 1)
+        else:
+            assert (live["content"], live["version"]) == (base["content"], base["version"])
 
 
 @pytest.mark.parametrize(
@@ -234,7 +244,13 @@ async def test_refused_proposals_say_why_and_leave_no_pending_item(
 async def test_two_request_turn_continues_exactly_once(stack: Stack) -> None:
     async with stack.http() as http, stack.coach() as coach:
         world = await new_world(http)
-        turn = await open_turn(coach, world)
+        session = await coach.open_session(
+            org_id=world.org_id, source_guild_id=world.guild_id, operator_user_id=OPERATOR
+        )
+        # Marker turns of the same session, paused before the turn under test (so Continue still means that
+        # turn), each waiting on a call not made yet. Making the call later continues the marker at once.
+        markers = [await armed_marker(session) for _ in range(4)]
+        turn = session.begin_turn()
         first = await propose(turn, world.agent_id, "One.\n", (await memory(http, world.agent_id))["version"])
         second = await propose(
             turn, world.other_agent_id, "Two.\n", (await memory(http, world.other_agent_id))["version"]
@@ -260,7 +276,7 @@ async def test_two_request_turn_continues_exactly_once(stack: Stack) -> None:
         ).status_code == 200
         early = await http.post(f"/api/studio/sessions/{sid}/continue")
         assert early.status_code == 409 and "waiting on 1 decision" in early.json()["detail"]
-        await asyncio.sleep(0.5)
+        await continue_markers(markers[0], markers[1], world)
         assert await stack.records(stack.topic("studio.continuations"), continuations_of_turn) == []
 
         assert (
@@ -269,7 +285,7 @@ async def test_two_request_turn_continues_exactly_once(stack: Stack) -> None:
         continuation = await turn.continuation()
         assert [(d.seq, d.outcome) for d in continuation.decisions] == [(seq1, "applied"), (seq2, "declined")]
         assert "applied" in continuation.text and "declined" in continuation.text
-        await asyncio.sleep(0.5)
+        await continue_markers(markers[2], markers[3], world)
         sent = await stack.records(stack.topic("studio.continuations"), continuations_of_turn)
         assert len(sent) == 1
 
@@ -280,6 +296,33 @@ async def test_two_request_turn_continues_exactly_once(stack: Stack) -> None:
             lambda: _records_if(stack.records(stack.topic("studio.continuations"), continuations_of_turn), 2)
         )
         assert {json.loads(r.value)["id"] for r in resent} == {str(continuation.id)}
+
+
+async def armed_marker(session: CoachSession) -> tuple[CoachTurn, str]:
+    """A turn that pauses now, waiting on a call id the gateway has not heard of (so it stays open)."""
+    marker = session.begin_turn()
+    call_id = f"call_marker_{uuid.uuid4().hex}"
+    await marker.end_step((call_id,))
+    return marker, call_id
+
+
+async def continue_markers(earlier: tuple[CoachTurn, str], later: tuple[CoachTurn, str], world: World) -> None:
+    """Continue two marker turns one after the other; return once the later one's continuation is read.
+
+    Making a marker's call (refused: the agent is out of reach) settles the session under its lock, and that
+    settling looks at every open turn of the session, so whatever the projection says of the turn under test
+    is acted on by the earlier marker's transaction at the latest. The later marker commits after it, and
+    the gateway's outbox publishes in commit order on the session's partition: once the later continuation
+    is read, any continuation of the turn under test is already on the topic.
+    """
+    for marker, call_id in (earlier, later):
+        await marker.send(
+            "studio_edit_memory",
+            {"agent_id": world.outsider_id, "content": "Marker.\n", "base_version": 1, "reason": "marker"},
+            tool_call_id=call_id,
+        )
+        continued = await marker.continuation()
+        assert [(d.tool_call_id, d.outcome) for d in continued.decisions] == [(call_id, "refused")]
 
 
 async def _records_if(records: Any, n: int) -> Any:
