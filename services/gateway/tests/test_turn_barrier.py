@@ -57,9 +57,6 @@ def test_a_stale_outcome_resolves_nothing() -> None:
             {"c1": RefusedCall("c1", 2, "duplicate_tool_call")},
             None,
             id="a-duplicate-resend-refused-does-not-close-the-pending-request",
-            marks=pytest.mark.xfail(
-                reason="the fix lands in the gateway's settle; see duplicate tool_call_id", strict=True
-            ),
         ),
     ],
 )
