@@ -45,7 +45,7 @@ from ..contracts import (
     ToolResult,
 )
 from ..domain import Refusal, Session, invalid_arguments
-from ..faults import crash_point
+from ..faults import crash_point, fail_point
 from ..kinds import KINDS, KindSpec
 from ..topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, TOOL_RESULTS
 from .uow import StoredProposal, UnitOfWork
@@ -207,6 +207,7 @@ class OwnerKit:
 
     async def on_tool_call(self, call: ToolCall, uow: UnitOfWork) -> None:
         """Answer ``call`` with exactly one ``ToolResult`` (a replay of the first one for a re-sent call)."""
+        fail_point(f"{self.service}.tool_call.{call.tool}")
         earlier = await uow.proposals.by_tool_call(call.tool_call_id)
         if earlier is not None and earlier.session_id == call.session_id:
             await uow.emit(TOOL_RESULTS, call.session_id, ToolResult.model_validate(earlier.result))

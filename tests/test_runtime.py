@@ -1,0 +1,166 @@
+"""The shared runtime under faults and bad input, against the real servers: a re-sent call, a handler that
+keeps failing, a replica killed mid-traffic, and the workspace copy other services keep."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from sqlalchemy.engine import make_url
+
+from assent.contracts import ToolCall
+from assent.topics import EDITS_TOOL_CALLS
+from tests.conftest import Stack, new_world, running_stack, wait_for
+from tests.test_memory_edits import memory, open_turn, propose, wait_pending
+
+pytestmark = pytest.mark.integration
+
+
+def _body(record: Any) -> dict[str, Any]:
+    try:
+        parsed = json.loads(record.value)
+    except ValueError:  # other tests' poison messages share some topics
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+async def _records_of_call(stack: Stack, topic: str, tool_call_id: str, n: int) -> list[Any] | None:
+    found = await stack.records(stack.topic(topic), lambda r: _body(r).get("tool_call_id") == tool_call_id)
+    return found if len(found) == n else None
+
+
+async def test_a_re_sent_call_gets_its_first_result_again_and_never_settles_the_turn(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        turn = await open_turn(coach, world)
+        result = await propose(turn, world.agent_id, "Sent twice.\n", (await memory(http, world.agent_id))["version"])
+        assert result.ok, result.error
+        call = turn.calls[result.tool_call_id]
+
+        # The same call under a new envelope, as a coach that retried its publish would send it.
+        await coach.publish(EDITS_TOOL_CALLS, call.session_id, call.model_copy(update={"id": uuid.uuid4()}))
+        results = await wait_for(lambda: _records_of_call(stack, "studio.tool-results", call.tool_call_id, 2))
+        assert {_body(r)["id"] for r in results} == {str(result.id)}, "the replay is the first result itself"
+        assert all(_body(r)["ok"] for r in results)
+
+        await turn.end_step()
+        sid, seq = call.session_id, call.seq
+        board = await wait_pending(http, sid, 1)
+        assert [item["seq"] for item in board["items"]] == [seq]
+        answer = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"})
+        assert answer.status_code == 200, answer.text
+        continuation = await turn.continuation()
+        assert [(d.seq, d.outcome) for d in continuation.decisions] == [(seq, "applied")]
+        assert "refused" not in continuation.text
+        history = (await http.get(f"/api/workspace/agents/{world.agent_id}/memory/history")).json()
+        assert [rev["tool_call_id"] for rev in history].count(call.tool_call_id) == 1
+        proposed = await stack.records(
+            stack.topic("proposals.proposed"), lambda r: _body(r).get("tool_call_id") == call.tool_call_id
+        )
+        assert len(proposed) == 1
+
+
+async def test_a_handler_that_keeps_failing_is_dead_lettered_after_its_retries_and_the_next_call_is_answered(
+    endpoints: Any, tmp_path: Any
+) -> None:
+    env = {"ASSENT_FAIL_AT": "edits.tool_call.studio_poison_pill", "ASSENT_HANDLER_MAX_ATTEMPTS": "3"}
+    async with running_stack(endpoints, tmp_path, extra_env=env) as stack:
+        async with stack.http() as http, stack.coach() as coach:
+            world = await new_world(http)
+            turn = await open_turn(coach, world)
+            poison = await turn.send("studio_read_memory", {"agent_id": world.agent_id})
+            # Re-publish it as a call of the tool whose handler fails, ahead of a good call on the same partition.
+            pill = poison.model_copy(
+                update={"id": uuid.uuid4(), "tool": "studio_poison_pill", "tool_call_id": f"pill_{uuid.uuid4().hex}"}
+            )
+            await coach.publish(EDITS_TOOL_CALLS, pill.session_id, pill)
+            after = await turn.call("studio_read_memory", {"agent_id": world.agent_id}, timeout=60)
+            assert after.ok and after.output is not None and after.output["agent_id"] == world.agent_id
+
+            letters = await wait_for(lambda: _records_of_call(stack, "edits.tool-calls.dlq", pill.tool_call_id, 1))
+            headers = {k: v.decode() for k, v in letters[0].headers}
+            assert headers["x-dlq-reason"] == "handler_failed" and headers["x-dlq-attempts"] == "3"
+            assert "failure injected" in headers["x-dlq-error"]
+            assert ToolCall.model_validate_json(letters[0].value).tool_call_id == pill.tool_call_id
+
+            metrics = (await http.get(f"{stack.system.edits.url}/metrics")).text
+            line = next(
+                line
+                for line in metrics.splitlines()
+                if line.startswith("assent_messages_dead_lettered_total{")
+                and 'reason="handler_failed"' in line
+                and 'topic="edits.tool-calls"' in line
+            )
+            assert line.endswith(" 1.0"), line
+
+
+async def test_calls_of_every_session_are_answered_when_one_of_two_replicas_is_killed(
+    endpoints: Any, tmp_path: Any
+) -> None:
+    """Two replicas of edits share its partitions; one dies with SIGKILL. Every call, of sessions opened
+    before and after the kill, is answered by the survivor once the group rebalances; none is refused."""
+    from assent_devstack.system import ServiceProcess, free_port
+
+    async with running_stack(endpoints, tmp_path) as stack:
+        second = ServiceProcess("edits", free_port(), stack.system.env, tmp_path / "edits-2.log")
+        await asyncio.to_thread(second.start)
+        try:
+            async with stack.http() as http, stack.coach() as coach:
+                world = await new_world(http)
+                before = [await open_turn(coach, world) for _ in range(10)]
+                warm = await asyncio.gather(
+                    *(t.call("studio_read_memory", {"agent_id": world.agent_id}, timeout=60) for t in before)
+                )
+                assert all(r.ok for r in warm), [r.error for r in warm if not r.ok]
+
+                await asyncio.to_thread(stack.system.edits.kill)
+                after = [await open_turn(coach, world) for _ in range(10)]
+                results = await asyncio.gather(
+                    *(t.call("studio_read_memory", {"agent_id": world.agent_id}, timeout=90) for t in before + after)
+                )
+                refused = [(r.session_id, r.error) for r in results if not r.ok]
+                assert refused == []
+                assert {r.session_id for r in results} == {t.session.session_id for t in before + after}
+        finally:
+            await asyncio.to_thread(second.stop)
+
+
+async def test_other_services_keep_a_copy_of_the_workspace_from_its_events(stack: Stack) -> None:
+    async with stack.http() as http:
+        world = await new_world(http)
+        url = make_url(stack.database_url)
+        conn = await asyncpg.connect(
+            host=url.host, port=url.port, user=url.username, password=url.password, database=url.database
+        )
+        try:
+
+            async def copy() -> Any:
+                return await conn.fetchrow(
+                    "SELECT name, guild_id, live, revision FROM gateway.agents WHERE agent_id = $1", world.agent_id
+                )
+
+            first = await wait_for(copy)
+            assert (first["name"], first["guild_id"], first["live"], first["revision"]) == (
+                "Ada",
+                world.guild_id,
+                True,
+                1,
+            )
+            retired = await http.patch(f"/api/workspace/agents/{world.agent_id}", json={"live": False})
+            assert retired.status_code == 200, retired.text
+
+            async def retired_copy() -> Any:
+                row = await copy()
+                return row if row["revision"] == 2 else None
+
+            second = await wait_for(retired_copy)
+            assert second["live"] is False
+            guild = await conn.fetchrow("SELECT org_id, name FROM gateway.guilds WHERE guild_id = $1", world.guild_id)
+            assert guild is not None and (guild["org_id"], guild["name"]) == (world.org_id, "Support")
+        finally:
+            await conn.close()
