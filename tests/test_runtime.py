@@ -9,7 +9,6 @@ import uuid
 from typing import Any
 
 import asyncpg
-import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
