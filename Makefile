@@ -6,7 +6,9 @@ export UV_PYTHON_DOWNLOADS := never
 UV := $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 UV_VERSION := 0.13.8
 
-.PHONY: help uv install run test test-unit test-integration lint format bench up down status images clean
+SERVICES := $(shell sed -n 's/^name = "\(.*\)"/\1/p' services.toml)
+
+.PHONY: help uv install run test test-unit test-integration lint format bench up down status images k8s clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -15,7 +17,7 @@ uv: ## Install uv (the package manager) if the machine lacks it
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
 
 install: uv ## Create .venv with every package pinned in uv.lock
-	@$(UV) sync --frozen --quiet
+	@$(UV) sync --frozen --all-packages --quiet
 
 run: install ## Run the whole system on this machine with a demo workspace and coach turn (Ctrl-C stops it)
 	@$(UV) run --frozen python -m assent_devstack.run
@@ -49,9 +51,11 @@ down: install ## Stop what `make up` started
 status: install ## Show whether the servers of `make up` answer
 	@$(UV) run --frozen python -m assent_devstack status --state-dir .devstack
 
-images: ## Build a container image per service (needs a Docker engine)
-	docker build -f services/edits/Dockerfile -t assent-edits:0.1.0 .
-	docker build -f services/gateway/Dockerfile -t assent-gateway:0.1.0 .
+images: ## Build a container image per service of services.toml (needs a Docker engine)
+	@for service in $(SERVICES); do docker build -f services/$$service/Dockerfile -t assent-$$service:0.1.0 . || exit 1; done
+
+k8s: install ## Render the kustomize base (deploy/k8s/base) from services.toml
+	@$(UV) run --frozen python deploy/k8s/render.py
 
 clean: ## Remove local state (.run, .devstack, caches)
 	rm -rf .run .devstack .pytest_cache .ruff_cache

@@ -1,0 +1,61 @@
+"""One list of services (``services.toml``) drives the devstack, the migration test, the images and the
+kustomize base; every service in it is a complete folder. No servers needed."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from assent.kinds import KINDS, OWNERS
+from assent_devstack.system import REPO, build_system, service_list
+
+SERVICES = [spec.name for spec in service_list()]
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_each_listed_service_is_a_complete_folder(service: str) -> None:
+    folder = REPO / "services" / service
+    for path in ("pyproject.toml", "Dockerfile", "alembic.ini", "migrations/env.py", f"src/{service}/__main__.py"):
+        assert (folder / path).is_file(), f"services/{service}/{path}"
+    assert callable(importlib.import_module(f"{service}.entrypoint").create_app)
+    assert importlib.import_module(f"{service}.adapters.tables").SCHEMA == service
+
+
+def test_every_service_folder_is_listed_and_every_listed_owner_serves_its_kinds() -> None:
+    built = {path.name for path in (REPO / "services").iterdir() if (path / "pyproject.toml").is_file()}
+    assert set(SERVICES) == built
+    for service in set(SERVICES) & set(OWNERS):
+        served = {kind for spec in KINDS.values() if spec.owner == service for kind in [spec.name]}
+        assert served, service
+
+
+def test_the_devstack_starts_every_listed_service_and_tells_the_gateway_where_owners_live(tmp_path: Path) -> None:
+    system = build_system(
+        kafka_bootstrap_servers="k:1", database_url="postgresql+asyncpg://x/y", redis_url="r", log_dir=tmp_path
+    )
+    assert list(system.processes) == SERVICES
+    public = {spec.name for spec in service_list() if spec.public}
+    import json
+
+    assert set(json.loads(system.env["ASSENT_OWNER_URLS"])) == set(SERVICES) - public
+
+
+def test_the_kustomize_base_is_rendered_from_the_list() -> None:
+    check = subprocess.run(
+        [sys.executable, str(REPO / "deploy/k8s/render.py"), "--check"], capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stderr
+    text = (REPO / "deploy/k8s/base/services.yaml").read_text()
+    assert [line.split("assent-")[1] for line in text.splitlines() if line.startswith("  name: assent-")][
+        ::2
+    ] == SERVICES
+
+
+def test_make_images_builds_one_image_per_listed_service() -> None:
+    dry = subprocess.run(["make", "-n", "--no-print-directory", "images"], cwd=REPO, capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    assert f"for service in {' '.join(SERVICES)};" in dry.stdout
