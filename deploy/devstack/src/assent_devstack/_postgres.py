@@ -360,7 +360,7 @@ def _server_home(home: Path, owner: pwd.struct_passwd) -> Path:
 def _relocated_home(link: Path, owner: pwd.struct_passwd) -> Path:
     root = _shared_dir("postgres")
     _sweep(root)
-    name = re.sub(r"[^0-9A-Za-z_.-]", "_", link.parent.parent.name)[:40] or "state"
+    name = re.sub(r"[^0-9A-Za-z_.-]", "_", link.parent.parent.name).lstrip(".")[:40] or "state"
     entry = root / f"{name}-{uuid.uuid4().hex[:12]}"
     server_home = entry / "pg"
     # The claim comes first, so that a concurrent sweep never takes the new folder for an orphan.
