@@ -224,6 +224,40 @@ def port_open(port: int, timeout: float = 1.0) -> bool:
         return False
 
 
+def listens_on(pid: int, port: int) -> bool | None:
+    """Whether process `pid` holds a listening TCP socket on `port` (any address, IPv4 or IPv6).
+
+    Read from /proc/net/tcp{,6} and /proc/<pid>/fd; None when /proc cannot tell.
+    """
+    inodes: set[str] = set()
+    readable = False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        readable = True
+        for line in lines:
+            # sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...; st 0A is LISTEN
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    if not readable:
+        return None
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[len("socket:[") : -1] in inodes:
+            return True
+    return False
+
+
 def run_async(factory: Callable[[], Awaitable[T]]) -> T:
     """Run a coroutine to completion from sync code, even when the caller is inside an event loop."""
 

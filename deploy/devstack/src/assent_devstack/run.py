@@ -5,6 +5,14 @@ and ``REDIS_URL`` when all three are set), then the edits service and the gatewa
 It seeds an organisation with a guild and two agents, plays one coach turn that proposes a Memory edit,
 prints the commands that show and decide it, and prints the coach's continuation when it arrives.
 Ctrl-C stops everything it started.
+
+Every run starts from a fresh demo state. With the devstack, the servers' data from the previous run
+(``<state-dir>/servers``) is deleted first; with your servers, the run uses a new database (dropped when
+the run stops) and topics of its own (``assent_demo_<id>.*``). ``<state-dir>/logs`` holds the services'
+logs of the latest run.
+
+The gateway listens on ``ASSENT_GATEWAY_PORT`` (or ``--port``) when given, and refuses to start when that
+port is taken; otherwise on 8100, or on a free port when 8100 is taken.
 """
 
 from __future__ import annotations
@@ -12,21 +20,153 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import fcntl
 import os
+import shutil
 import signal
+import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from assent.coach import CoachClient
+from assent.coach import CoachClient, CoachTurn
+from assent.contracts.tool_results import ToolResult
 
+from ._postgres import running_postgres
+from ._probes import asyncpg_dsn
+from ._service import DevstackError, free_port, pick_port, port_open, run_async
+from ._stack import read_record, write_record
 from .system import System, build_system
 
 TOKEN = "dev-token"
 OPERATOR = "operator"
+DEFAULT_GATEWAY_PORT = 8100
+PORT_ENV = "ASSENT_GATEWAY_PORT"
 
 
-async def _seed(gateway: str) -> None:
+class RunError(Exception):
+    """``make run`` cannot go on; the message says why (printed without a traceback)."""
+
+
+def gateway_port(requested: str | None) -> int:
+    """The port the gateway is to listen on: ``requested`` (from ASSENT_GATEWAY_PORT or --port) when given,
+    refused with RunError when something listens on it; otherwise 8100 when free, else a free port."""
+    if requested is not None:
+        try:
+            port = int(requested)
+        except ValueError:
+            raise RunError(f"{PORT_ENV}={requested!r} is not a port number") from None
+        if not 0 < port < 65536:
+            raise RunError(f"{PORT_ENV}={port} is not a TCP port (1-65535)")
+        if not _port_free(port):
+            raise RunError(
+                f"port {port} (from {PORT_ENV} or --port) is already in use on 127.0.0.1; "
+                f"stop what listens there, or choose another port, or unset {PORT_ENV} to let make run pick one"
+            )
+        print(f"The gateway will listen on port {port} ({PORT_ENV}).", flush=True)
+        return port
+    if _port_free(DEFAULT_GATEWAY_PORT):
+        print(f"The gateway will listen on port {DEFAULT_GATEWAY_PORT}.", flush=True)
+        return DEFAULT_GATEWAY_PORT
+    port = free_port()
+    print(
+        f"Port {DEFAULT_GATEWAY_PORT} is in use, so the gateway will listen on port {port} instead "
+        f"(set {PORT_ENV} to choose the port).",
+        flush=True,
+    )
+    return port
+
+
+def _port_free(port: int) -> bool:
+    try:
+        pick_port(port)
+    except DevstackError:
+        return False
+    return not port_open(port, timeout=0.5)
+
+
+@contextlib.contextmanager
+def _exclusive(state_dir: Path) -> Iterator[None]:
+    """Hold ``<state_dir>/run.lock`` for the whole run, so that a second ``make run`` on the same state
+    directory stops at once instead of wiping the first one's servers and logs."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    lock_path = state_dir / "run.lock"
+    with open(lock_path, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "?"
+            raise RunError(
+                f"another make run (pid {holder}) is using {state_dir}/; stop it first (Ctrl-C in its terminal)"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        yield
+
+
+def _discard_servers(servers: Path) -> None:
+    """Stop whatever an earlier run left running on ``servers`` and delete its data, for a fresh start."""
+    _, recorded = read_record(servers)
+    leftovers = [service for service in recorded.values() if service.alive()]
+    if postgres := running_postgres(servers):
+        leftovers.append(postgres)
+    for service in leftovers:
+        print(f"Stopping {service.name} (pid {service.pid}) left running by an earlier run ...", flush=True)
+        service.stop()
+    try:
+        shutil.rmtree(servers)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise RunError(f"cannot delete the previous run's server data in {servers}: {e}") from e
+
+
+async def _create_database(admin_url: str, name: str) -> str:
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    conn = await asyncpg.connect(asyncpg_dsn(admin_url), timeout=10)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+
+
+async def _drop_database(admin_url: str, name: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(asyncpg_dsn(admin_url), timeout=10)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+def _fresh_database(admin_url: str, name: str) -> str:
+    try:
+        return run_async(lambda: _create_database(admin_url, name))
+    except Exception as e:
+        raise RunError(
+            f"cannot create the demo database {name} on the server of DATABASE_URL ({type(e).__name__}: {e}); "
+            "make run with your servers needs a user that may CREATE DATABASE"
+        ) from e
+
+
+def _forget_database(admin_url: str, name: str) -> None:
+    try:
+        run_async(lambda: _drop_database(admin_url, name))
+    except Exception as e:
+        print(f"Could not drop the demo database {name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+
+
+async def _seed(gateway: str, logs: Path) -> None:
     async with httpx.AsyncClient(base_url=gateway, headers={"Authorization": f"Bearer {TOKEN}"}) as http:
         for path, body in (
             ("/api/workspace/orgs", {"org_id": "acme", "name": "Acme"}),
@@ -53,20 +193,39 @@ async def _seed(gateway: str) -> None:
             ),
         ):
             response = await http.post(path, json=body)
-            if response.status_code not in (201, 409):  # 409: seeded by an earlier run
-                response.raise_for_status()
+            if response.status_code != 201:
+                raise RunError(
+                    f"seeding the demo workspace failed: POST {path} answered {response.status_code} "
+                    f"{response.text[:500]} (logs in {logs}/)"
+                )
+
+
+async def _call(turn: CoachTurn, tool: str, arguments: dict[str, Any], logs: Path) -> ToolResult:
+    """One tool call of the demo; RunError when it is refused or unanswered."""
+    try:
+        result = await turn.call(tool, arguments)
+    except TimeoutError:
+        raise RunError(f"the demo's {tool} call got no result within 15s (logs in {logs}/)") from None
+    if not result.ok:
+        error = result.error
+        why = f"{error.status} {error.code}: {error.message}" if error is not None else "no error given"
+        raise RunError(f"the demo's {tool} call was refused: {why} (logs in {logs}/)")
+    return result
 
 
 async def _demo_turn(system: System, kafka: str, prefix: str, idempotent: bool) -> None:
     gateway = system.gateway.url
-    await _seed(gateway)
+    logs = system.gateway.log_path.parent
+    await _seed(gateway, logs)
     async with CoachClient(kafka, topic_prefix=prefix, idempotent=idempotent) as coach:
         session = await coach.open_session(org_id="acme", source_guild_id="support", operator_user_id=OPERATOR)
         turn = session.begin_turn()
-        read = await turn.call("studio_read_memory", {"agent_id": "ada"})
-        assert read.output is not None
+        read = await _call(turn, "studio_read_memory", {"agent_id": "ada"}, logs)
+        if read.output is None:
+            raise RunError(f"the demo's studio_read_memory call answered without output (logs in {logs}/)")
         proposed = read.output["content"] + "Always quote the order number when discussing a refund.\n"
-        result = await turn.call(
+        result = await _call(
+            turn,
             "studio_edit_memory",
             {
                 "agent_id": "ada",
@@ -74,6 +233,7 @@ async def _demo_turn(system: System, kafka: str, prefix: str, idempotent: bool) 
                 "base_version": read.output["version"],
                 "reason": "Two refund threads mixed up orders last week; quoting the number prevents it.",
             },
+            logs,
         )
         await turn.end_step()
         seq = turn.calls[result.tool_call_id].seq
@@ -81,7 +241,7 @@ async def _demo_turn(system: System, kafka: str, prefix: str, idempotent: bool) 
         auth = f"-H 'Authorization: Bearer {TOKEN}'"
         print(
             f"""
-Assent is running.  Gateway: {gateway}   API docs: {gateway}/docs   Logs: {system.gateway.log_path.parent}
+Assent is running.  Gateway: {gateway}   API docs: {gateway}/docs   Logs: {logs}
 
 The coach proposed a change to Ada's Memory (session {sid}, seq {seq}). The turn now waits on you.
 
@@ -101,7 +261,75 @@ When you decide, the coach's turn resumes and its continuation is printed here. 
         await asyncio.Event().wait()
 
 
-def main() -> None:
+def _run(args: argparse.Namespace) -> None:
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    state_dir: Path = args.state_dir
+    with _exclusive(state_dir):
+        # Checked before anything starts, so that a taken port stops the run at once.
+        port = gateway_port(args.port if args.port is not None else os.environ.get(PORT_ENV) or None)
+        cleanup = contextlib.ExitStack()
+        try:
+            _start_and_play(args, state_dir, port, cleanup)
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+            print("Stopping ...", flush=True)
+            cleanup.close()
+
+
+def _start_and_play(args: argparse.Namespace, state_dir: Path, port: int, cleanup: contextlib.ExitStack) -> None:
+    logs = state_dir / "logs"
+    shutil.rmtree(logs, ignore_errors=True)  # the previous run's logs
+
+    given = [os.environ.get(k) for k in ("KAFKA_BOOTSTRAP_SERVERS", "DATABASE_URL", "REDIS_URL")]
+    if all(given):
+        kafka, admin_url, redis_url = (value or "" for value in given)
+        idempotent = os.environ.get("KAFKA_IDEMPOTENCE", "true").lower() != "false"
+        name = f"assent_demo_{uuid.uuid4().hex[:8]}"
+        prefix = f"{name}."
+        print(
+            f"Using your servers, with a new database {name} (dropped when this run stops) and topics {prefix}* ...",
+            flush=True,
+        )
+        database_url = _fresh_database(admin_url, name)
+        cleanup.callback(_forget_database, admin_url, name)
+    else:
+        from . import start_all
+
+        servers = state_dir / "servers"
+        _discard_servers(servers)
+        print(f"Starting Kafka ({args.kafka}), PostgreSQL and Redis afresh under {servers}/ ...", flush=True)
+        devstack = start_all(servers, kafka_engine=args.kafka)
+        cleanup.callback(devstack.stop)
+        write_record(servers, devstack)  # lets the next run stop them should this one be killed
+        env = devstack.env()
+        kafka, database_url, redis_url = env["KAFKA_BOOTSTRAP_SERVERS"], env["DATABASE_URL"], env["REDIS_URL"]
+        idempotent = env.get("KAFKA_IDEMPOTENCE", "true") != "false"
+        prefix = ""
+    system = build_system(
+        kafka_bootstrap_servers=kafka,
+        database_url=database_url,
+        redis_url=redis_url,
+        log_dir=logs,
+        topic_prefix=prefix,
+        api_tokens=f'{{"{TOKEN}": "{OPERATOR}"}}',
+        kafka_idempotence=idempotent,
+        gateway_port=port,
+    )
+    cleanup.callback(system.stop)
+    print("Starting the edits service and the gateway ...", flush=True)
+    try:
+        system.start()
+    except (RuntimeError, TimeoutError) as e:
+        raise RunError(str(e)) from e
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a demo that runs fine ends
+        asyncio.run(_demo_turn(system, kafka, prefix, idempotent))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo until Ctrl-C; returns the process exit code (non-zero, with the reason on stderr, on failure)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state-dir", type=Path, default=Path(".run"))
     parser.add_argument(
@@ -110,45 +338,21 @@ def main() -> None:
         default=os.environ.get("ASSENT_KAFKA_ENGINE", "tansu"),
         help="tansu (embedded, no Java) or kafka (Apache Kafka 3.9 from Maven Central; needs Java 17+ and Maven)",
     )
-    parser.add_argument("--port", type=int, default=int(os.environ.get("ASSENT_GATEWAY_PORT", "8100")))
-    args = parser.parse_args()
-
-    devstack = None
-    given = [os.environ.get(k) for k in ("KAFKA_BOOTSTRAP_SERVERS", "DATABASE_URL", "REDIS_URL")]
-    if all(given):
-        kafka, database_url, redis_url = (value or "" for value in given)
-        idempotent = os.environ.get("KAFKA_IDEMPOTENCE", "true").lower() != "false"
-    else:
-        from . import start_all
-
-        engine = args.kafka
-        print(f"Starting Kafka ({engine}), PostgreSQL and Redis under {args.state_dir}/ ...", flush=True)
-        devstack = start_all(args.state_dir / "servers", kafka_engine=engine)  # type: ignore[arg-type]
-        env = devstack.env()
-        kafka, database_url, redis_url = env["KAFKA_BOOTSTRAP_SERVERS"], env["DATABASE_URL"], env["REDIS_URL"]
-        idempotent = env.get("KAFKA_IDEMPOTENCE", "true") != "false"
-    system = build_system(
-        kafka_bootstrap_servers=kafka,
-        database_url=database_url,
-        redis_url=redis_url,
-        log_dir=args.state_dir / "logs",
-        api_tokens=f'{{"{TOKEN}": "{OPERATOR}"}}',
-        kafka_idempotence=idempotent,
-        gateway_port=args.port,
+    parser.add_argument(
+        "--port",
+        default=None,
+        help=f"the gateway's port (default: ${PORT_ENV}, else {DEFAULT_GATEWAY_PORT} when free, else a free port)",
     )
+    args = parser.parse_args(argv)
     try:
-        print("Starting the edits service and the gateway ...", flush=True)
-        system.start()
-        with contextlib.suppress(KeyboardInterrupt):
-            signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-            asyncio.run(_demo_turn(system, kafka, "", idempotent))
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
-        print("Stopping ...", flush=True)
-        system.stop()
-        if devstack is not None:
-            devstack.stop()
+        _run(args)
+    except (RunError, DevstackError) as e:
+        print(f"\nmake run failed: {e}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -41,23 +41,46 @@ class ServiceProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, extra_env: dict[str, str] | None = None, timeout: float = 60.0) -> None:
+        """Start the process and wait until it is ready: ``/readyz`` answers 200 naming this service, the
+        process is still running after that answer, and (where /proc tells) it is the one listening on the
+        port, so that another process on the port is never taken for it. Raises RuntimeError with the log
+        tail when the process exits, TimeoutError (after stopping it) when it is not ready within ``timeout``.
+        """
+        from assent_devstack._service import listens_on
+
         env = {**os.environ, **self.env, "ASSENT_HTTP_PORT": str(self.port), **(extra_env or {})}
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", self.module], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
+        log.close()  # the child has its own copy
         deadline = time.monotonic() + timeout
+        last = "no answer"
         while time.monotonic() < deadline:
+            try:
+                response: httpx.Response | None = httpx.get(f"{self.url}/readyz", timeout=1.0)
+            except httpx.HTTPError as e:
+                response, last = None, f"no answer ({type(e).__name__})"
+            # Checked after the request: once ours has exited, whatever answers on the port is not ours.
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.module} exited with {self.process.returncode}:\n{self.log_tail()}")
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+            if response is not None:
+                try:
+                    body = response.json()
+                except ValueError:
+                    body = None
+                service = body.get("service") if isinstance(body, dict) else None
+                last = f"HTTP {response.status_code} {response.text[:200]!r}"
+                if service != self.module:
+                    last = f"{last}, which is not {self.module!r}'s answer"
+                elif response.status_code == 200 and listens_on(self.process.pid, self.port) is not False:
                     return
-            except httpx.HTTPError:
-                pass
             time.sleep(0.1)
         self.stop()
-        raise TimeoutError(f"{self.module} did not become healthy in {timeout}s:\n{self.log_tail()}")
+        raise TimeoutError(
+            f"{self.module} did not become ready on port {self.port} in {timeout}s (last answer: {last}):\n"
+            f"{self.log_tail()}"
+        )
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.process is not None and self.process.poll() is None:
