@@ -120,8 +120,8 @@ stringData:
   ASSENT_API_TOKENS: '{{"change-me": "operator"}}'
 """
     images = "".join(f'  - name: assent-{row["name"]}\n    newTag: "{VERSION}"\n' for row in rows)
-    kustomization = f"""{HEADER}# Assent on Kubernetes: one Deployment and Service per service, configured through one ConfigMap and one
-# Secret. Kafka, PostgreSQL and Redis are the platform's; point the ConfigMap and Secret at them.
+    kustomization = f"""{HEADER}# Assent on Kubernetes: one Deployment and Service per service, configured through one
+# ConfigMap and one Secret. Kafka, PostgreSQL and Redis are the platform's; point those at them.
 #   kubectl apply -k deploy/k8s/base
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization

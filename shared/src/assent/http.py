@@ -17,7 +17,6 @@ import json
 import logging
 import math
 import re
-import sys
 import uuid
 from collections.abc import Mapping
 from types import TracebackType
@@ -163,7 +162,7 @@ def database_unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` (or what caused it) says the database cannot be reached, rather than that a query failed.
 
     Besides the drivers' connection errors, that is a ``ConnectionError``/``OSError``/``TimeoutError`` raised while
-    connecting: one whose innermost frame outside the standard library belongs to asyncpg or SQLAlchemy.
+    connecting: one that passed through asyncpg's or SQLAlchemy's frames.
     """
     seen: set[int] = set()
     current: BaseException | None = exc
@@ -182,13 +181,12 @@ def database_unavailable(exc: BaseException) -> bool:
 
 
 def _raised_by_database_driver(tb: TracebackType | None) -> bool:
-    innermost: str | None = None
+    # The error may surface from the event loop's own code (uvloop's connect), below the driver's frames.
     while tb is not None:
-        package = str(tb.tb_frame.f_globals.get("__name__", "")).partition(".")[0]
-        if package not in sys.stdlib_module_names:
-            innermost = package
+        if str(tb.tb_frame.f_globals.get("__name__", "")).partition(".")[0] in _DATABASE_PACKAGES:
+            return True
         tb = tb.tb_next
-    return innermost in _DATABASE_PACKAGES
+    return False
 
 
 async def _database_error(request: Request, exc: Exception) -> JSONResponse:
