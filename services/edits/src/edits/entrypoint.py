@@ -8,9 +8,10 @@ from fastapi import FastAPI
 
 from assent.runtime import OwnerKit, ServiceRuntime
 
-from . import api
+from . import api, api_guild
 from .adapters import tables
 from .adapters.repository import EditsRepository
+from .kinds.guild import GuildKind
 from .kinds.memory import MemoryKind
 from .settings import EditsSettings
 
@@ -25,8 +26,9 @@ def create_app(settings: EditsSettings) -> FastAPI:
         schema=tables.SCHEMA,
         stores={"edits": EditsRepository},
     )
-    kinds = [MemoryKind(settings.memory_max_bytes)]
+    kinds = [MemoryKind(settings.memory_max_bytes), GuildKind()]
     runtime.serve_kinds(OwnerKit(settings.service_name, kinds, max_result_bytes=settings.max_message_bytes))
     app = runtime.app(title="Assent edits service (internal)")
     api.install(app, runtime, settings)
+    api_guild.install(app, runtime, settings)
     return app

@@ -17,7 +17,7 @@ from sqlalchemy.dialects.postgresql import insert
 from assent.contracts import AgentChanged, GuildChanged, OrgChanged
 from assent.domain import Agent, Guild
 from assent.hashing import content_hash
-from assent.runtime.uow import SqlUnitOfWork
+from assent.runtime.uow import SqlUnitOfWork, UnitOfWork
 from assent.topics import WORKSPACE_EVENTS
 
 from .adapters import tables as t
@@ -66,7 +66,7 @@ def guild_view(guild: Guild) -> dict[str, Any]:
     }
 
 
-async def publish_guild(uow: SqlUnitOfWork, guild: Guild) -> None:
+async def publish_guild(uow: UnitOfWork, guild: Guild) -> None:
     await uow.emit(
         WORKSPACE_EVENTS,
         guild.org_id,
@@ -233,3 +233,19 @@ async def guild_history(uow: SqlUnitOfWork, guild_id: str) -> list[dict[str, Any
 async def guilds_of_org(uow: SqlUnitOfWork, org_id: str) -> list[Guild]:
     rows = await uow.conn.execute(select(t.guilds).where(t.guilds.c.org_id == org_id))
     return [Guild(r.guild_id, r.org_id, r.name, r.about, r.description, r.revision) for r in rows]
+
+
+async def update_guild_text(uow: UnitOfWork, guild_id: str, changes: dict[str, str]) -> Guild:
+    """Write the given text fields (``about``, ``description``) of a guild, one revision up, and publish it.
+
+    Works on any unit of work: the write goes through the ``edits`` store. The caller checks the rules
+    (limits, staleness) and logs who changed which field.
+    """
+    if changes and not await uow.store("edits").update_guild_text(guild_id, changes):
+        raise NotFound(f"guild {guild_id!r} does not exist")
+    guild = await uow.workspace.guild(guild_id)
+    if guild is None:
+        raise NotFound(f"guild {guild_id!r} does not exist")
+    if changes:
+        await publish_guild(uow, guild)
+    return guild

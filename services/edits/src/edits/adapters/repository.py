@@ -14,7 +14,7 @@ from . import tables as t
 
 
 class EditsRepository:
-    """The edits service's own targets: Memory and the guild text's change log."""
+    """The edits service's own targets: Memory, the guild text and its change log."""
 
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
@@ -133,6 +133,16 @@ class EditsRepository:
             .order_by(t.memory_revisions.c.version)
         )
         return [dict(row) for row in (await self.conn.execute(query)).mappings()]
+
+    async def update_guild_text(self, guild_id: str, changes: dict[str, str]) -> bool:
+        """Set the given text fields of a guild and bump its revision by one; False when there is no guild."""
+        updated = await self.conn.execute(
+            t.guilds.update()
+            .where(t.guilds.c.guild_id == guild_id)
+            .values(**changes, revision=t.guilds.c.revision + 1)
+            .returning(t.guilds.c.guild_id)
+        )
+        return updated.first() is not None
 
     async def log_guild_change(
         self,

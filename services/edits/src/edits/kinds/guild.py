@@ -1,0 +1,107 @@
+"""The ``guild`` kind: ``studio_read_guild`` and ``studio_edit_guild`` (the source guild's text)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assent.contracts import CardField, DecisionMade, EditBase, EditTarget, LineCounts
+from assent.domain import Refusal, check_source_guild
+from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
+from assent.runtime.uow import UnitOfWork
+
+from .. import workspace
+from ..adapters.repository import EditsRepository
+from ..domain import guild as rules
+
+
+def repo(uow: UnitOfWork) -> EditsRepository:
+    return uow.store("edits")  # type: ignore[no-any-return]
+
+
+class GuildKind(ProposalKind):
+    name = "guild"
+
+    def __init__(self, about_max: int = rules.ABOUT_MAX, description_max: int = rules.DESCRIPTION_MAX) -> None:
+        self.limits = {"about": about_max, "description": description_max}
+
+    def tools(self) -> dict[str, Tool]:
+        return {
+            "studio_read_guild": Tool(rules.ReadGuild, self.read),
+            "studio_edit_guild": Tool(rules.EditGuild, self.propose),
+        }
+
+    async def read(self, call: Call, args: rules.ReadGuild, uow: UnitOfWork) -> Output | Refusal:
+        """The session's source guild as the coach's context holds it: the snapshot an apply refreshes.
+
+        A session whose guild did not exist when it opened (no snapshot) reads the live guild.
+        """
+        snapshot = call.session.source_guild_snapshot
+        if snapshot is not None:
+            return Output({name: snapshot.get(name) for name in ("guild_id", "name", "about", "description")})
+        guild = await uow.workspace.guild(call.session.source_guild_id)
+        refusal = check_source_guild(call.session, guild)
+        if refusal is not None:
+            return refusal
+        assert guild is not None
+        return Output(rules.snapshot(guild))
+
+    async def propose(self, call: Call, args: rules.EditGuild, uow: UnitOfWork) -> Proposal | Refusal:
+        guild = await uow.workspace.guild(call.session.source_guild_id)
+        reviewed = rules.review_edit(call.session, guild, args, self.limits)
+        if isinstance(reviewed, Refusal):
+            return reviewed
+        return Proposal(
+            action="edit",
+            target=EditTarget(kind="guild", guild_id=reviewed.guild_id, label=f"Guild {reviewed.guild_name}"),
+            base=EditBase(version=reviewed.base_version, hash=reviewed.base_hash),
+            proposed_hash=reviewed.proposed_hash,
+            lines=LineCounts(added=reviewed.added, removed=reviewed.removed),
+            reason=reviewed.reason,
+            before=reviewed.before,
+            after=reviewed.after,
+            fields=tuple(
+                CardField(name=name, before=reviewed.before_fields[name], after=value)
+                for name, value in reviewed.changes.items()
+            ),
+            payload={"changes": reviewed.changes},
+        )
+
+    async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
+        guild = await uow.workspace.guild(proposal.target.get("guild_id") or "")
+        changes: dict[str, str] = proposal.payload["changes"]
+        return LiveView(
+            hash=None if guild is None else rules.guild_hash(guild),
+            version=None if guild is None else guild.revision,
+            fields=tuple(
+                CardField(name=name, before=None if guild is None else getattr(guild, name), after=value)
+                for name, value in changes.items()
+            ),
+        )
+
+    async def apply(self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork) -> Applied | Stale:
+        guild_id = proposal.target.get("guild_id") or ""
+        guild = await uow.workspace.guild(guild_id, for_update=True)
+        if rules.moved(proposal.base.get("hash"), guild):
+            effects: dict[str, Any] = {} if guild is None else {"live_version": guild.revision}
+            return Stale(
+                f"the guild's text changed since the coach read it (base revision {proposal.base.get('version')}, "
+                f"live revision {None if guild is None else guild.revision}); the request stays pending",
+                effects,
+            )
+        changes: dict[str, str] = proposal.payload["changes"]
+        updated = await workspace.update_guild_text(uow, guild_id, changes)
+        for name in changes:
+            await repo(uow).log_guild_change(
+                guild_id,
+                name,
+                decision.actor,
+                tool_call_id=proposal.tool_call_id,
+                session_id=proposal.session_id,
+                seq=proposal.seq,
+            )
+        await uow.sessions.set_snapshot(proposal.session_id, rules.snapshot(updated))
+        return Applied(
+            f"applied; the guild's {' and '.join(changes)} changed (revision {updated.revision})",
+            updated.revision,
+            {"hash": proposal.proposed_hash, "fields": list(changes)},
+        )

@@ -1,0 +1,400 @@
+"""The edits service's handlers (OwnerKit over the memory and guild kinds) on an in-memory unit of work."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+
+from assent.contracts import (
+    DecisionMade,
+    GuildChanged,
+    ProposalOutcome,
+    ProposalProposed,
+    SessionContext,
+    ToolCall,
+    ToolResult,
+)
+from assent.domain import Agent, Guild
+from assent.hashing import content_hash
+from assent.runtime import OwnerKit
+from assent.testing import FakeUnitOfWork, FakeWorkspace
+from assent.topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, TOOL_RESULTS, WORKSPACE_EVENTS
+from edits.domain import guild as guild_rules
+from edits.domain.model import LiveMemory
+from edits.kinds.guild import GuildKind
+from edits.kinds.memory import MemoryKind
+
+ORG, GUILD, SESSION, OPERATOR = "org", "guild", "s1", "operator@example.com"
+CONTEXT = SessionContext(org_id=ORG, source_guild_id=GUILD, operator_user_id=OPERATOR)
+
+
+@dataclass
+class FakeEditsRepository:
+    """The edits store in memory: Memory, the guild text write and its change log."""
+
+    workspace: FakeWorkspace
+    memories: dict[str, LiveMemory]
+    memory_writes: list[dict[str, Any]] = field(default_factory=list)
+    guild_changes: list[dict[str, Any]] = field(default_factory=list)
+
+    async def memory(self, agent_id: str, *, for_update: bool = False) -> LiveMemory | None:
+        return self.memories.get(agent_id)
+
+    async def write_memory(
+        self, org_id: str, agent_id: str, content: str, *, expected_version: int, actor: str, **links: Any
+    ) -> int | None:
+        live = self.memories.get(agent_id)
+        if live is None or live.version != expected_version:
+            return None
+        self.memories[agent_id] = LiveMemory(agent_id, content, live.version + 1, content_hash(content))
+        self.memory_writes.append({"agent_id": agent_id, "content": content, "actor": actor, **links})
+        return live.version + 1
+
+    async def update_guild_text(self, guild_id: str, changes: dict[str, str]) -> bool:
+        guild = self.workspace.guilds.get(guild_id)
+        if guild is None:
+            return False
+        self.workspace.guilds[guild_id] = replace(guild, **changes, revision=guild.revision + 1)
+        return True
+
+    async def log_guild_change(
+        self,
+        guild_id: str,
+        field: str,
+        actor: str,
+        *,
+        tool_call_id: str | None,
+        session_id: str | None,
+        seq: int | None,
+    ) -> None:
+        self.guild_changes.append(
+            {
+                "guild_id": guild_id,
+                "field": field,
+                "changed_by": actor,
+                "tool_call_id": tool_call_id,
+                "studio_session_id": session_id,
+                "studio_seq": seq,
+            }
+        )
+
+
+@dataclass
+class World:
+    kit: OwnerKit
+    uow: FakeUnitOfWork
+    repo: FakeEditsRepository
+
+    @property
+    def guild(self) -> Guild:
+        return self.uow.workspace.guilds[GUILD]
+
+    async def call(
+        self, tool: str, arguments: dict[str, Any], seq: int, *, tool_call_id: str | None = None, **extra: Any
+    ) -> ToolResult:
+        """Send one call; return the one ToolResult it emitted (and assert there is exactly one)."""
+        before = len(self.uow.messages(ToolResult))
+        message = ToolCall(
+            session_id=extra.get("session_id", SESSION),
+            seq=seq,
+            turn_id="turn1",
+            step=1,
+            tool_call_id=tool_call_id or f"call_{seq}",
+            tool=tool,
+            arguments=arguments,
+            session=extra.get("session", CONTEXT),
+        )
+        await self.kit.on_tool_call(message, self.uow)
+        results = self.uow.messages(ToolResult, TOOL_RESULTS.name)[before:]
+        assert len(results) == 1, results
+        return results[0]
+
+    async def decide(self, result: ToolResult, decision: str = "apply", kind: str | None = None) -> ProposalOutcome:
+        assert result.widget is not None
+        before = len(self.uow.emitted)
+        await self.kit.on_decision(
+            DecisionMade(
+                decision_id=uuid.uuid4().hex,
+                proposal_id=result.widget.proposal_id,
+                session_id=SESSION,
+                seq=result.seq,
+                kind=kind or result.widget.kind,
+                decision=decision,
+                actor=OPERATOR,
+            ),
+            self.uow,
+        )
+        emitted = self.uow.emitted[before:]
+        outcomes = [m for t, _, m in emitted if t == PROPOSALS_APPLIED.name and isinstance(m, ProposalOutcome)]
+        assert len(outcomes) == 1, emitted
+        return outcomes[0]
+
+
+async def new_world() -> World:
+    workspace = FakeWorkspace(
+        orgs={ORG: "Acme"},
+        guilds=[
+            Guild(GUILD, ORG, "Support", "We answer tickets.", "Line one.\nLine two.\n", 4),
+            Guild("sales", ORG, "Sales", "We sell.", "", 1),
+        ],
+        agents=[Agent("a1", ORG, GUILD, "Ada"), Agent("out", ORG, "sales", "Cy")],
+    )
+    repo = FakeEditsRepository(
+        workspace,
+        {
+            "a1": LiveMemory("a1", "Live.\n", 2, content_hash("Live.\n")),
+            "out": LiveMemory("out", "Sell.\n", 1, content_hash("Sell.\n")),
+        },
+    )
+    uow = FakeUnitOfWork(workspace=workspace, stores={"edits": repo})
+    await uow.sessions.ensure(SESSION, CONTEXT)
+    return World(OwnerKit("edits", [MemoryKind(1024), GuildKind()]), uow, repo)
+
+
+def memory_args(content: str = "New.\n", base_version: int = 2, **overrides: Any) -> dict[str, Any]:
+    return {"agent_id": "a1", "content": content, "base_version": base_version, "reason": "why", **overrides}
+
+
+# --- the kit, through the memory kind ---------------------------------------------------------------
+
+
+async def test_a_proposal_emits_one_request_and_one_widget_and_records_it() -> None:
+    world = await new_world()
+    result = await world.call("studio_edit_memory", memory_args(), seq=3)
+    assert result.ok and result.widget is not None and result.widget.await_operator
+    assert result.widget.kind == "memory" and result.widget.base.version == 2
+    proposed = world.uow.messages(ProposalProposed, PROPOSALS_PROPOSED.name)
+    assert len(proposed) == 1 and proposed[0].proposal_id == result.widget.proposal_id
+    assert proposed[0].card.apply_label == "Apply edit" and proposed[0].section == "Agents"
+    assert len(world.uow.emitted) == 2
+    stored = await world.uow.proposals.get(result.widget.proposal_id)
+    assert stored is not None and stored.status == "pending" and stored.seq == 3
+    assert world.repo.memory_writes == []
+
+
+async def test_a_refusal_emits_one_error_result_and_records_nothing() -> None:
+    world = await new_world()
+    result = await world.call("studio_edit_memory", memory_args(agent_id="out", base_version=1), seq=3)
+    assert not result.ok and result.error is not None and result.widget is None
+    assert (result.error.status, result.error.code) == (422, "agent_out_of_reach")
+    assert len(world.uow.emitted) == 1
+    assert world.uow.proposals.proposals == {}
+
+
+async def test_a_resent_call_replays_the_first_result_and_records_nothing_new() -> None:
+    world = await new_world()
+    first = await world.call("studio_edit_memory", memory_args(), seq=3, tool_call_id="tc1")
+    again = await world.call("studio_edit_memory", memory_args(), seq=3, tool_call_id="tc1")
+    assert again.id == first.id and again == first
+    assert len(world.uow.messages(ProposalProposed)) == 1
+    assert len(world.uow.proposals.proposals) == 1
+
+
+async def test_apply_writes_once_as_the_operator() -> None:
+    world = await new_world()
+    result = await world.call("studio_edit_memory", memory_args(), seq=3)
+    outcome = await world.decide(result)
+    assert (outcome.outcome, outcome.status, outcome.resolved_by) == ("applied", 200, OPERATOR)
+    assert world.uow.locked_sessions == [SESSION]
+    assert [w["content"] for w in world.repo.memory_writes] == ["New.\n"]
+    assert world.repo.memory_writes[0]["studio_seq"] == 3 and world.repo.memory_writes[0]["actor"] == OPERATOR
+    stored = await world.uow.proposals.get(result.widget.proposal_id)  # type: ignore[union-attr]
+    assert stored is not None and stored.status == "applied" and stored.resolved_by == OPERATOR
+
+
+@pytest.mark.parametrize("second", ["apply", "decline"])
+async def test_a_second_decision_is_refused_and_writes_nothing(second: str) -> None:
+    world = await new_world()
+    result = await world.call("studio_edit_memory", memory_args(), seq=3)
+    await world.decide(result)
+    again = await world.decide(result, second)
+    assert (again.outcome, again.status) == ("refused", 422) and "already applied" in again.detail
+    assert len(world.repo.memory_writes) == 1
+
+
+async def test_a_stale_apply_is_409_and_leaves_the_request_pending_and_stale() -> None:
+    world = await new_world()
+    result = await world.call("studio_edit_memory", memory_args(), seq=3)
+    world.repo.memories["a1"] = LiveMemory("a1", "Moved.\n", 3, content_hash("Moved.\n"))
+    outcome = await world.decide(result)
+    assert (outcome.outcome, outcome.status) == ("stale", 409)
+    assert world.repo.memory_writes == []
+    stored = await world.uow.proposals.get(result.widget.proposal_id)  # type: ignore[union-attr]
+    assert stored is not None and stored.status == "pending" and stored.stale
+
+
+async def test_an_unknown_tool_is_refused() -> None:
+    world = await new_world()
+    result = await world.call("studio_edit_note", {"action": "edit"}, seq=3)
+    assert result.error is not None and (result.error.status, result.error.code) == (422, "unsupported_tool")
+    assert world.uow.proposals.proposals == {}
+
+
+async def test_a_call_for_an_unknown_session_with_its_context_creates_the_session() -> None:
+    world = await new_world()
+    result = await world.call("studio_read_guild", {}, seq=1, session_id="fresh")
+    assert result.ok and result.output is not None and result.output["guild_id"] == GUILD
+    session = await world.uow.sessions.get("fresh")
+    assert session is not None and session.source_guild_id == GUILD and session.operator_user_id == OPERATOR
+
+
+async def test_a_call_for_an_unknown_session_without_context_is_404() -> None:
+    world = await new_world()
+    result = await world.call("studio_read_guild", {}, seq=1, session_id="fresh", session=None)
+    assert result.error is not None and (result.error.status, result.error.code) == (404, "unknown_session")
+
+
+async def test_a_decision_on_another_owners_kind_is_ignored() -> None:
+    world = await new_world()
+    result = await world.call("studio_edit_memory", memory_args(), seq=3)
+    world.uow.clear()
+    await world.kit.on_decision(
+        DecisionMade(
+            decision_id="d1",
+            proposal_id=result.widget.proposal_id,  # type: ignore[union-attr]
+            session_id=SESSION,
+            seq=3,
+            kind="routine",
+            decision="apply",
+            actor=OPERATOR,
+        ),
+        world.uow,
+    )
+    assert world.uow.emitted == [] and world.uow.locked_sessions == []
+    assert world.repo.memory_writes == []
+
+
+# --- the guild kind ---------------------------------------------------------------------------------
+
+
+def guild_args(**fields: Any) -> dict[str, Any]:
+    return {"reason": "clearer", **fields}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "status", "code", "names"),
+    [
+        (guild_args(about="x" * 281), 422, "field_too_long", ("about", "280")),
+        (guild_args(description="x" * 8001), 422, "field_too_long", ("description", "8000")),
+        (guild_args(about="ok", description="y" * 8001), 422, "field_too_long", ("description", "8000")),
+        (guild_args(), 422, "no_fields", ()),
+        (guild_args(about="We answer tickets."), 422, "no_change", ()),
+        (guild_args(about="We answer tickets.", description="Line one.\nLine two.\n"), 422, "no_change", ()),
+        ({"about": "New."}, 422, "invalid_arguments", ("reason",)),
+        (guild_args(about="New.", name="Renamed"), 422, "invalid_arguments", ("name",)),
+        (guild_args(about="a\x00b"), 422, "invalid_arguments", ("about",)),
+    ],
+)
+async def test_guild_refusals_say_why_and_record_nothing(
+    arguments: dict[str, Any], status: int, code: str, names: tuple[str, ...]
+) -> None:
+    world = await new_world()
+    result = await world.call("studio_edit_guild", arguments, seq=3)
+    assert result.error is not None and (result.error.status, result.error.code) == (status, code), result.error
+    assert all(name in result.error.message for name in names), result.error.message
+    assert world.uow.proposals.proposals == {} and world.uow.messages(ProposalProposed) == []
+
+
+async def test_the_limits_are_inclusive() -> None:
+    world = await new_world()
+    result = await world.call("studio_edit_guild", guild_args(about="a" * 280, description="d" * 8000), seq=3)
+    assert result.ok, result.error
+
+
+async def test_a_guild_proposal_binds_revision_and_hash_and_shows_one_field_per_change() -> None:
+    world = await new_world()
+    result = await world.call(
+        "studio_edit_guild", guild_args(about="We answer tickets fast.", description="Line one.\nLine two.\n"), seq=3
+    )
+    assert result.ok and result.widget is not None
+    assert result.widget.kind == "guild" and result.widget.target.guild_id == GUILD
+    assert result.widget.base.version == 4
+    assert result.widget.base.hash == guild_rules.text_hash("We answer tickets.", "Line one.\nLine two.\n")
+    assert result.widget.proposed_hash == guild_rules.text_hash("We answer tickets fast.", "Line one.\nLine two.\n")
+    (proposed,) = world.uow.messages(ProposalProposed)
+    assert proposed.section == "Guild" and proposed.card.apply_label == "Apply edit"
+    assert [(f.name, f.before, f.after) for f in proposed.card.fields] == [
+        ("about", "We answer tickets.", "We answer tickets fast.")
+    ]
+    assert "We answer tickets fast." in proposed.card.after and "Line two." in proposed.card.after
+    card = await world.kit.live_card(result.widget.proposal_id, world.uow)
+    assert card is not None and not card.stale and card.live_version == 4
+    assert [(f.name, f.before, f.after) for f in card.fields] == [
+        ("about", "We answer tickets.", "We answer tickets fast.")
+    ]
+
+
+async def test_guild_apply_writes_only_the_proposed_fields_logs_each_and_refreshes_the_session() -> None:
+    world = await new_world()
+    result = await world.call("studio_edit_guild", guild_args(description="A new description.\n"), seq=5)
+    world.uow.clear()
+    outcome = await world.decide(result)
+    assert (outcome.outcome, outcome.status, outcome.resolved_by) == ("applied", 200, OPERATOR)
+    assert outcome.effects["version"] == 5 and outcome.effects["fields"] == ["description"]
+    assert world.guild == Guild(GUILD, ORG, "Support", "We answer tickets.", "A new description.\n", 5)
+    assert world.uow.workspace.locked == [GUILD]
+    assert world.repo.guild_changes == [
+        {
+            "guild_id": GUILD,
+            "field": "description",
+            "changed_by": OPERATOR,
+            "tool_call_id": "call_5",
+            "studio_session_id": SESSION,
+            "studio_seq": 5,
+        }
+    ]
+    (changed,) = world.uow.messages(GuildChanged, WORKSPACE_EVENTS.name)
+    assert (changed.description, changed.about, changed.revision) == ("A new description.\n", "We answer tickets.", 5)
+    session = await world.uow.sessions.get(SESSION)
+    assert session is not None and session.source_guild_snapshot == {
+        "guild_id": GUILD,
+        "name": "Support",
+        "about": "We answer tickets.",
+        "description": "A new description.\n",
+    }
+    read = await world.call("studio_read_guild", {}, seq=6)
+    assert read.output is not None and read.output["description"] == "A new description.\n"
+
+
+async def test_guild_apply_of_both_fields_logs_one_change_per_field() -> None:
+    world = await new_world()
+    result = await world.call("studio_edit_guild", guild_args(about="Short.", description="Long.\n"), seq=3)
+    await world.decide(result)
+    assert [c["field"] for c in world.repo.guild_changes] == ["about", "description"]
+    assert (world.guild.about, world.guild.description, world.guild.revision) == ("Short.", "Long.\n", 5)
+    assert len(world.uow.messages(GuildChanged)) == 1
+
+
+async def test_a_stale_guild_apply_is_409_writes_nothing_and_the_card_shows_stale() -> None:
+    world = await new_world()
+    result = await world.call("studio_edit_guild", guild_args(about="Proposed."), seq=3)
+    assert result.widget is not None
+    world.uow.workspace.guilds[GUILD] = replace(world.guild, description="Someone else's.\n", revision=5)
+    card = await world.kit.live_card(result.widget.proposal_id, world.uow)
+    assert card is not None and card.stale and card.live_version == 5
+    world.uow.clear()
+    outcome = await world.decide(result)
+    assert (outcome.outcome, outcome.status) == ("stale", 409)
+    assert world.guild.about == "We answer tickets." and world.guild.revision == 5
+    assert world.repo.guild_changes == [] and world.uow.messages(GuildChanged) == []
+    stored = await world.uow.proposals.get(result.widget.proposal_id)
+    assert stored is not None and stored.status == "pending" and stored.stale
+    session = await world.uow.sessions.get(SESSION)
+    assert session is not None and session.source_guild_snapshot is not None
+    assert session.source_guild_snapshot["about"] == "We answer tickets."
+
+
+async def test_read_guild_returns_the_session_snapshot() -> None:
+    world = await new_world()
+    result = await world.call("studio_read_guild", {}, seq=1)
+    assert result.ok and result.output == {
+        "guild_id": GUILD,
+        "name": "Support",
+        "about": "We answer tickets.",
+        "description": "Line one.\nLine two.\n",
+    }
+    refused = await world.call("studio_read_guild", {"guild_id": "sales"}, seq=2)
+    assert refused.error is not None and refused.error.code == "invalid_arguments"

@@ -1,0 +1,180 @@
+"""An in-memory :class:`~assent.runtime.uow.UnitOfWork` for handler unit tests (no broker, no database).
+
+A test builds a :class:`FakeUnitOfWork` with the workspace it needs and the kind stores it passes in
+(``stores={"edits": FakeEditsRepository(...)}``), drives an :class:`~assent.runtime.OwnerKit` with messages,
+and asserts on what the handler recorded and on :attr:`FakeUnitOfWork.emitted`. There is no transaction:
+what a handler wrote stays written, like a commit after every message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, TypeVar
+
+from .contracts import AgentChanged, GuildChanged, Message, OrgChanged, SessionClosed, SessionContext, SessionOpened
+from .domain import Agent, Guild, Session
+from .runtime.uow import StoredProposal
+from .topics import Topic
+
+M = TypeVar("M", bound=Message)
+
+
+class FakeWorkspace:
+    """The workspace directory as dicts; ``locked`` lists the guilds read ``for_update``."""
+
+    def __init__(
+        self,
+        orgs: dict[str, str] | None = None,
+        guilds: list[Guild] | None = None,
+        agents: list[Agent] | None = None,
+    ) -> None:
+        self.orgs: dict[str, str] = dict(orgs or {})
+        self.guilds: dict[str, Guild] = {g.guild_id: g for g in guilds or []}
+        self.agents: dict[str, Agent] = {a.agent_id: a for a in agents or []}
+        self.locked: list[str] = []
+
+    async def org(self, org_id: str) -> str | None:
+        return self.orgs.get(org_id)
+
+    async def guild(self, guild_id: str, *, for_update: bool = False) -> Guild | None:
+        if for_update:
+            self.locked.append(guild_id)
+        return self.guilds.get(guild_id)
+
+    async def agent(self, agent_id: str) -> Agent | None:
+        return self.agents.get(agent_id)
+
+    async def agents_of_guild(self, guild_id: str) -> list[Agent]:
+        return sorted((a for a in self.agents.values() if a.guild_id == guild_id), key=lambda a: a.agent_id)
+
+    async def agents_of_org(self, org_id: str) -> list[Agent]:
+        return sorted((a for a in self.agents.values() if a.org_id == org_id), key=lambda a: a.agent_id)
+
+    async def apply(self, event: OrgChanged | GuildChanged | AgentChanged) -> bool:
+        if isinstance(event, OrgChanged):
+            self.orgs[event.org_id] = event.name
+            return True
+        if isinstance(event, GuildChanged):
+            held = self.guilds.get(event.guild_id)
+            if held is not None and held.revision >= event.revision:
+                return False
+            self.guilds[event.guild_id] = Guild(
+                event.guild_id, event.org_id, event.name, event.about, event.description, event.revision
+            )
+            return True
+        agent = self.agents.get(event.agent_id)
+        if agent is not None and agent.revision >= event.revision:
+            return False
+        self.agents[event.agent_id] = Agent(
+            event.agent_id, event.org_id, event.guild_id, event.name, event.live, event.task, event.revision
+        )
+        return True
+
+
+class FakeSessions:
+    """Sessions as a dict; a new session's snapshot is its source guild as the workspace holds it then."""
+
+    def __init__(self, workspace: FakeWorkspace, sessions: list[Session] | None = None) -> None:
+        self.workspace = workspace
+        self.sessions: dict[str, Session] = {s.session_id: s for s in sessions or []}
+
+    def _snapshot(self, guild_id: str) -> dict[str, Any] | None:
+        guild = self.workspace.guilds.get(guild_id)
+        if guild is None:
+            return None
+        return {"guild_id": guild.guild_id, "name": guild.name, "about": guild.about, "description": guild.description}
+
+    def _insert(self, session_id: str, org_id: str, guild_id: str, operator: str) -> None:
+        if session_id not in self.sessions:
+            self.sessions[session_id] = Session(session_id, org_id, guild_id, operator, False, self._snapshot(guild_id))
+
+    async def get(self, session_id: str) -> Session | None:
+        return self.sessions.get(session_id)
+
+    async def ensure(self, session_id: str, context: SessionContext) -> None:
+        self._insert(session_id, context.org_id, context.source_guild_id, context.operator_user_id)
+
+    async def record(self, message: SessionOpened | SessionClosed) -> None:
+        if isinstance(message, SessionOpened):
+            self._insert(message.session_id, message.org_id, message.source_guild_id, message.operator_user_id)
+        elif message.session_id in self.sessions:
+            self.sessions[message.session_id] = dataclasses.replace(self.sessions[message.session_id], closed=True)
+
+    async def set_snapshot(self, session_id: str, snapshot: dict[str, Any]) -> None:
+        if session_id in self.sessions:
+            self.sessions[session_id] = dataclasses.replace(
+                self.sessions[session_id], source_guild_snapshot=dict(snapshot)
+            )
+
+
+class FakeProposals:
+    """Proposals as a dict; every read hands out a copy, as a database would."""
+
+    def __init__(self) -> None:
+        self.proposals: dict[str, StoredProposal] = {}
+
+    async def get(self, proposal_id: str, *, for_update: bool = False) -> StoredProposal | None:
+        held = self.proposals.get(proposal_id)
+        return None if held is None else dataclasses.replace(held)
+
+    async def by_tool_call(self, tool_call_id: str) -> StoredProposal | None:
+        for held in self.proposals.values():
+            if held.tool_call_id == tool_call_id:
+                return dataclasses.replace(held)
+        return None
+
+    async def at_seq(self, session_id: str, seq: int) -> StoredProposal | None:
+        for held in self.proposals.values():
+            if held.session_id == session_id and held.seq == seq:
+                return dataclasses.replace(held)
+        return None
+
+    async def add(self, proposal: StoredProposal) -> None:
+        if proposal.proposal_id in self.proposals or await self.by_tool_call(proposal.tool_call_id) is not None:
+            raise ValueError(f"proposal {proposal.proposal_id!r} is already recorded")  # a unique violation
+        self.proposals[proposal.proposal_id] = dataclasses.replace(proposal)
+
+    async def update(self, proposal_id: str, **fields: Any) -> None:
+        held = self.proposals.get(proposal_id)
+        if held is not None:
+            self.proposals[proposal_id] = dataclasses.replace(held, **fields)
+
+
+class FakeUnitOfWork:
+    """The :class:`~assent.runtime.uow.UnitOfWork` protocol in memory.
+
+    ``emitted`` holds ``(topic name, key, message)`` in emit order; ``locked_sessions`` each
+    ``lock_session`` call; ``store(name)`` returns the fake passed in ``stores``.
+    """
+
+    def __init__(
+        self,
+        *,
+        workspace: FakeWorkspace | None = None,
+        sessions: list[Session] | None = None,
+        stores: dict[str, Any] | None = None,
+    ) -> None:
+        self.workspace = workspace or FakeWorkspace()
+        self.sessions = FakeSessions(self.workspace, sessions)
+        self.proposals = FakeProposals()
+        self.stores: dict[str, Any] = dict(stores or {})
+        self.emitted: list[tuple[str, str, Message]] = []
+        self.locked_sessions: list[str] = []
+
+    def store(self, name: str) -> Any:
+        return self.stores[name]
+
+    async def emit(self, topic: Topic, key: str, message: Message) -> None:
+        self.emitted.append((topic.name, key, message))
+
+    async def lock_session(self, session_id: str) -> None:
+        self.locked_sessions.append(session_id)
+
+    def messages(self, kind: type[M], topic: str | None = None) -> list[M]:
+        """What was emitted of type ``kind`` (on ``topic`` when given), in order."""
+        return [m for t, _, m in self.emitted if isinstance(m, kind) and (topic is None or t == topic)]
+
+    def clear(self) -> None:
+        """Forget what was emitted so far (the next message's events start from an empty list)."""
+        self.emitted.clear()
+        self.locked_sessions.clear()
