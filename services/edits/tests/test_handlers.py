@@ -398,3 +398,16 @@ async def test_read_guild_returns_the_session_snapshot() -> None:
     }
     refused = await world.call("studio_read_guild", {"guild_id": "sales"}, seq=2)
     assert refused.error is not None and refused.error.code == "invalid_arguments"
+
+
+async def test_a_result_too_large_to_publish_becomes_an_error_result() -> None:
+    world = await new_world()
+    world.repo.memories["a1"] = LiveMemory("a1", "x" * 5000, 3, content_hash("x" * 5000))
+    world.kit.max_result_bytes = 4000
+    result = await world.call("studio_read_memory", {"agent_id": "a1"}, seq=3)
+    assert not result.ok and result.error is not None
+    assert (result.error.status, result.error.code) == (413, "result_too_large")
+    assert "4000 bytes" in result.error.message
+    world.repo.memories["a1"] = LiveMemory("a1", "Short.\n", 4, content_hash("Short.\n"))
+    small = await world.call("studio_read_memory", {"agent_id": "a1"}, seq=4)
+    assert small.ok and small.output is not None and small.output["content"] == "Short.\n"
