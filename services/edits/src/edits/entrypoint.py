@@ -10,8 +10,10 @@ from assent.runtime import OwnerKit, ServiceRuntime
 
 from . import api
 from .adapters import tables
+from .adapters.notes import NotesRepository
 from .adapters.repository import EditsRepository
 from .kinds.memory import MemoryKind
+from .kinds.note import NoteKind
 from .settings import EditsSettings
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
@@ -23,9 +25,9 @@ def create_app(settings: EditsSettings) -> FastAPI:
         tables=tables.shared,
         migrations=MIGRATIONS,
         schema=tables.SCHEMA,
-        stores={"edits": EditsRepository},
+        stores={"edits": EditsRepository, "notes": NotesRepository},
     )
-    kinds = [MemoryKind(settings.memory_max_bytes)]
+    kinds = [MemoryKind(settings.memory_max_bytes), NoteKind(settings.note_max_bytes)]
     runtime.serve_kinds(OwnerKit(settings.service_name, kinds, max_result_bytes=settings.max_message_bytes))
     app = runtime.app(title="Assent edits service (internal)")
     api.install(app, runtime, settings)
