@@ -16,7 +16,7 @@ ADA = Agent("a1", "org", "g1", "Ada")
 BO = Agent("a2", "org", "g1", "Bo")
 GONE = Agent("a3", "org", "g1", "Gus", live=False)
 CY = Agent("a4", "org", "g2", "Cy")
-MEMBERS = [ADA, BO, GONE]
+MEMBERS = [BO, ADA, GONE]  # named in order on the card
 CAP = 1024
 
 

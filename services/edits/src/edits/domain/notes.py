@@ -247,7 +247,7 @@ def readers_line(level: str, agent: Agent | None, guild_members: Iterable[Agent]
     if level == "agent":
         return f"Read by {agent.name if agent else 'its agent'}"
     if level == "guild":
-        names = [a.name for a in guild_members if a.live]
+        names = sorted(a.name for a in guild_members if a.live)
         return "Read by the guild's agents: " + (", ".join(names) if names else "none yet")
     return "Read by every agent of the organisation"
 
