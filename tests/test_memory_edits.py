@@ -10,9 +10,10 @@ from typing import Any
 
 import httpx
 import pytest
+from aiokafka import AIOKafkaProducer
 
 from assent.coach import CoachClient, CoachSession, CoachTurn
-from assent.contracts import ToolResult
+from assent.contracts import ToolCall, ToolResult
 from assent.hashing import content_hash
 from tests.conftest import OPERATOR, Stack, World, new_world, wait_for
 
@@ -405,7 +406,30 @@ async def test_tools_the_service_does_not_handle_yet_are_refused(stack: Stack) -
     async with stack.http() as http, stack.coach() as coach:
         world = await new_world(http)
         turn = await open_turn(coach, world)
-        refused = await turn.call("studio_edit_note", {"action": "edit", "display_path": "x.md", "content": "y"})
+        # No kind names this tool, so the coach cannot route it: publish it straight to the edits topic.
+        call = ToolCall(
+            session_id=turn.session.session_id,
+            seq=turn.session.next_seq(),
+            turn_id=turn.turn_id,
+            step=turn.step,
+            tool_call_id=f"call_{uuid.uuid4().hex}",
+            tool="studio_edit_made_up_thing",
+            arguments={"content": "y"},
+            session=turn.session.context,
+        )
+        answer = coach.expect_result(call.tool_call_id)
+        producer = AIOKafkaProducer(bootstrap_servers=stack.endpoints.kafka)
+        await producer.start()
+        try:
+            await producer.send_and_wait(
+                stack.topic("edits.tool-calls"),
+                call.to_bytes(),
+                key=call.session_id.encode(),
+                headers=[("message-type", call.type.encode())],
+            )
+        finally:
+            await producer.stop()
+        refused = await asyncio.wait_for(answer, 15)
         assert not refused.ok and refused.error is not None
         assert (refused.error.status, refused.error.code) == (422, "unsupported_tool")
 

@@ -1,4 +1,4 @@
-"""The edits service's internal HTTP API: the workspace directory it owns and direct Memory writes.
+"""The edits service's internal HTTP API: the workspace directory it owns, direct Memory and note writes.
 
 Only the gateway calls it. The live side of cards is served by the runtime (``/internal/proposals/...``).
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, FastAPI, Path, Request
+from fastapi import APIRouter, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,7 +16,7 @@ from assent.contracts import Id, Text
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
 
-from . import workspace
+from . import note_workspace, workspace
 from .settings import EditsSettings
 
 PathId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
@@ -60,6 +60,18 @@ class MemoryIn(BaseModel):
     content: Text
     expected_version: int | None = Field(None, ge=0, le=2_147_483_647)
     actor: Id
+
+
+class NoteIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    content: Text
+    title: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
+    expected_version: int | None = Field(None, ge=0, le=2_147_483_647)
+    actor: Id
+
+
+NotePath = Annotated[str, Query(min_length=1, max_length=500, pattern=r"^[^\x00-\x1f\x7f]+$")]
+"""A note's display path: ``agent/<agent_id>/<key>``, ``guild/<guild_id>/<key>`` or ``org/<key>``."""
 
 
 def install(app: FastAPI, runtime: ServiceRuntime, settings: EditsSettings) -> None:
@@ -120,6 +132,37 @@ def install(app: FastAPI, runtime: ServiceRuntime, settings: EditsSettings) -> N
     @router.get("/agents/{agent_id}/memory/history")
     async def memory_history(agent_id: PathId) -> list[dict[str, Any]]:
         return await run(lambda uow: workspace.memory_history(uow, agent_id))
+
+    note_cap = settings.note_max_bytes
+
+    @router.get("/orgs/{org_id}/notes")
+    async def list_notes(org_id: PathId) -> list[dict[str, Any]]:
+        return await run(lambda uow: note_workspace.list_notes(uow, org_id))
+
+    @router.get("/orgs/{org_id}/note")
+    async def read_note(org_id: PathId, path: NotePath) -> dict[str, Any]:
+        return await run(lambda uow: note_workspace.read_note(uow, org_id, path))
+
+    @router.put("/orgs/{org_id}/note")
+    async def write_note(org_id: PathId, path: NotePath, body: NoteIn) -> dict[str, Any]:
+        return await run(
+            lambda uow: note_workspace.write_note(
+                uow, org_id, path, body.content, body.title, body.expected_version, body.actor, note_cap
+            )
+        )
+
+    @router.delete("/orgs/{org_id}/note")
+    async def delete_note(
+        org_id: PathId,
+        path: NotePath,
+        actor: Annotated[str, Query(min_length=1, max_length=200)],
+        expected_version: Annotated[int | None, Query(ge=0, le=2_147_483_647)] = None,
+    ) -> dict[str, Any]:
+        return await run(lambda uow: note_workspace.delete_note(uow, org_id, path, expected_version, actor))
+
+    @router.get("/orgs/{org_id}/note/history")
+    async def note_history(org_id: PathId, path: NotePath) -> dict[str, Any]:
+        return await run(lambda uow: note_workspace.note_history(uow, org_id, path))
 
     app.include_router(router)
 

@@ -10,9 +10,11 @@ from assent.runtime import OwnerKit, ServiceRuntime
 
 from . import api, api_guild
 from .adapters import tables
+from .adapters.notes import NotesRepository
 from .adapters.repository import EditsRepository
 from .kinds.guild import GuildKind
 from .kinds.memory import MemoryKind
+from .kinds.note import NoteKind
 from .settings import EditsSettings
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
@@ -24,9 +26,9 @@ def create_app(settings: EditsSettings) -> FastAPI:
         tables=tables.shared,
         migrations=MIGRATIONS,
         schema=tables.SCHEMA,
-        stores={"edits": EditsRepository},
+        stores={"edits": EditsRepository, "notes": NotesRepository},
     )
-    kinds = [MemoryKind(settings.memory_max_bytes), GuildKind()]
+    kinds = [MemoryKind(settings.memory_max_bytes), NoteKind(settings.note_max_bytes), GuildKind()]
     runtime.serve_kinds(OwnerKit(settings.service_name, kinds, max_result_bytes=settings.max_message_bytes))
     app = runtime.app(title="Assent edits service (internal)")
     api.install(app, runtime, settings)

@@ -8,8 +8,9 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
@@ -145,6 +146,19 @@ class MemoryIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     content: Text
     expected_version: int | None = Field(None, ge=0)
+
+
+class NoteIn(BaseModel):
+    """Write a note directly: its whole text, an optional title, and the version it must be at (if any)."""
+
+    model_config = ConfigDict(extra="forbid")
+    content: Text
+    title: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
+    expected_version: int | None = Field(None, ge=0, le=2_147_483_647)
+
+
+NotePath = Annotated[str, Query(min_length=1, max_length=500, pattern=r"^[^\x00-\x1f\x7f]+$")]
+"""A note's display path: ``agent/<agent_id>/<key>``, ``guild/<guild_id>/<key>`` or ``org/<key>``."""
 
 
 def _resolution(request: dict[str, Any]) -> dict[str, Any]:
@@ -309,6 +323,44 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
     async def guild_changes(guild_id: PathId, _: User) -> JSONResponse:
         """The guild text's change log: who changed which field, and from which request (no content)."""
         return await forward(directory, "GET", f"/internal/guilds/{guild_id}/changes")
+
+    note_owner = KINDS["note"].owner
+
+    @workspace.get("/orgs/{org_id}/notes")
+    async def list_notes(org_id: PathId, _: User) -> JSONResponse:
+        """Every live note of the organisation (display path, level, title, version, hash)."""
+        return await forward(note_owner, "GET", f"/internal/orgs/{org_id}/notes")
+
+    @workspace.get("/orgs/{org_id}/note")
+    async def read_note(org_id: PathId, path: NotePath, _: User) -> JSONResponse:
+        """One note by display path, with its text."""
+        return await forward(note_owner, "GET", f"/internal/orgs/{org_id}/note?{urlencode({'path': path})}")
+
+    @workspace.put("/orgs/{org_id}/note")
+    async def write_note(org_id: PathId, path: NotePath, body: NoteIn, user: User) -> JSONResponse:
+        """Create or replace a note directly, as the operator (not a proposal); 409 if not at expected_version."""
+        query = urlencode({"path": path})
+        return await forward(
+            note_owner, "PUT", f"/internal/orgs/{org_id}/note?{query}", {**body.model_dump(), "actor": user}
+        )
+
+    @workspace.delete("/orgs/{org_id}/note")
+    async def delete_note(
+        org_id: PathId,
+        path: NotePath,
+        user: User,
+        expected_version: Annotated[int | None, Query(ge=0, le=2_147_483_647)] = None,
+    ) -> JSONResponse:
+        """Delete a note directly; 409 while a Task of the organisation embeds it."""
+        params: dict[str, Any] = {"path": path, "actor": user}
+        if expected_version is not None:
+            params["expected_version"] = expected_version
+        return await forward(note_owner, "DELETE", f"/internal/orgs/{org_id}/note?{urlencode(params)}")
+
+    @workspace.get("/orgs/{org_id}/note/history")
+    async def note_history(org_id: PathId, path: NotePath, _: User) -> JSONResponse:
+        """Every write of the note at that path: revisions and file changes, with the request behind each."""
+        return await forward(note_owner, "GET", f"/internal/orgs/{org_id}/note/history?{urlencode({'path': path})}")
 
     app.include_router(studio)
     app.include_router(workspace)

@@ -3,6 +3,7 @@ sessions, proposals and the workspace directory, which this service owns) come f
 
 from sqlalchemy import (
     BigInteger,
+    CheckConstraint,
     Column,
     DateTime,
     ForeignKey,
@@ -81,3 +82,46 @@ guild_changes = Table(
     Index("ix_guild_changes_guild_id", "guild_id"),
 )
 """The guild text's change log: who changed which field, never the text itself (guild text keeps no history)."""
+
+notes = Table(
+    "notes",
+    metadata,
+    Column("note_id", Text, primary_key=True),
+    Column("org_id", Text, ForeignKey(orgs.c.org_id), nullable=False),
+    Column("level", Text, nullable=False),
+    Column("scope_id", Text),
+    Column("key", Text, nullable=False),
+    Column("title", Text, nullable=False),
+    Column("display_path", Text, nullable=False),
+    Column("content", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("hash", Text, nullable=False),
+    Column("updated_by", Text, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    UniqueConstraint("org_id", "display_path"),
+    CheckConstraint("level IN ('agent', 'guild', 'org')", name="ck_notes_level"),
+)
+"""One row per live note; ``display_path`` (agent/<id>/<key>, guild/<id>/<key>, org/<key>) is unique per org."""
+
+note_revisions = Table(
+    "note_revisions",
+    metadata,
+    Column("revision_id", BigInteger, Identity(), primary_key=True),
+    Column("note_id", Text, nullable=False),
+    Column("org_id", Text, nullable=False),
+    Column("display_path", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("change", Text, nullable=False),
+    Column("title", Text, nullable=False),
+    Column("content", Text),
+    Column("hash", Text),
+    Column("author_user_id", Text, nullable=False),
+    Column("tool_call_id", Text),
+    Column("tool_name", Text),
+    Column("studio_session_id", Text),
+    Column("studio_seq", Integer),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    UniqueConstraint("note_id", "version"),
+    Index("ix_note_revisions_org_id_display_path", "org_id", "display_path"),
+)
+"""Every note write: create and update keep the text; a delete keeps none (content and hash null)."""

@@ -1,0 +1,225 @@
+"""The ``note`` kind: ``studio_edit_note`` (create, edit, delete), ``studio_list_notes``, ``studio_read_note``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assent.contracts import CardField, DecisionMade, EditBase, EditTarget, LineCounts
+from assent.domain import Agent, Refusal, Session
+from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
+from assent.runtime.uow import UnitOfWork
+
+from ..adapters.notes import NotesRepository
+from ..domain import notes
+
+
+def repo(uow: UnitOfWork) -> NotesRepository:
+    return uow.store("notes")  # type: ignore[no-any-return]
+
+
+async def owner_of(uow: UnitOfWork, path: notes.NotePath) -> Agent | None:
+    """The agent an agent note belongs to (None for guild and org notes, or an unknown agent)."""
+    return await uow.workspace.agent(path.scope_id or "") if path.level == "agent" else None
+
+
+async def card_notes(uow: UnitOfWork, org_id: str, action: str, path: notes.NotePath) -> tuple[str, ...]:
+    """The card's lines now: who reads the note (create), or which Tasks embed it (delete)."""
+    if action == "create":
+        if path.level == "guild":
+            members = await uow.workspace.agents_of_guild(path.scope_id or "")
+            return (notes.readers_line("guild", None, members),)
+        return (notes.readers_line(path.level, await owner_of(uow, path), ()),)
+    if action == "delete":
+        embedders = notes.embedding_agents(await uow.workspace.agents_of_org(org_id), path.display_path)
+        line = notes.embedded_line(embedders)
+        return () if line is None else (line,)
+    return ()
+
+
+class NoteKind(ProposalKind):
+    name = "note"
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+
+    def tools(self) -> dict[str, Tool]:
+        return {
+            "studio_edit_note": Tool(notes.NoteRequest, self.propose),
+            "studio_list_notes": Tool(notes.ListNotes, self.list),
+            "studio_read_note": Tool(notes.ReadNote, self.read),
+        }
+
+    # --- read tools ---------------------------------------------------------------------------------
+
+    async def list(self, call: Call, args: notes.ListNotes, uow: UnitOfWork) -> Output:
+        session = call.session
+        agents = {a.agent_id: a for a in await uow.workspace.agents_of_org(session.org_id)}
+        listed = []
+        for note in await repo(uow).notes_of_org(session.org_id):
+            path = notes.NotePath(note.level, note.scope_id, note.key)
+            if notes.within_reach(session, path, agents):
+                listed.append(
+                    {
+                        "display_path": note.display_path,
+                        "level": note.level,
+                        "title": note.title,
+                        "version": note.version,
+                        "hash": note.hash,
+                    }
+                )
+        return Output({"notes": listed})
+
+    async def read(self, call: Call, args: notes.ReadNote, uow: UnitOfWork) -> Output | Refusal:
+        path = notes.parse_display_path(args.display_path)
+        if isinstance(path, Refusal):
+            return path
+        refusal = notes.check_reach(call.session, path, await owner_of(uow, path))
+        if refusal is not None:
+            return refusal
+        note = await repo(uow).note(call.session.org_id, path.display_path)
+        if note is None:
+            return Refusal(404, "unknown_note", f"there is no note {path.display_path!r} in this organisation")
+        return Output(
+            {
+                "display_path": note.display_path,
+                "level": note.level,
+                "title": note.title,
+                "content": note.content,
+                "version": note.version,
+                "hash": note.hash,
+            }
+        )
+
+    # --- proposing ----------------------------------------------------------------------------------
+
+    async def propose(self, call: Call, request: notes.NoteRequest, uow: UnitOfWork) -> Proposal | Refusal:
+        args = request.root
+        session = call.session
+        reviewed = await self._review(session, args, uow)
+        if isinstance(reviewed, Refusal):
+            return reviewed
+        payload: dict[str, Any] = {
+            "display_path": reviewed.display_path,
+            "level": reviewed.level,
+            "scope_id": reviewed.scope_id,
+            "key": reviewed.key,
+            "title": reviewed.title,
+            "content": None if reviewed.action == "delete" else reviewed.after,
+        }
+        return Proposal(
+            action=reviewed.action,
+            target=EditTarget(
+                kind="note",
+                label=f"Note {reviewed.display_path}",
+                agent_id=reviewed.agent_id,
+                guild_id=reviewed.scope_id if reviewed.level == "guild" else None,
+                path=reviewed.display_path,
+            ),
+            base=EditBase(version=reviewed.base_version, hash=reviewed.base_hash),
+            proposed_hash=reviewed.proposed_hash,
+            lines=LineCounts(added=reviewed.added, removed=reviewed.removed),
+            reason=reviewed.reason,
+            before=reviewed.before,
+            after=reviewed.after,
+            fields=(
+                CardField(
+                    name=reviewed.display_path,
+                    before=None if reviewed.action == "create" else reviewed.before,
+                    after=None if reviewed.action == "delete" else reviewed.after,
+                ),
+            ),
+            notes=reviewed.notes,
+            payload=payload,
+        )
+
+    async def _review(
+        self, session: Session, args: notes.CreateNote | notes.EditNote | notes.DeleteNote, uow: UnitOfWork
+    ) -> notes.NoteProposal | Refusal:
+        if isinstance(args, notes.CreateNote):
+            agent = await uow.workspace.agent(args.agent_id) if args.agent_id is not None else None
+            scope = args.agent_id if args.level == "agent" else session.source_guild_id
+            live = None
+            if notes.check_key(args.key, args.level) is None and (args.level != "agent" or args.agent_id):
+                live = await repo(uow).note(
+                    session.org_id, notes.display_path(args.level, scope if args.level != "org" else None, args.key)
+                )
+            members = await uow.workspace.agents_of_guild(session.source_guild_id) if args.level == "guild" else []
+            return notes.review_create(session, args, agent, live, members, self.max_bytes)
+        path = notes.parse_display_path(args.display_path)
+        agent = await owner_of(uow, path) if isinstance(path, notes.NotePath) else None
+        live = await repo(uow).note(session.org_id, path.display_path) if isinstance(path, notes.NotePath) else None
+        if isinstance(args, notes.EditNote):
+            return notes.review_edit(session, args, agent, live, self.max_bytes)
+        embedders = notes.embedding_agents(await uow.workspace.agents_of_org(session.org_id), args.display_path)
+        return notes.review_delete(session, args, agent, live, embedders)
+
+    # --- the card and apply -------------------------------------------------------------------------
+
+    async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
+        payload = proposal.payload
+        path = notes.NotePath(payload["level"], payload["scope_id"], payload["key"])
+        session = await uow.sessions.get(proposal.session_id)
+        org_id = session.org_id if session is not None else ""
+        live = await repo(uow).note(org_id, path.display_path)
+        return LiveView(
+            hash=None if live is None else live.hash,
+            version=None if live is None else live.version,
+            fields=(
+                CardField(
+                    name=path.display_path,
+                    before=None if live is None else live.content,
+                    after=payload["content"],
+                ),
+            ),
+            notes=await card_notes(uow, org_id, proposal.action, path),
+        )
+
+    async def apply(
+        self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork
+    ) -> Applied | Stale | Refusal:
+        payload = proposal.payload
+        path = notes.NotePath(payload["level"], payload["scope_id"], payload["key"])
+        session = await uow.sessions.get(proposal.session_id)
+        if session is None:
+            return Refusal(404, "unknown_session", f"session {proposal.session_id!r} is not known")
+        org_id = session.org_id
+        store = repo(uow)
+        live = await store.note(org_id, path.display_path, for_update=True)
+        if notes.moved(proposal.base.get("hash"), live):
+            effects: dict[str, Any] = {} if live is None else {"live_version": live.version, "live_hash": live.hash}
+            base_version = proposal.base.get("version")
+            was = "no note was live there" if base_version is None else f"base version {base_version}"
+            return Stale(
+                f"{path.display_path!r} changed since the coach read it ({was}; live version "
+                f"{None if live is None else live.version}); the request stays pending",
+                effects,
+            )
+        origin: dict[str, Any] = {
+            "actor": decision.actor,
+            "tool_call_id": proposal.tool_call_id,
+            "tool_name": proposal.tool,
+            "studio_session_id": proposal.session_id,
+            "studio_seq": proposal.seq,
+        }
+        if proposal.action == "delete":
+            assert live is not None
+            embedders = notes.embedding_agents(await store.agents_of_org(org_id, lock=True), path.display_path)
+            refusal = notes.embedded_refusal(path.display_path, embedders)
+            if refusal is not None:
+                return refusal
+            version = await store.delete_note(org_id, path, expected_version=live.version, **origin)
+            assert version is not None  # the row is locked FOR UPDATE at live.version
+            return Applied(f"applied; {path.display_path} is deleted", version, {"hash": None})
+        version = await store.write_note(
+            org_id,
+            path,
+            payload["content"],
+            title=payload["title"] if live is None else live.title,
+            expected_version=None if live is None else live.version,
+            **origin,
+        )
+        if version is None:  # a create that lost to a concurrent one
+            return Stale(f"a note was written at {path.display_path!r} meanwhile; the request stays pending")
+        return Applied(
+            f"applied; {path.display_path} is now version {version}", version, {"hash": proposal.proposed_hash}
+        )

@@ -1,0 +1,130 @@
+"""Direct note writes by people (not proposals): list, read, write, delete and history of notes.
+
+These are the operator's (or a test's) own changes to live notes, the kind of change a pending request must
+never overwrite. The same rules hold as for an applied request: the byte cap, the display-path rules, a
+version check when one is given, and no delete while a Task of the organisation embeds the note.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assent.domain import Refusal
+from assent.runtime.uow import SqlUnitOfWork
+
+from .adapters.notes import NotesRepository
+from .domain import notes
+from .workspace import Conflict, NotFound, Refused
+
+
+def note_view(note: notes.LiveNote, *, content: bool = True) -> dict[str, Any]:
+    view = {
+        "display_path": note.display_path,
+        "level": note.level,
+        "scope_id": note.scope_id,
+        "key": note.key,
+        "title": note.title,
+        "version": note.version,
+        "hash": note.hash,
+    }
+    return {**view, "content": note.content} if content else view
+
+
+def parse(path: str) -> notes.NotePath:
+    parsed = notes.parse_display_path(path)
+    if isinstance(parsed, Refusal):
+        raise Refused(parsed.message)
+    return parsed
+
+
+async def _check_scope(uow: SqlUnitOfWork, org_id: str, path: notes.NotePath) -> None:
+    if await uow.workspace.org(org_id) is None:
+        raise NotFound(f"org {org_id!r} does not exist")
+    if path.level == "agent":
+        agent = await uow.workspace.agent(path.scope_id or "")
+        if agent is None or agent.org_id != org_id:
+            raise NotFound(f"agent {path.scope_id!r} does not exist in org {org_id!r}")
+    elif path.level == "guild":
+        guild = await uow.workspace.guild(path.scope_id or "")
+        if guild is None or guild.org_id != org_id:
+            raise NotFound(f"guild {path.scope_id!r} does not exist in org {org_id!r}")
+
+
+async def list_notes(uow: SqlUnitOfWork, org_id: str) -> list[dict[str, Any]]:
+    if await uow.workspace.org(org_id) is None:
+        raise NotFound(f"org {org_id!r} does not exist")
+    return [note_view(note, content=False) for note in await NotesRepository(uow.conn).notes_of_org(org_id)]
+
+
+async def read_note(uow: SqlUnitOfWork, org_id: str, path: str) -> dict[str, Any]:
+    note = await NotesRepository(uow.conn).note(org_id, parse(path).display_path)
+    if note is None:
+        raise NotFound(f"there is no note {path!r} in org {org_id!r}")
+    return note_view(note)
+
+
+async def write_note(
+    uow: SqlUnitOfWork,
+    org_id: str,
+    path: str,
+    content: str,
+    title: str | None,
+    expected_version: int | None,
+    actor: str,
+    max_bytes: int,
+) -> dict[str, Any]:
+    """Create or replace a note; with ``expected_version``, refuse (Conflict) unless the live note is at it."""
+    parsed = parse(path)
+    refusal = notes.check_byte_cap(content, max_bytes, "the note")
+    if refusal is not None:
+        raise Refused(refusal.message)
+    await _check_scope(uow, org_id, parsed)
+    repo = NotesRepository(uow.conn)
+    live = await repo.note(org_id, parsed.display_path, for_update=True)
+    if expected_version is not None and (live is None or live.version != expected_version):
+        raise Conflict(
+            f"{parsed.display_path!r} is at version {None if live is None else live.version}, not {expected_version}"
+        )
+    version = await repo.write_note(
+        org_id,
+        parsed,
+        content,
+        title=title or (live.title if live is not None else notes.default_title(parsed.key)),
+        expected_version=None if live is None else live.version,
+        actor=actor,
+    )
+    if version is None:
+        raise Conflict(f"a note was written at {parsed.display_path!r} meanwhile")
+    note = await repo.note(org_id, parsed.display_path)
+    assert note is not None
+    return note_view(note)
+
+
+async def delete_note(
+    uow: SqlUnitOfWork, org_id: str, path: str, expected_version: int | None, actor: str
+) -> dict[str, Any]:
+    """Delete a note; refused (Conflict) on a version mismatch or while a Task of the org embeds it."""
+    parsed = parse(path)
+    repo = NotesRepository(uow.conn)
+    live = await repo.note(org_id, parsed.display_path, for_update=True)
+    if live is None:
+        raise NotFound(f"there is no note {path!r} in org {org_id!r}")
+    if expected_version is not None and live.version != expected_version:
+        raise Conflict(f"{parsed.display_path!r} is at version {live.version}, not {expected_version}")
+    refusal = notes.embedded_refusal(
+        parsed.display_path, notes.embedding_agents(await repo.agents_of_org(org_id, lock=True), parsed.display_path)
+    )
+    if refusal is not None:
+        raise Conflict(refusal.message)
+    version = await repo.delete_note(org_id, parsed, expected_version=live.version, actor=actor)
+    return {"display_path": parsed.display_path, "deleted": True, "version": version}
+
+
+async def note_history(uow: SqlUnitOfWork, org_id: str, path: str) -> dict[str, Any]:
+    parsed = parse(path)
+    repo = NotesRepository(uow.conn)
+    return {
+        "display_path": parsed.display_path,
+        "revisions": await repo.history(org_id, parsed.display_path),
+        "file_changes": await repo.file_changes(org_id, parsed.display_path),
+    }
