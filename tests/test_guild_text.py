@@ -165,3 +165,17 @@ async def test_the_direct_write_keeps_the_field_limits(stack: Stack) -> None:
             assert written.status_code == 200 and written.json()["changed"] == ["about"], written.text
         changes = (await http.get(f"/api/workspace/guilds/{world.guild_id}/changes")).json()
         assert [(c["field"], c["changed_by"], c["tool_call_id"]) for c in changes] == [("about", OPERATOR, None)]
+
+
+async def test_the_operator_changes_guild_text_directly_through_the_gateway(stack: Stack) -> None:
+    async with stack.http() as http:
+        world = await new_world(http)
+        changed = await http.patch(f"/api/workspace/guilds/{world.guild_id}", json={"about": "Direct."})
+        assert changed.status_code == 200, changed.text
+        assert changed.json()["about"] == "Direct." and changed.json()["changed"] == ["about"]
+        log = (await http.get(f"/api/workspace/guilds/{world.guild_id}/changes")).json()
+        assert [(row["field"], row["changed_by"], row["studio_seq"]) for row in log] == [("about", OPERATOR, None)]
+        too_long = await http.patch(f"/api/workspace/guilds/{world.guild_id}", json={"about": "x" * 281})
+        assert too_long.status_code == 422, too_long.text
+        missing = await http.patch("/api/workspace/guilds/nope", json={"about": "x"})
+        assert missing.status_code == 404

@@ -447,3 +447,30 @@ async def test_a_closed_session_takes_no_more_requests(stack: Stack) -> None:
 
         result = await wait_for(refused)  # the close travels on another topic than the calls
         assert result.error is not None and (result.error.status, result.error.code) == (409, "session_closed")
+
+
+async def test_the_byte_cap_holds_on_direct_writes_and_creation(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http, memory="Live.\n")
+        huge = "x" * (10 * 1024 * 1024)
+        refused = await http.put(f"/api/workspace/agents/{world.agent_id}/memory", json={"content": huge})
+        assert refused.status_code == 422, refused.text[:200]
+        assert "cap is 32768 bytes" in refused.json()["detail"]
+        at_cap = await http.put(f"/api/workspace/agents/{world.agent_id}/memory", json={"content": "y" * 32768})
+        assert at_cap.status_code == 200, at_cap.text[:200]
+        created = await http.post(
+            "/api/workspace/agents",
+            json={
+                "agent_id": f"big_{world.agent_id}",
+                "org_id": world.org_id,
+                "guild_id": world.guild_id,
+                "name": "Big",
+                "memory": "z" * 32769,
+            },
+        )
+        assert created.status_code == 422, created.text[:200]
+        assert (await http.get(f"/api/workspace/agents/big_{world.agent_id}")).status_code == 404
+        # The capped Memory still reads back as a result the broker accepts.
+        turn = await open_turn(coach, world)
+        read = await turn.call("studio_read_memory", {"agent_id": world.agent_id})
+        assert read.ok and read.output is not None and read.output["content"] == "y" * 32768

@@ -132,6 +132,14 @@ class AgentIn(BaseModel):
     task: Text = ""
 
 
+class GuildTextIn(BaseModel):
+    """A direct change of a guild's short description (``about``), description, or both."""
+
+    model_config = ConfigDict(extra="forbid")
+    about: Text | None = None
+    description: Text | None = None
+
+
 class AgentPatch(BaseModel):
     """Move an agent (``guild_id``; null: no guild), retire it (``live: false``), rename it or set its Task."""
 
@@ -318,6 +326,11 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
     async def get_guild(guild_id: PathId, _: User) -> JSONResponse:
         """A guild with its short description (``about``) and description."""
         return await forward(directory, "GET", f"/internal/guilds/{guild_id}")
+
+    @workspace.patch("/guilds/{guild_id}")
+    async def update_guild_text(guild_id: PathId, body: GuildTextIn, user: User) -> JSONResponse:
+        """Change the guild's text directly, as the operator (not a proposal); the change log records it."""
+        return await forward(directory, "PATCH", f"/internal/guilds/{guild_id}", {**body.model_dump(), "actor": user})
 
     @workspace.get("/guilds/{guild_id}/changes")
     async def guild_changes(guild_id: PathId, _: User) -> JSONResponse:
