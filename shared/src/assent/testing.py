@@ -129,6 +129,13 @@ class FakeProposals:
                 return dataclasses.replace(held)
         return None
 
+    async def clashing(self, session_id: str, seq: int, tool_call_id: str) -> list[StoredProposal]:
+        return [
+            dataclasses.replace(held)
+            for held in self.proposals.values()
+            if held.tool_call_id == tool_call_id or (held.session_id == session_id and held.seq == seq)
+        ]
+
     async def add(self, proposal: StoredProposal) -> None:
         if proposal.proposal_id in self.proposals or await self.by_tool_call(proposal.tool_call_id) is not None:
             raise ValueError(f"proposal {proposal.proposal_id!r} is already recorded")  # a unique violation

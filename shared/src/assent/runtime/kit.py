@@ -208,11 +208,12 @@ class OwnerKit:
     async def on_tool_call(self, call: ToolCall, uow: UnitOfWork) -> None:
         """Answer ``call`` with exactly one ``ToolResult`` (a replay of the first one for a re-sent call)."""
         fail_point(f"{self.service}.tool_call.{call.tool}")
-        earlier = await uow.proposals.by_tool_call(call.tool_call_id)
+        clashing = await uow.proposals.clashing(call.session_id, call.seq, call.tool_call_id)
+        earlier = next((held for held in clashing if held.tool_call_id == call.tool_call_id), None)
         if earlier is not None and earlier.session_id == call.session_id:
             await uow.emit(TOOL_RESULTS, call.session_id, ToolResult.model_validate(earlier.result))
             return
-        answer = await self._answer(call, earlier, uow)
+        answer = await self._answer(call, earlier, seq_taken=bool(clashing) and earlier is None, uow=uow)
         if isinstance(answer, Refusal):
             await uow.emit(TOOL_RESULTS, call.session_id, self._error(call, answer))
             return
@@ -233,7 +234,7 @@ class OwnerKit:
         await uow.emit(TOOL_RESULTS, call.session_id, result)
 
     async def _answer(
-        self, call: ToolCall, earlier: StoredProposal | None, uow: UnitOfWork
+        self, call: ToolCall, earlier: StoredProposal | None, *, seq_taken: bool, uow: UnitOfWork
     ) -> Proposal | Output | Refusal:
         if earlier is not None:
             return Refusal(409, "duplicate_tool_call", f"tool call {call.tool_call_id!r} belongs to another session")
@@ -254,7 +255,7 @@ class OwnerKit:
         if routed is None:
             return Refusal(422, "unsupported_tool", f"{call.tool} is not handled by the {self.service} service")
         kind, tool = routed
-        if call.tool in kind.spec.tools and await uow.proposals.at_seq(call.session_id, call.seq) is not None:
+        if call.tool in kind.spec.tools and seq_taken:
             return Refusal(409, "seq_taken", f"session {call.session_id!r} already holds a request at seq {call.seq}")
         try:
             arguments = tool.arguments.model_validate(call.arguments)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -62,6 +62,10 @@ class ProposalStore(Protocol):
     async def get(self, proposal_id: str, *, for_update: bool = False) -> StoredProposal | None: ...
     async def by_tool_call(self, tool_call_id: str) -> StoredProposal | None: ...
     async def at_seq(self, session_id: str, seq: int) -> StoredProposal | None: ...
+    async def clashing(self, session_id: str, seq: int, tool_call_id: str) -> list[StoredProposal]:
+        """Proposals of this tool call, or at this session's ``seq``, in one read."""
+        ...
+
     async def add(self, proposal: StoredProposal) -> None: ...
     async def update(self, proposal_id: str, **fields: Any) -> None: ...
 
@@ -109,16 +113,15 @@ class SqlSessions:
         )
 
     async def _insert(self, session_id: str, org_id: str, guild_id: str, operator: str) -> None:
-        guild = (await self.conn.execute(select(self.guilds).where(self.guilds.c.guild_id == guild_id))).first()
+        g = self.guilds
         snapshot = (
-            None
-            if guild is None
-            else {
-                "guild_id": guild.guild_id,
-                "name": guild.name,
-                "about": guild.about,
-                "description": guild.description,
-            }
+            select(
+                func.jsonb_build_object(
+                    "guild_id", g.c.guild_id, "name", g.c.name, "about", g.c.about, "description", g.c.description
+                )
+            )
+            .where(g.c.guild_id == guild_id)
+            .scalar_subquery()
         )
         await self.conn.execute(
             insert(self.t)
@@ -173,6 +176,12 @@ class SqlProposals:
         query = select(self.t).where(self.t.c.session_id == session_id, self.t.c.seq == seq)
         row = (await self.conn.execute(query)).first()
         return None if row is None else _proposal(row)
+
+    async def clashing(self, session_id: str, seq: int, tool_call_id: str) -> list[StoredProposal]:
+        query = select(self.t).where(
+            (self.t.c.tool_call_id == tool_call_id) | ((self.t.c.session_id == session_id) & (self.t.c.seq == seq))
+        )
+        return [_proposal(row) for row in await self.conn.execute(query)]
 
     async def add(self, proposal: StoredProposal) -> None:
         await self.conn.execute(self.t.insert().values(**vars(proposal)))

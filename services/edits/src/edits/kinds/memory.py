@@ -56,7 +56,7 @@ class MemoryKind(ProposalKind):
             before=reviewed.before,
             after=reviewed.after,
             fields=(CardField(name=FILE, before=reviewed.before, after=reviewed.after),),
-            payload={"content": args.content},
+            payload={"content": args.content, "org_id": call.session.org_id},
         )
 
     async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
@@ -80,10 +80,9 @@ class MemoryKind(ProposalKind):
                 effects,
             )
         assert live is not None
-        agent = await uow.workspace.agent(agent_id)
         content = proposal.payload["content"]
         version = await repo(uow).write_memory(
-            agent.org_id if agent else "",
+            proposal.payload["org_id"],
             agent_id,
             content,
             expected_version=live.version,
