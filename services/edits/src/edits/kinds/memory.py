@@ -55,7 +55,6 @@ class MemoryKind(ProposalKind):
             reason=reviewed.reason,
             before=reviewed.before,
             after=reviewed.after,
-            fields=(CardField(name=FILE, before=reviewed.before, after=reviewed.after),),
             payload={"content": args.content, "org_id": call.session.org_id},
         )
 
