@@ -163,3 +163,57 @@ async def test_other_services_keep_a_copy_of_the_workspace_from_its_events(stack
             assert guild is not None and (guild["org_id"], guild["name"]) == (world.org_id, "Support")
         finally:
             await conn.close()
+
+
+async def test_a_lone_surrogate_is_refused_and_deep_nesting_is_dead_lettered_and_later_calls_are_answered(
+    stack: Stack,
+) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        turn = await open_turn(coach, world)
+        version = (await memory(http, world.agent_id))["version"]
+        surrogate_call = f"call_{uuid.uuid4().hex}"
+        deep_marker = uuid.uuid4().hex
+        template = ToolCall(
+            session_id=turn.session.session_id,
+            seq=90,
+            turn_id=turn.turn_id,
+            step=0,
+            tool_call_id=surrogate_call,
+            tool="studio_edit_memory",
+            arguments={"agent_id": world.agent_id, "content": "CONTENT", "base_version": version, "reason": "r"},
+            session=turn.session.context,
+        )
+        # What a client that does not check its text puts on the wire: a JSON escape of a lone surrogate.
+        surrogate = template.model_dump_json().replace('"CONTENT"', '"x\\ud800"').encode()
+        deep = (
+            '{"type": "ToolCall", "marker": "' + deep_marker + '", "arguments": ' + "[" * 100_000 + "]" * 100_000 + "}"
+        ).encode()
+        answer = coach.expect_result(surrogate_call)
+        producer = AIOKafkaProducer(bootstrap_servers=stack.endpoints.kafka, max_request_size=2_000_000)
+        await producer.start()
+        try:
+            key = turn.session.session_id.encode()
+            await producer.send_and_wait(stack.topic("edits.tool-calls"), deep, key=key)
+            await producer.send_and_wait(stack.topic("edits.tool-calls"), surrogate, key=key)
+        finally:
+            await producer.stop()
+
+        refused = await asyncio.wait_for(answer, 30)
+        assert not refused.ok and refused.error is not None
+        assert (refused.error.status, refused.error.code) == (422, "invalid_arguments")
+        assert "surrogate" in refused.error.message
+        after = await turn.call("studio_read_memory", {"agent_id": world.agent_id})
+        assert after.ok and after.output is not None and after.output["content"] == "Prefer short answers.\n"
+
+        async def dead_letter() -> list[Any] | None:
+            found = await stack.records(
+                stack.topic("edits.tool-calls.dlq"), lambda r: deep_marker.encode() in (r.value or b"")[:200]
+            )
+            return found if len(found) == 1 else None
+
+        (letter,) = await wait_for(dead_letter)
+        headers = {k: v.decode() for k, v in letter.headers}
+        assert headers["x-dlq-reason"] == "malformed" and "deep" in headers["x-dlq-error"].lower()

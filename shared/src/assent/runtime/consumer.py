@@ -75,6 +75,12 @@ def is_outage(exc: BaseException) -> bool:
     ) or (isinstance(exc, OSError) and not isinstance(exc, UnicodeError))
 
 
+async def _raw_body(message: Any) -> Any:
+    """Leave the body as bytes: :func:`parse_message` reads it, once. (FastStream would otherwise parse every
+    body as JSON first, and a body nested too deep would fail there, outside any policy.)"""
+    return message.body
+
+
 def backoff(attempt: int, policy: FailurePolicy) -> float:
     """Seconds to wait before attempt ``attempt + 1``: exponential, capped, with full jitter on the upper half."""
     ceiling = min(policy.backoff_max, policy.backoff_initial * 2 ** (attempt - 1))
@@ -145,6 +151,7 @@ def subscribe(
 
     broker.subscriber(
         source,
+        decoder=_raw_body,
         group_id=group_id,
         auto_offset_reset="earliest",
         ack_policy=AckPolicy.NACK_ON_ERROR,
