@@ -270,9 +270,14 @@ def _binaries_for(owner: pwd.struct_passwd, install: Path) -> Path:
 
 def _runs_as(owner: pwd.struct_passwd, program: Path) -> bool:
     """True when `owner` can run `program --version` (so it reaches the program and its libraries)."""
+    return _succeeds_as(owner, [str(program), "--version"])
+
+
+def _succeeds_as(owner: pwd.struct_passwd, command: list[str]) -> bool:
+    """True when `command`, run as `owner` from `/`, exits 0."""
     try:
         result = subprocess.run(
-            [str(program), "--version"],
+            command,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             cwd="/",
@@ -408,20 +413,7 @@ def _sweep(root: Path) -> None:
 def _can_reach(owner: pwd.struct_passwd, path: Path) -> bool:
     """True when `owner` may enter the folder `path` (search permission on it and on every ancestor)."""
     test = shutil.which("test") or "/usr/bin/test"
-    try:
-        result = subprocess.run(
-            [test, "-d", str(path), "-a", "-x", str(path)],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            cwd="/",
-            user=owner.pw_uid,
-            group=owner.pw_gid,
-            extra_groups=[],
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return result.returncode == 0
+    return _succeeds_as(owner, [test, "-d", str(path), "-a", "-x", str(path)])
 
 
 def _shared_dir_path(kind: str) -> Path:

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
-from assent.contracts import Id, Text
+from assent.contracts import Id, ProposalOutcome, Text
 from assent.hashing import line_counts, unified_diff
 from assent.kinds import KINDS, WORKSPACE_OWNER, decisions_at
 
@@ -263,8 +263,13 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
     @studio.post(
         "/{session_id}/edits/{seq}",
         responses={
+            200: {"model": ProposalOutcome, "description": "The outcome: applied or declined"},
             404: {"description": "No edit request at that seq"},
-            409: {"description": "The target changed since the coach read it; the request stays pending"},
+            409: {
+                "model": ProposalOutcome,
+                "description": "The target changed since the coach read it (or a rule such as an embedding Task "
+                "refuses it now); the request stays pending",
+            },
             422: {"description": "Already decided, or a decision that does not fit the request"},
             504: {"description": "The owner has not answered yet; the decision stands"},
         },
