@@ -361,7 +361,7 @@ async def _await_outcome(deps: Deps, decision_id: str, answered: asyncio.Future[
         done, _ = await asyncio.wait({answered}, timeout=min(0.25, remaining))
         if done:
             return answered.result()
-        if deps.events.connected:
+        if deps.events.reliable:
             continue
         async with deps.engine.connect() as conn:
             stored = (

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from typing import Any
@@ -21,6 +22,8 @@ from typing import Any
 from redis.asyncio import Redis
 
 log = logging.getLogger(__name__)
+
+RECENT_FAILURE_SECONDS = 30.0
 
 
 class EventFeed:
@@ -31,7 +34,14 @@ class EventFeed:
         self._streams: defaultdict[str, set[asyncio.Queue[dict[str, Any]]]] = defaultdict(set)
         self._reader: asyncio.Task[None] | None = None
         self.connected = False
-        """Whether the feed is subscribed; while it is not, a waiting decision reads the projection instead."""
+        """Whether the feed is subscribed."""
+        self._publish_failed_at = float("-inf")
+
+    @property
+    def reliable(self) -> bool:
+        """Whether a waiting decision can count on hearing its outcome here: subscribed, and no publish failed
+        in the last ``RECENT_FAILURE_SECONDS``. While not, it reads the projection instead."""
+        return self.connected and time.monotonic() - self._publish_failed_at > RECENT_FAILURE_SECONDS
 
     async def start(self) -> None:
         pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
@@ -51,7 +61,8 @@ class EventFeed:
         try:
             for event in events:
                 await self._redis.publish(self._channel, json.dumps(event, default=str))
-        except Exception:  # waiters fall back to the database
+        except Exception:  # waiters read the database for a while: some replica may have missed its answer
+            self._publish_failed_at = time.monotonic()
             log.warning("could not publish %d live events to Redis", len(events), exc_info=True)
 
     def expect(self, decision_id: str) -> asyncio.Future[dict[str, Any]]:
