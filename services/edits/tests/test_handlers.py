@@ -43,6 +43,10 @@ class FakeEditsRepository:
     async def memory(self, agent_id: str, *, for_update: bool = False) -> LiveMemory | None:
         return self.memories.get(agent_id)
 
+    async def agent_memory(self, agent_id: str) -> tuple[Agent | None, LiveMemory | None]:
+        agent = await self.workspace.agent(agent_id)
+        return (agent, self.memories.get(agent_id)) if agent is not None else (None, None)
+
     async def write_memory(
         self, org_id: str, agent_id: str, content: str, *, expected_version: int, actor: str, **links: Any
     ) -> int | None:

@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import Integer, Text, func, literal, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from assent.domain import Agent
 from assent.hashing import content_hash
 
 from ..domain.model import LiveMemory
@@ -23,6 +24,19 @@ class EditsRepository:
         query = select(t.memory).where(t.memory.c.agent_id == agent_id)
         row = (await self.conn.execute(query.with_for_update() if for_update else query)).first()
         return None if row is None else LiveMemory(row.agent_id, row.content, row.version, row.hash)
+
+    async def agent_memory(self, agent_id: str) -> tuple[Agent | None, LiveMemory | None]:
+        """The agent (from the workspace directory this service owns) and its live Memory, in one round trip."""
+        query = (
+            select(t.agents, t.memory.c.content, t.memory.c.version.label("memory_version"), t.memory.c.hash)
+            .join(t.memory, t.memory.c.agent_id == t.agents.c.agent_id)
+            .where(t.agents.c.agent_id == agent_id)
+        )
+        row = (await self.conn.execute(query)).first()
+        if row is None:
+            return None, None
+        agent = Agent(row.agent_id, row.org_id, row.guild_id, row.name, row.live, row.task, row.revision)
+        return agent, LiveMemory(row.agent_id, row.content, row.memory_version, row.hash)
 
     async def create_memory(self, agent_id: str, actor: str) -> None:
         await self.conn.execute(

@@ -32,17 +32,15 @@ class MemoryKind(ProposalKind):
         }
 
     async def read(self, call: Call, args: memory.ReadMemory, uow: UnitOfWork) -> Output | Refusal:
-        agent = await uow.workspace.agent(args.agent_id)
+        agent, live = await repo(uow).agent_memory(args.agent_id)
         refusal = check_live_member(call.session, agent, args.agent_id)
         if refusal is not None:
             return refusal
-        live = await repo(uow).memory(args.agent_id)
         assert live is not None  # every agent has a Memory from its creation
         return Output({"agent_id": live.agent_id, "content": live.content, "version": live.version, "hash": live.hash})
 
     async def propose(self, call: Call, args: memory.EditMemory, uow: UnitOfWork) -> Proposal | Refusal:
-        agent = await uow.workspace.agent(args.agent_id)
-        live = await repo(uow).memory(args.agent_id)
+        agent, live = await repo(uow).agent_memory(args.agent_id)
         reviewed = memory.review_edit(call.session, agent, live, args, self.max_bytes)
         if isinstance(reviewed, Refusal):
             return reviewed
