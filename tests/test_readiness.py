@@ -145,3 +145,42 @@ async def test_the_gateway_answers_503_with_a_json_body_while_the_database_is_do
             assert response.status_code == 503, response.text
             assert response.headers["content-type"].startswith("application/json")
             assert "detail" in response.json()
+
+
+async def test_readiness_follows_the_broker(endpoints: Endpoints, tmp_path: Path) -> None:
+    """On a broker of its own (Tansu, from its wheel) that the test stops and starts again on the same port,
+    the edits service goes unready naming Kafka, stays live, and is ready again once the broker is back."""
+    from assent_devstack._kafka import start_kafka
+
+    port = free_port()
+    broker = await asyncio.to_thread(start_kafka, tmp_path / "broker", port, "tansu")
+    env = {
+        "KAFKA_BOOTSTRAP_SERVERS": broker.endpoint,
+        "ASSENT_KAFKA_IDEMPOTENCE": "false",
+        "DATABASE_URL": endpoints.database_url,
+        "REDIS_URL": endpoints.redis_url,
+        "ASSENT_TOPIC_PREFIX": f"k{uuid.uuid4().hex[:10]}.",
+    }
+    edits = ServiceProcess("edits", free_port(), env, tmp_path / "edits.log")
+    try:
+        await asyncio.to_thread(edits.start)
+        async with httpx.AsyncClient(timeout=10) as http:
+            await wait_ready(http, edits)
+            await asyncio.to_thread(broker.stop)
+
+            async def unready() -> httpx.Response | None:
+                response = await _answer(http, f"{edits.url}/readyz")
+                if response is not None and response.status_code == 503:
+                    return response
+                return None
+
+            down = await wait_for(unready, timeout=60, interval=0.2)
+            assert down.json()["checks"] == {"database": "ok", "kafka": "down"}
+            assert (await http.get(f"{edits.url}/livez")).status_code == 200
+
+            broker = await asyncio.to_thread(start_kafka, tmp_path / "broker", port, "tansu")
+            ready = await wait_ready(http, edits)
+            assert ready.json()["checks"] == {"database": "ok", "kafka": "ok"}
+    finally:
+        await asyncio.to_thread(edits.stop)
+        await asyncio.to_thread(broker.stop)
