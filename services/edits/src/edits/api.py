@@ -55,6 +55,13 @@ class AgentPatch(BaseModel):
     task: Text = ""
 
 
+class GuildTextIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    about: Text | None = None
+    description: Text | None = None
+    actor: Id
+
+
 class MemoryIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     content: Text
@@ -95,6 +102,12 @@ def install(app: FastAPI, runtime: ServiceRuntime, settings: EditsSettings) -> N
     @router.get("/guilds/{guild_id}")
     async def get_guild(guild_id: PathId) -> dict[str, Any]:
         return workspace.guild_view(await run(lambda uow: workspace.get_guild(uow, guild_id)))
+
+    @router.patch("/guilds/{guild_id}")
+    async def update_guild_text(guild_id: PathId, body: GuildTextIn) -> dict[str, Any]:
+        given = body.model_dump(exclude={"actor"}, exclude_none=True)
+        guild, changed = await run(lambda uow: workspace.change_guild_text(uow, guild_id, given, body.actor))
+        return {**workspace.guild_view(guild), "revision": guild.revision, "changed": changed}
 
     @router.get("/guilds/{guild_id}/changes")
     async def guild_changes(guild_id: PathId) -> list[dict[str, Any]]:
@@ -176,4 +189,4 @@ def install(app: FastAPI, runtime: ServiceRuntime, settings: EditsSettings) -> N
 
     @app.exception_handler(workspace.Refused)
     async def refused(_: Request, exc: workspace.Refused) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=422)
+        return JSONResponse({"detail": str(exc), "code": exc.code}, status_code=422)

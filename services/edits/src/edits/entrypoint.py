@@ -8,7 +8,7 @@ from fastapi import FastAPI
 
 from assent.runtime import OwnerKit, ServiceRuntime
 
-from . import api, api_guild
+from . import api
 from .adapters import tables
 from .adapters.notes import NotesRepository
 from .adapters.repository import EditsRepository
@@ -32,5 +32,4 @@ def create_app(settings: EditsSettings) -> FastAPI:
     runtime.serve_kinds(OwnerKit(settings.service_name, kinds, max_result_bytes=settings.max_message_bytes))
     app = runtime.app(title="Assent edits service (internal)")
     api.install(app, runtime, settings)
-    api_guild.install(app, runtime, settings)
     return app

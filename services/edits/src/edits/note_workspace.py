@@ -33,7 +33,7 @@ def note_view(note: notes.LiveNote, *, content: bool = True) -> dict[str, Any]:
 def parse(path: str) -> notes.NotePath:
     parsed = notes.parse_display_path(path)
     if isinstance(parsed, Refusal):
-        raise Refused(parsed.message)
+        raise Refused(parsed.message, parsed.code)
     return parsed
 
 
@@ -77,7 +77,7 @@ async def write_note(
     parsed = parse(path)
     refusal = notes.check_byte_cap(content, max_bytes, "the note")
     if refusal is not None:
-        raise Refused(refusal.message)
+        raise Refused(refusal.message, refusal.code)
     await _check_scope(uow, org_id, parsed)
     repo = NotesRepository(uow.conn)
     live = await repo.note(org_id, parsed.display_path, for_update=True)

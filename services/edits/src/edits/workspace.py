@@ -22,6 +22,7 @@ from assent.topics import WORKSPACE_EVENTS
 
 from .adapters import tables as t
 from .adapters.repository import EditsRepository
+from .domain import guild as guild_rules
 from .domain.memory import check_byte_cap
 
 
@@ -34,7 +35,11 @@ class Conflict(Exception):
 
 
 class Refused(Exception):
-    """A write the rules refuse (422)."""
+    """A write the rules refuse (422); ``code`` names the rule, as a refused tool call's does."""
+
+    def __init__(self, message: str, code: str = "refused") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -144,7 +149,7 @@ async def create_agent(
     """Create an agent with its Memory at version 0 (empty), then version 1 when ``memory`` is given."""
     refusal = check_byte_cap(memory, max_bytes, "the Memory")
     if refusal is not None:
-        raise Refused(refusal.message)
+        raise Refused(refusal.message, refusal.code)
     if guild_id is not None:
         guild = await uow.workspace.guild(guild_id)
         if guild is None or guild.org_id != org_id:
@@ -207,7 +212,7 @@ async def write_memory(
     """Write Memory directly; with ``expected_version``, refuse (Conflict) when the live version differs."""
     refusal = check_byte_cap(content, max_bytes, "the Memory")
     if refusal is not None:
-        raise Refused(refusal.message)
+        raise Refused(refusal.message, refusal.code)
     repo = EditsRepository(uow.conn)
     live = await repo.memory(agent_id, for_update=True)
     agent = await uow.workspace.agent(agent_id)
@@ -249,3 +254,27 @@ async def update_guild_text(uow: UnitOfWork, guild_id: str, changes: dict[str, s
     if changes:
         await publish_guild(uow, guild)
     return guild
+
+
+async def change_guild_text(
+    uow: UnitOfWork, guild_id: str, given: dict[str, str], actor: str
+) -> tuple[Guild, list[str]]:
+    """The operator's own change of a guild's text (not a proposal), under the same field limits as a request.
+
+    It logs who changed which field, moves the guild's revision and publishes ``GuildChanged``, so a pending
+    request bound to the old text turns stale. A field equal to the live text is not a change. Returns the
+    guild and the fields that changed.
+    """
+    if not given:
+        raise Refused("give about, description, or both", "no_fields")
+    refusal = guild_rules.check_lengths(given)
+    if refusal is not None:
+        raise Refused(refusal.message, refusal.code)
+    guild = await uow.workspace.guild(guild_id, for_update=True)
+    if guild is None:
+        raise NotFound(f"guild {guild_id!r} does not exist")
+    changes = guild_rules.changed(guild, given)
+    guild = await update_guild_text(uow, guild_id, changes)
+    for name in changes:
+        await uow.store("edits").log_guild_change(guild_id, name, actor, tool_call_id=None, session_id=None, seq=None)
+    return guild, list(changes)
