@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -441,3 +442,116 @@ async def test_direct_note_writes_check_version_cap_path_and_embeds(stack: Stack
             ("delete", 3, world.agent_id),
         ]
         assert all(c["actor_user_id"] == OPERATOR for c in log["file_changes"])
+
+
+async def test_two_creates_of_one_path_both_wait_and_the_second_goes_stale_once_the_first_applies(
+    stack: Stack,
+) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        turn = await open_turn(coach, world)
+        sid = turn.session.session_id
+        path = f"guild/{world.guild_id}/refunds.md"
+        first = await turn.call(
+            "studio_edit_note",
+            {"action": "create", "level": "guild", "key": "refunds.md", "content": "First.\n", "reason": "r"},
+        )
+        second = await turn.call(
+            "studio_edit_note",
+            {"action": "create", "level": "guild", "key": "refunds.md", "content": "Second.\n", "reason": "r"},
+        )
+        assert first.ok and second.ok, (first.error, second.error)
+        assert first.widget is not None and second.widget is not None
+        assert first.widget.target.path == second.widget.target.path == path
+        assert first.widget.base.hash is None and second.widget.base.hash is None
+        await turn.end_step()
+        first_seq, second_seq = turn.calls[first.tool_call_id].seq, turn.calls[second.tool_call_id].seq
+        board = await wait_pending(http, sid, 2)
+        assert sorted(item["seq"] for item in board["items"]) == sorted([first_seq, second_seq])
+        assert not any(item["stale"] for item in board["items"])
+
+        applied = await http.post(card_url(sid, first_seq), json={"decision": "apply"})
+        assert applied.status_code == 200 and applied.json()["outcome"] == "applied", applied.text
+        refused = await http.post(card_url(sid, second_seq), json={"decision": "apply"})
+        assert refused.status_code == 409 and refused.json()["outcome"] == "stale", refused.text
+
+        card = (await http.get(card_url(sid, second_seq))).json()
+        assert card["status"] == "pending" and card["stale"] is True
+        assert (card["live"]["text"], card["live"]["version"]) == ("First.\n", 1)
+        board = await wait_pending(http, sid, 1)
+        assert [(item["seq"], item["stale"]) for item in board["items"]] == [(second_seq, True)]
+        note = (await read_note(http, world, path)).json()
+        assert (note["content"], note["version"]) == ("First.\n", 1)
+        (revision,) = (await history(http, world, path))["revisions"]
+        assert_recorded(revision, "create", 1, first.tool_call_id, sid, first_seq)
+
+
+async def test_a_note_changed_directly_after_a_delete_was_proposed_is_not_deleted(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        path = "org/tone.md"
+        await write_note(http, world, path, "Warm.\n")
+        turn = await open_turn(coach, world)
+        sid = turn.session.session_id
+        result = await turn.call(
+            "studio_edit_note", {"action": "delete", "display_path": path, "base_version": 1, "reason": "unused"}
+        )
+        assert result.ok, result.error
+        await turn.end_step()
+        seq = turn.calls[result.tool_call_id].seq
+        await wait_pending(http, sid, 1)
+
+        changed = await put_note(http, world, path, "Warm and short.\n", expected_version=1)
+        assert changed.status_code == 200 and changed.json()["version"] == 2, changed.text
+        assert (await http.get(card_url(sid, seq))).json()["stale"] is True
+        refused = await http.post(card_url(sid, seq), json={"decision": "apply"})
+        assert refused.status_code == 409 and refused.json()["outcome"] == "stale", refused.text
+
+        note = await read_note(http, world, path)
+        assert note.status_code == 200, note.text
+        assert (note.json()["content"], note.json()["version"]) == ("Warm and short.\n", 2)
+        log = await history(http, world, path)
+        assert [(r["change"], r["version"]) for r in log["revisions"]] == [("create", 1), ("update", 2)]
+        assert [(c["change"], c["version"]) for c in log["file_changes"]] == [("create", 1), ("update", 2)]
+        board = await wait_pending(http, sid, 1)
+        assert board["items"][0]["stale"] is True
+
+
+async def test_two_concurrent_applies_of_creates_for_one_path_write_it_once(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        path = "org/faq.md"
+        requests = []
+        for content in ("From one.\n", "From two.\n"):  # two sessions, so the session lock does not order them
+            turn = await open_turn(coach, world)
+            result = await turn.call(
+                "studio_edit_note",
+                {"action": "create", "level": "org", "key": "faq.md", "content": content, "reason": "r"},
+            )
+            assert result.ok, result.error
+            await turn.end_step()
+            sid = turn.session.session_id
+            seq = turn.calls[result.tool_call_id].seq
+            await wait_pending(http, sid, 1)
+            requests.append((sid, seq, result.tool_call_id, content))
+
+        responses = await asyncio.gather(
+            *(http.post(card_url(sid, seq), json={"decision": "apply"}) for sid, seq, _, _ in requests)
+        )
+        statuses = sorted(r.status_code for r in responses)
+        assert statuses == [200, 409], [r.text for r in responses]
+        won, lost = (0, 1) if responses[0].status_code == 200 else (1, 0)
+        assert responses[won].json()["outcome"] == "applied" and responses[lost].json()["outcome"] == "stale"
+
+        sid, seq, call_id, content = requests[won]
+        note = (await read_note(http, world, path)).json()
+        assert (note["content"], note["version"]) == (content, 1)
+        log = await history(http, world, path)
+        (revision,) = log["revisions"]
+        assert_recorded(revision, "create", 1, call_id, sid, seq)
+        (change,) = log["file_changes"]
+        assert_recorded(change, "create", 1, call_id, sid, seq)
+
+        loser_sid, loser_seq, _, _ = requests[lost]
+        card = (await http.get(card_url(loser_sid, loser_seq))).json()
+        assert card["status"] == "pending" and card["stale"] is True
