@@ -414,8 +414,8 @@ class OwnerKit:
                 resolved_as, 200, f"{resolved_as}; nothing was written", resolved_by=decision.actor, resolved_at=now
             )
         verdict = await kind.apply(proposal, decision, uow)
-        if isinstance(verdict, Refusal):
-            return outcome("refused", verdict.status, verdict.message)
+        if isinstance(verdict, Refusal):  # the request stays pending: a rule refuses it now, perhaps not later
+            return outcome("refused", verdict.status, verdict.message, effects={"code": verdict.code})
         if isinstance(verdict, Stale):
             await uow.proposals.update(proposal.proposal_id, stale=True)
             return outcome("stale", 409, verdict.detail, effects=verdict.effects)
