@@ -411,7 +411,7 @@ async def test_delete_is_refused_while_a_task_embeds_the_note_then_applies_once_
     refused = await world.decide(result)
     assert (refused.outcome, refused.status, refused.effects) == ("refused", 409, {"code": "note_embedded"})
     assert "Cy" in refused.detail and f"{{{{note:{REFUNDS}}}}}" in refused.detail
-    assert refused.resolved_by is None and refused.effects == {}
+    assert refused.resolved_by is None and refused.effects == {"code": "note_embedded"}
     assert world.repo.agent_locks[-1] is True, "apply reads the Tasks without locking them"
     assert world.repo.writes == [] and (ORG, REFUNDS) in world.repo.notes
     assert await world.status(result) == ("pending", False)
