@@ -235,24 +235,47 @@ async def _demo_turn(system: System, kafka: str, prefix: str, idempotent: bool) 
             },
             logs,
         )
+        note = await _call(
+            turn,
+            "studio_edit_note",
+            {
+                "action": "create",
+                "level": "guild",
+                "key": "refunds.md",
+                "title": "Refunds",
+                "content": "Quote the order number.\nRefunds over 100 EUR go to a person.\n",
+                "reason": "Both agents answer refunds; one note keeps them consistent.",
+            },
+            logs,
+        )
+        guild = await _call(
+            turn,
+            "studio_edit_guild",
+            {"about": "Answers customers about orders and refunds.", "reason": "The guild had no short description."},
+            logs,
+        )
         await turn.end_step()
         seq = turn.calls[result.tool_call_id].seq
+        note_seq, guild_seq = turn.calls[note.tool_call_id].seq, turn.calls[guild.tool_call_id].seq
         sid = session.session_id
         auth = f"-H 'Authorization: Bearer {TOKEN}'"
+        cards = f"{gateway}/api/studio/sessions/{sid}/edits"
         print(
             f"""
 Assent is running.  Gateway: {gateway}   API docs: {gateway}/docs   Logs: {logs}
 
-The coach proposed a change to Ada's Memory (session {sid}, seq {seq}). The turn now waits on you.
+The coach proposed three changes (session {sid}): Ada's Memory (seq {seq}), a new note of the guild
+(seq {note_seq}) and the guild's short description (seq {guild_seq}). The turn now waits on you.
 
   See what waits:     curl -s {auth} {gateway}/api/studio/sessions/{sid}/pending
-  See the card:       curl -s {auth} {gateway}/api/studio/sessions/{sid}/edits/{seq}
-  Apply it:           curl -s {auth} -X POST -H 'Content-Type: application/json' \\
-                           -d '{{"decision": "apply"}}' {gateway}/api/studio/sessions/{sid}/edits/{seq}
+  See a card:         curl -s {auth} {cards}/{seq}      (and {note_seq}, {guild_seq})
+  Apply one:          curl -s {auth} -X POST -H 'Content-Type: application/json' \\
+                           -d '{{"decision": "apply"}}' {cards}/{seq}
   (or decline it:     ... -d '{{"decision": "decline"}}' ...)
   Ada's Memory now:   curl -s {auth} {gateway}/api/workspace/agents/ada/memory
 
-When you decide, the coach's turn resumes and its continuation is printed here. Ctrl-C stops everything.
+When you have decided all three, the coach's turn resumes and its continuation is printed here.
+Ctrl-C stops everything.
 """,
             flush=True,
         )
