@@ -36,7 +36,8 @@ class KafkaAuthenticationError(RuntimeError):
 class KafkaSecurity(BaseModel):
     """A Kafka client's security settings. The default is PLAINTEXT: no TLS, no SASL."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # hide_input: a validation error must not echo a password given as a plain string.
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     protocol: SecurityProtocol = "PLAINTEXT"
     sasl_mechanism: SaslMechanism = "SCRAM-SHA-512"

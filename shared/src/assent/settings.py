@@ -16,7 +16,7 @@ def _env(name: str) -> AliasChoices:
 class KafkaSecuritySettings(BaseSettings):
     """The Kafka security variables (see :mod:`assent.kafka_security`); services and the coach read the same."""
 
-    model_config = SettingsConfigDict(env_prefix="ASSENT_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="ASSENT_", extra="ignore", frozen=True, hide_input_in_errors=True)
 
     kafka_security_protocol: SecurityProtocol = Field("PLAINTEXT", validation_alias=_env("KAFKA_SECURITY_PROTOCOL"))
     kafka_sasl_mechanism: SaslMechanism = Field("SCRAM-SHA-512", validation_alias=_env("KAFKA_SASL_MECHANISM"))
@@ -42,7 +42,7 @@ class KafkaSecuritySettings(BaseSettings):
 class ServiceSettings(KafkaSecuritySettings):
     """Settings every Assent service shares. Each service subclasses it for its own."""
 
-    model_config = SettingsConfigDict(env_prefix="ASSENT_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="ASSENT_", extra="ignore", frozen=True, hide_input_in_errors=True)
 
     service_name: str = "assent"
     kafka_bootstrap_servers: str = Field("127.0.0.1:9092", validation_alias=_env("KAFKA_BOOTSTRAP_SERVERS"))
