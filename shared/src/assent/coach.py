@@ -3,13 +3,18 @@ the turn's continuation. Tests, the demo and users' coaches all use this module.
 
 Usage::
 
-    async with CoachClient("127.0.0.1:9092") as coach:
+    async with CoachClient("127.0.0.1:9092", security=KafkaSecurity.from_env()) as coach:
         session = await coach.open_session(org_id="o1", source_guild_id="g1", operator_user_id="u1")
         turn = session.begin_turn()
         result = await turn.call("studio_edit_memory", {"agent_id": "a1", "content": "...",
                                                           "base_version": 3, "reason": "..."})
         await turn.end_step()                   # the turn waits on every call that awaits the operator
         continuation = await turn.continuation()
+
+Security: ``security`` (a :class:`~assent.kafka_security.KafkaSecurity`, by keyword arguments or from the
+``KAFKA_SECURITY_PROTOCOL``/``KAFKA_SASL_*``/``KAFKA_SSL_*`` variables the services read too) sets TLS and
+SASL. Refused credentials make :meth:`CoachClient.start` raise
+:class:`~assent.kafka_security.KafkaAuthenticationError`, whose message never holds the password.
 
 Delivery: a call is published once and its result awaited with a timeout; a result or continuation that
 arrives twice (at-least-once delivery) is seen once. The client reads results from the end of the topics
@@ -41,6 +46,7 @@ from .contracts import (
     parse_message,
 )
 from .contracts.envelope import Message
+from .kafka_security import KafkaSecurity, explain_auth_failure, kafka_kwargs
 from .telemetry import current_carrier
 from .topics import STUDIO_CONTINUATIONS, STUDIO_SESSIONS, STUDIO_TURNS, TOOL_RESULTS, Topic, route
 
@@ -57,17 +63,25 @@ class CoachClient:
         topic_prefix: str = "",
         idempotent: bool = True,
         client_id: str = "assent-coach",
+        security: KafkaSecurity | None = None,
     ) -> None:
         self.prefix = topic_prefix
+        self.bootstrap_servers = bootstrap_servers
+        self.security = security
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap_servers,
             client_id=client_id,
             enable_idempotence=idempotent,
             acks="all" if idempotent else 1,
             linger_ms=0,
+            **kafka_kwargs(security),
         )
         self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap_servers, client_id=client_id, group_id=None, enable_auto_commit=False
+            bootstrap_servers=bootstrap_servers,
+            client_id=client_id,
+            group_id=None,
+            enable_auto_commit=False,
+            **kafka_kwargs(security),
         )
         self._results: dict[str, asyncio.Future[ToolResult]] = {}
         self._continuations: dict[tuple[str, str, int], asyncio.Future[TurnContinuation]] = {}
@@ -81,8 +95,15 @@ class CoachClient:
         await self.stop()
 
     async def start(self) -> None:
-        await self._producer.start()
-        await self._consumer.start()
+        """Connect. Raises :class:`~assent.kafka_security.KafkaAuthenticationError` on refused credentials."""
+        try:
+            async with explain_auth_failure(self.security, self.bootstrap_servers):
+                await self._producer.start()
+                await self._consumer.start()
+        except BaseException:
+            await self._consumer.stop()
+            await self._producer.stop()
+            raise
         partitions = []
         for topic in (TOOL_RESULTS, STUDIO_CONTINUATIONS):
             name = topic.full_name(self.prefix)

@@ -13,6 +13,7 @@ from faststream.kafka import KafkaBroker
 from faststream.kafka.opentelemetry import KafkaTelemetryMiddleware
 from opentelemetry.sdk.trace import TracerProvider
 
+from .kafka_security import KafkaSecurity, explain_auth_failure, kafka_kwargs
 from .topics import REGISTRY, Topic
 
 log = logging.getLogger(__name__)
@@ -24,11 +25,16 @@ def make_broker(
     client_id: str,
     idempotent: bool = True,
     tracer_provider: TracerProvider | None = None,
+    security: KafkaSecurity | None = None,
 ) -> KafkaBroker:
-    """A FastStream Kafka broker with tracing; nothing connects until ``broker.start()``."""
+    """A FastStream Kafka broker with tracing; nothing connects until ``broker.start()``.
+
+    ``security`` (TLS, SASL) applies to all of the broker's clients, its readiness ping's admin client too.
+    """
     return KafkaBroker(
         bootstrap_servers,
         client_id=client_id,
+        security=security.faststream() if security is not None else None,
         enable_idempotence=idempotent,
         acks="all" if idempotent else 1,
         linger_ms=0,
@@ -52,10 +58,24 @@ async def start_broker(broker: KafkaBroker) -> None:
     broker.running = True
 
 
-async def ensure_topics(bootstrap_servers: str, prefix: str, topics: Iterable[Topic] = REGISTRY) -> None:
-    """Create every registry topic (and its dead-letter twin) that does not exist yet."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="assent-admin")
-    await admin.start()
+async def ensure_topics(
+    bootstrap_servers: str,
+    prefix: str,
+    topics: Iterable[Topic] = REGISTRY,
+    *,
+    security: KafkaSecurity | None = None,
+) -> None:
+    """Create every registry topic (and its dead-letter twin) that does not exist yet.
+
+    Raises :class:`~assent.kafka_security.KafkaAuthenticationError` when the broker refuses the credentials.
+    """
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="assent-admin", **kafka_kwargs(security))
+    try:
+        async with explain_auth_failure(security, bootstrap_servers):
+            await admin.start()
+    except BaseException:
+        await admin.close()
+        raise
     try:
         existing = set(await admin.list_topics())
         wanted: list[NewTopic] = []

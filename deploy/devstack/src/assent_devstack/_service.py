@@ -49,6 +49,9 @@ class Service:
     # Start times (clock ticks since boot) guard against signalling a recycled pid.
     start_ticks: tuple[int | None, ...] = ()
     _popen: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
+    # Extra client arguments the health probe needs (a SASL listener's credentials). Not in `to_dict`:
+    # a handle rebuilt in another process cannot probe such a listener.
+    probe_kwargs: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.start_ticks:
@@ -69,7 +72,7 @@ class Service:
         """True when the server answers a client request within `timeout` seconds."""
         from assent_devstack._probes import probe
 
-        return self.alive() and probe(self.kind, self.endpoint, timeout)
+        return self.alive() and probe(self.kind, self.endpoint, timeout, **self.probe_kwargs)
 
     def rss_bytes(self) -> int:
         """Resident memory of the server's processes and all their descendants."""
@@ -151,7 +154,12 @@ def wait_ready(service: Service, timeout: float, started: float | None = None) -
     deadline = time.monotonic() + timeout
     try:
         while True:
-            answered = probe(service.kind, service.endpoint, timeout=min(5.0, max(deadline - time.monotonic(), 1.0)))
+            answered = probe(
+                service.kind,
+                service.endpoint,
+                timeout=min(5.0, max(deadline - time.monotonic(), 1.0)),
+                **service.probe_kwargs,
+            )
             # Checked after the probe, so that another server answering on the same port is not
             # mistaken for ours when ours has died.
             if not service.alive():

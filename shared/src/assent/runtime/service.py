@@ -81,6 +81,7 @@ class ServiceRuntime:
             client_id=settings.service_name,
             idempotent=settings.kafka_idempotence,
             tracer_provider=self.provider,
+            security=settings.kafka_security(),
         )
         self.relay = OutboxRelay(self.engine, self.outbox, self.broker, poll_seconds=settings.outbox_poll_seconds)
         self.migrations = migrations
@@ -182,7 +183,11 @@ class ServiceRuntime:
         async def lifespan(_: FastAPI) -> AsyncIterator[None]:
             await migrate(self.engine, SHARED_MIGRATIONS, self.schema, version_table=SHARED_VERSION_TABLE)
             await migrate(self.engine, self.migrations, self.schema)
-            await ensure_topics(self.settings.kafka_bootstrap_servers, self.settings.topic_prefix)
+            await ensure_topics(
+                self.settings.kafka_bootstrap_servers,
+                self.settings.topic_prefix,
+                security=self.settings.kafka_security(),
+            )
             async with extra() if extra is not None else _nothing():
                 await start_broker(self.broker)
                 self.relay.start()
