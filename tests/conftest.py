@@ -28,6 +28,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from sqlalchemy.engine import make_url
 
 from assent.coach import CoachClient
+from assent.service_auth import ServiceSigner
 from assent_devstack.system import System, build_system
 
 TOKEN = "test-token"
@@ -121,6 +122,10 @@ class Stack:
         return httpx.AsyncClient(
             base_url=self.gateway_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=timeout
         )
+
+    def service_headers(self, owner: str = "edits", caller: str = "gateway") -> dict[str, str]:
+        """A service credential for a direct call on ``owner``'s internal API, as ``caller`` would present it."""
+        return ServiceSigner(caller, self.system.env["ASSENT_SERVICE_KEY"]).headers(owner)
 
     def coach(self) -> CoachClient:
         return CoachClient(self.endpoints.kafka, topic_prefix=self.prefix)

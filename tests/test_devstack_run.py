@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import secrets
 import socket
 import threading
 from collections.abc import Iterator
@@ -101,6 +102,7 @@ def test_another_process_answering_on_the_port_is_not_taken_for_the_started_serv
         "DATABASE_URL": f"postgresql+asyncpg://postgres:postgres@127.0.0.1:{closed}/assent",
         "REDIS_URL": f"redis://127.0.0.1:{closed}/0",
         "ASSENT_API_TOKENS": '{"t": "u"}',
+        "ASSENT_SERVICE_KEY": secrets.token_urlsafe(48),
     }
     with impostor(answering) as port:
         gateway = ServiceProcess("gateway", port, env, tmp_path / "gateway.log")

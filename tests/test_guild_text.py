@@ -18,7 +18,7 @@ DESCRIPTION = "Line one.\nLine two.\n"
 
 async def set_guild_text(stack: Stack, guild_id: str, actor: str = "someone@example.com", **fields: str) -> None:
     """The operator's own change of the guild text, on the edits service's internal API."""
-    async with httpx.AsyncClient(base_url=stack.system.edits.url, timeout=30) as edits:
+    async with httpx.AsyncClient(base_url=stack.system.edits.url, headers=stack.service_headers(), timeout=30) as edits:
         response = await edits.patch(f"/internal/guilds/{guild_id}", json={**fields, "actor": actor})
     assert response.status_code == 200, response.text
 
@@ -153,7 +153,9 @@ async def test_refused_guild_edits_say_why_and_leave_no_pending_item(
 async def test_the_direct_write_keeps_the_field_limits(stack: Stack) -> None:
     async with stack.http() as http:
         world = await new_world(http)
-        async with httpx.AsyncClient(base_url=stack.system.edits.url, timeout=30) as edits:
+        async with httpx.AsyncClient(
+            base_url=stack.system.edits.url, headers=stack.service_headers(), timeout=30
+        ) as edits:
             url = f"/internal/guilds/{world.guild_id}"
             too_long = await edits.patch(url, json={"about": "x" * 281, "actor": OPERATOR})
             assert too_long.status_code == 422 and too_long.json()["code"] == "field_too_long"

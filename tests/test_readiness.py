@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import secrets
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ def private(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> I
         "DATABASE_URL": postgres.endpoint,
         "REDIS_URL": endpoints.redis_url,
         "ASSENT_TOPIC_PREFIX": f"r{uuid.uuid4().hex[:10]}.",
+        "ASSENT_SERVICE_KEY": secrets.token_urlsafe(48),
     }
     edits = ServiceProcess("edits", free_port(), env, logs / "edits.log")
     gateway = ServiceProcess(
@@ -160,6 +162,7 @@ async def test_readiness_follows_the_broker(endpoints: Endpoints, tmp_path: Path
         "DATABASE_URL": endpoints.database_url,
         "REDIS_URL": endpoints.redis_url,
         "ASSENT_TOPIC_PREFIX": f"k{uuid.uuid4().hex[:10]}.",
+        "ASSENT_SERVICE_KEY": secrets.token_urlsafe(48),
     }
     edits = ServiceProcess("edits", free_port(), env, tmp_path / "edits.log")
     try:

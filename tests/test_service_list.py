@@ -53,6 +53,13 @@ def test_the_kustomize_base_is_rendered_from_the_list() -> None:
     assert [line.split("assent-")[1] for line in text.splitlines() if line.startswith("  name: assent-")][
         ::2
     ] == SERVICES
+    base = {path.name: path.read_text() for path in (REPO / "deploy/k8s/base").glob("*.yaml")}
+    assert not [name for name, text in base.items() if "kind: Secret" in text], "the Secret is the operator's"
+    assert "change-me" not in "".join(base.values())
+    owners = [spec.name for spec in service_list() if not spec.public]
+    policies = base["network.yaml"]
+    assert [line.split("assent-")[1] for line in policies.splitlines() if line.startswith("  name: assent-")] == owners
+    assert policies.count("app.kubernetes.io/name: assent-gateway") == len(owners)
 
 
 def test_make_images_builds_one_image_per_listed_service() -> None:

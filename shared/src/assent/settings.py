@@ -72,3 +72,12 @@ class ServiceSettings(KafkaSecuritySettings):
     max_message_bytes: int = 900_000
     """The largest message a service publishes (Kafka's default limit is 1 MiB); a larger result becomes an error."""
     log_level: str = "INFO"
+    service_key: SecretStr | None = Field(
+        None,
+        description="The deployment's service key (ASSENT_SERVICE_KEY, at least 32 bytes): services sign and verify "
+        "their internal calls with it. A comma-separated list accepts every key and signs with the first (rotation).",
+    )
+    service_callers: list[str] = Field(
+        default_factory=lambda: ["gateway"],
+        description="The services whose calls this service's internal API admits (the iss of their tokens).",
+    )

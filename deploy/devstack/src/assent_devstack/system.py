@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -160,6 +161,8 @@ def build_system(
     extra_env: dict[str, str] | None = None,
     gateway_port: int | None = None,
 ) -> System:
+    """The system, with a fresh random service key (``ASSENT_SERVICE_KEY``) that its services share; an
+    ``extra_env`` entry of the same name overrides it."""
     log_dir.mkdir(parents=True, exist_ok=True)
     services = service_list()
     ports = {spec.name: (gateway_port if spec.public and gateway_port else free_port()) for spec in services}
@@ -172,6 +175,7 @@ def build_system(
         "ASSENT_KAFKA_IDEMPOTENCE": "true" if kafka_idempotence else "false",
         "ASSENT_API_TOKENS": api_tokens,
         "ASSENT_OWNER_URLS": json.dumps(owner_urls),
+        "ASSENT_SERVICE_KEY": secrets.token_urlsafe(48),
         **(extra_env or {}),
     }
     return System(

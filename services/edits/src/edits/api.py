@@ -1,6 +1,7 @@
 """The edits service's internal HTTP API: the workspace directory it owns, direct Memory and note writes.
 
-Only the gateway calls it. The live side of cards is served by the runtime (``/internal/proposals/...``).
+Only the gateway calls it, with its service credential (``runtime.internal_router``). The live side of
+cards is served by the runtime (``/internal/proposals/...``).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, FastAPI, Path, Query, Request
+from fastapi import FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -82,7 +83,7 @@ NotePath = Annotated[str, Query(min_length=1, max_length=500, pattern=r"^[^\x00-
 
 
 def install(app: FastAPI, runtime: ServiceRuntime, settings: EditsSettings) -> None:
-    router = APIRouter(prefix="/internal", tags=["workspace"])
+    router = runtime.internal_router(tags=["workspace"])
     cap = settings.memory_max_bytes
 
     async def run(work: Callable[[SqlUnitOfWork], Awaitable[T]]) -> T:

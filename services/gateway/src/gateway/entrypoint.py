@@ -24,7 +24,7 @@ MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 def create_app(settings: GatewaySettings) -> FastAPI:
     runtime = ServiceRuntime(settings, tables=tables.shared, migrations=MIGRATIONS, schema=tables.SCHEMA)
     events = EventFeed(settings.redis_url, f"{settings.topic_prefix}assent:events")
-    owners = Owners(settings.owner_urls)
+    owners = Owners(settings.owner_urls, runtime.signer, tracer_provider=runtime.provider)
     deps = handlers.Deps(runtime, settings, events)
     then = handlers.follow_ups(deps)
     runtime.consume(STUDIO_SESSIONS, handlers.on_session_event)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import uvicorn
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, Response
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
@@ -34,6 +35,7 @@ from ..http import install_guards
 from ..kinds import WORKSPACE_OWNER
 from ..messaging import ensure_topics, make_broker, start_broker
 from ..outbox import Outbox, OutboxRelay
+from ..service_auth import InvalidServiceToken, ServiceSigner, ServiceVerifier, service_keys
 from ..settings import ServiceSettings
 from ..telemetry import setup_telemetry
 from ..topics import PROPOSALS_DECIDED, STUDIO_SESSIONS, TOOL_CALLS, WORKSPACE_EVENTS, Topic
@@ -48,6 +50,9 @@ log = logging.getLogger(__name__)
 
 UowHandler = Callable[[Any, UnitOfWork], Awaitable[None]]
 StoreFactory = Callable[[AsyncConnection], Any]
+SANITIZE_ENV = "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS"
+SANITIZED_HEADERS = ["authorization", "proxy-authorization", "cookie", "set-cookie"]
+"""Headers a trace never records verbatim, even where an operator turns header capture on."""
 PathId = Annotated[str, PathParam(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
@@ -72,6 +77,9 @@ class ServiceRuntime:
     ) -> None:
         self.settings = settings
         self.service = settings.service_name
+        keys = service_keys(settings.service_key)  # refuses to start without ASSENT_SERVICE_KEY
+        self.signer = ServiceSigner(settings.service_name, keys)
+        self.verifier = ServiceVerifier(settings.service_name, keys, settings.service_callers)
         self.provider = setup_telemetry(settings.service_name, settings.otlp_endpoint)
         self.engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
         self.tables = tables
@@ -90,6 +98,27 @@ class ServiceRuntime:
         self.policy = policy or FailurePolicy(max_attempts=settings.handler_max_attempts)
         self.kit: OwnerKit | None = None
         self._routers: list[APIRouter] = []
+
+    # --- the internal API ---------------------------------------------------------------------------
+
+    def internal_router(self, **kwargs: Any) -> APIRouter:
+        """An ``/internal`` router whose every route requires a service credential (see
+        :mod:`assent.service_auth`): without a valid one, 401 with ``WWW-Authenticate: Bearer``."""
+        verifier = self.verifier
+
+        async def require_service(request: Request) -> str:
+            try:
+                return verifier.verify_header(request.headers.get("authorization"))
+            except InvalidServiceToken as exc:
+                error = "" if request.headers.get("authorization") is None else ', error="invalid_token"'
+                raise HTTPException(
+                    status_code=401,
+                    detail=str(exc),
+                    headers={"WWW-Authenticate": f'Bearer realm="assent-internal"{error}'},
+                ) from None
+
+        dependencies = [*kwargs.pop("dependencies", []), Depends(require_service)]
+        return APIRouter(prefix="/internal", dependencies=dependencies, **kwargs)
 
     # --- units of work and consumers ----------------------------------------------------------------
 
@@ -138,7 +167,7 @@ class ServiceRuntime:
         self.consume(STUDIO_SESSIONS, kit.on_session_event, label="session")
         self.consume(TOOL_CALLS[self.service], kit.on_tool_call, label="tool_call")
         self.consume(PROPOSALS_DECIDED, kit.on_decision, label="decision")
-        router = APIRouter(prefix="/internal", tags=["internal"])
+        router = self.internal_router(tags=["internal"])
 
         @router.get("/proposals/{proposal_id}/live", response_model=LiveCard)
         async def live(proposal_id: PathId) -> Any:
@@ -226,7 +255,10 @@ class ServiceRuntime:
         async def metrics() -> Response:
             return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
-        FastAPIInstrumentor.instrument_app(app, tracer_provider=self.provider)
+        sanitized = [h.strip() for h in os.environ.get(SANITIZE_ENV, "").split(",") if h.strip()]
+        FastAPIInstrumentor.instrument_app(
+            app, tracer_provider=self.provider, http_capture_headers_sanitize_fields=[*sanitized, *SANITIZED_HEADERS]
+        )
         return app
 
     async def readiness(self, timeout: float = 2.0) -> dict[str, bool]:

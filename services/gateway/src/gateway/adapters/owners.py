@@ -2,6 +2,9 @@
 
 Which service owns a kind comes from the kind registry; where its internal API lives comes from
 configuration (``ASSENT_OWNER_URLS``). The gateway asks and shows; it never recomputes an owner's rule.
+Every call carries the gateway's own service credential for that owner (``Authorization: Bearer``, see
+:mod:`assent.service_auth`). The instrumentation records no request header (unless an operator sets
+``OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_REQUEST``; the deployment does not).
 """
 
 from __future__ import annotations
@@ -10,9 +13,11 @@ from typing import Any
 
 import httpx
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+from opentelemetry.trace import TracerProvider
 
 from assent.kinds import KINDS
 from assent.runtime import LiveCard
+from assent.service_auth import ServiceSigner
 
 
 class OwnerUnavailable(Exception):
@@ -26,10 +31,23 @@ class OwnerReply:
 
 
 class Owners:
-    def __init__(self, urls: dict[str, str], *, timeout: float = 5.0) -> None:
-        self.clients = {owner: httpx.AsyncClient(base_url=url, timeout=timeout) for owner, url in urls.items()}
+    def __init__(
+        self,
+        urls: dict[str, str],
+        signer: ServiceSigner,
+        *,
+        timeout: float = 5.0,
+        tracer_provider: TracerProvider | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.signer = signer
+        self.clients = {
+            owner: httpx.AsyncClient(base_url=url, timeout=timeout, transport=transport) for owner, url in urls.items()
+        }
         for client in self.clients.values():
-            HTTPXClientInstrumentor.instrument_client(client)  # trace context on live reads and workspace writes
+            HTTPXClientInstrumentor.instrument_client(
+                client, tracer_provider=tracer_provider
+            )  # trace context on live reads and workspace writes
 
     async def close(self) -> None:
         for client in self.clients.values():
@@ -40,9 +58,11 @@ class Owners:
         if client is None:
             raise OwnerUnavailable(f"the {owner} service is not configured (ASSENT_OWNER_URLS)")
         try:
-            response = await client.request(method, path, json=json)
+            response = await client.request(method, path, json=json, headers=self.signer.headers(owner))
         except httpx.HTTPError as exc:
             raise OwnerUnavailable(f"the {owner} service did not answer: {exc}") from exc
+        if response.status_code == 401:  # not the caller's fault: the deployment's keys disagree
+            raise OwnerUnavailable(f"the {owner} service refused the gateway's service credential (ASSENT_SERVICE_KEY)")
         if response.status_code >= 500:
             raise OwnerUnavailable(f"the {owner} service failed ({response.status_code})")
         return OwnerReply(response.status_code, response.json())
