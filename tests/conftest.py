@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -30,9 +31,13 @@ from sqlalchemy.engine import make_url
 from assent.coach import CoachClient
 from assent.service_auth import ServiceSigner
 from assent_devstack.system import System, build_system
+from tests.issuer import test_issuer
 
 TOKEN = "test-token"
 OPERATOR = "operator@example.com"
+STATIC_ORG = "org_static"
+API_TOKENS = json.dumps({TOKEN: {"user": OPERATOR, "org": STATIC_ORG, "roles": ["admin"]}})
+"""The static token of the tests: an admin of ``STATIC_ORG``. Worlds get tokens of their own organisation."""
 
 
 @dataclass(frozen=True)
@@ -171,8 +176,8 @@ async def running_stack(
         redis_url=endpoints.redis_url,
         log_dir=log_dir,
         topic_prefix=f"t{name}.",
-        api_tokens=f'{{"{TOKEN}": "{OPERATOR}"}}',
-        extra_env=extra_env,
+        api_tokens=API_TOKENS,
+        extra_env={**test_issuer().env(), **(extra_env or {})},
     )
     await asyncio.to_thread(system.start)
     try:
@@ -198,9 +203,18 @@ class World:
     outsider_id: str
 
 
+def as_admin_of(http: httpx.AsyncClient, org_id: str, user: str = OPERATOR, roles: tuple[str, ...] = ("admin",)) -> str:
+    """Make ``http`` act for ``user`` with ``roles`` in ``org_id`` (an access token of the test issuer)."""
+    token = test_issuer().mint(user, org_id, roles)
+    http.headers["Authorization"] = f"Bearer {token}"
+    return token
+
+
 async def new_world(http: httpx.AsyncClient, memory: str = "Prefer short answers.\n") -> World:
+    """A fresh organisation; ``http`` acts as its admin from now on (organisations are walls)."""
     n = uuid.uuid4().hex[:8]
     world = World(f"org_{n}", f"guild_{n}", f"agent_{n}", f"agent2_{n}", f"outsider_{n}")
+    as_admin_of(http, world.org_id)
     calls: list[tuple[str, dict[str, Any]]] = [
         ("/api/workspace/orgs", {"org_id": world.org_id, "name": "Acme"}),
         ("/api/workspace/guilds", {"guild_id": world.guild_id, "org_id": world.org_id, "name": "Support"}),

@@ -189,6 +189,7 @@ async def test_decisions_work_through_any_gateway_replica(stack: Stack, tmp_path
             second_http = httpx.AsyncClient(base_url=second.url, headers=dict(first_http.headers), timeout=60.0)
             async with second_http:
                 world = await new_world(first_http)
+                second_http.headers["Authorization"] = first_http.headers["Authorization"]  # the world's admin
                 turn = await open_turn(coach, world)
                 agents = [world.agent_id, world.other_agent_id]
                 results = []

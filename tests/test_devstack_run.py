@@ -101,7 +101,7 @@ def test_another_process_answering_on_the_port_is_not_taken_for_the_started_serv
         "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{closed}",
         "DATABASE_URL": f"postgresql+asyncpg://postgres:postgres@127.0.0.1:{closed}/assent",
         "REDIS_URL": f"redis://127.0.0.1:{closed}/0",
-        "ASSENT_API_TOKENS": '{"t": "u"}',
+        "ASSENT_API_TOKENS": '{"t": {"user": "u", "org": "o", "roles": ["admin"]}}',
         "ASSENT_SERVICE_KEY": secrets.token_urlsafe(48),
     }
     with impostor(answering) as port:

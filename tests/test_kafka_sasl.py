@@ -23,7 +23,7 @@ from assent.coach import CoachClient
 from assent.kafka_security import KafkaAuthenticationError, KafkaSecurity
 from assent_devstack import Service
 from assent_devstack.system import build_system
-from tests.conftest import OPERATOR, TOKEN, Endpoints, create_database, new_world, running_stack
+from tests.conftest import API_TOKENS, OPERATOR, Endpoints, create_database, new_world, running_stack
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 
 pytestmark = pytest.mark.integration
@@ -147,7 +147,7 @@ async def test_service_with_a_wrong_password_does_not_become_ready(
         redis_url=endpoints.redis_url,
         log_dir=tmp_path / "logs",
         topic_prefix=f"w{time.time_ns()}.",
-        api_tokens=f'{{"{TOKEN}": "{OPERATOR}"}}',
+        api_tokens=API_TOKENS,
         extra_env=sasl_env("assent", WRONG_PASSWORD),
     )
     edits = system.processes["edits"]

@@ -366,6 +366,7 @@ async def test_the_live_stream_announces_each_change_of_the_session(stack: Stack
         world = await new_world(http)
         turn = await open_turn(coach, world)
         sid = turn.session.session_id
+        await wait_pending(http, sid, 0)  # the stream is the organisation's once the gateway knows the session
         seen: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
 
         async def read() -> None:

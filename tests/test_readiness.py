@@ -68,7 +68,11 @@ def private(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> I
     gateway = ServiceProcess(
         "gateway",
         free_port(),
-        {**env, "ASSENT_API_TOKENS": f'{{"{TOKEN}": "u"}}', "ASSENT_OWNER_URLS": json.dumps({"edits": edits.url})},
+        {
+            **env,
+            "ASSENT_API_TOKENS": json.dumps({TOKEN: {"user": "u", "org": "o", "roles": ["admin"]}}),
+            "ASSENT_OWNER_URLS": json.dumps({"edits": edits.url}),
+        },
         logs / "gateway.log",
     )
     system = PrivateSystem(state_dir, postgres_port, postgres, edits, gateway)

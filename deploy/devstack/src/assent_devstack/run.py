@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -337,7 +338,7 @@ def _start_and_play(args: argparse.Namespace, state_dir: Path, port: int, cleanu
         redis_url=redis_url,
         log_dir=logs,
         topic_prefix=prefix,
-        api_tokens=f'{{"{TOKEN}": "{OPERATOR}"}}',
+        api_tokens=json.dumps({TOKEN: {"user": OPERATOR, "org": "acme", "roles": ["admin"]}}),
         kafka_idempotence=idempotent,
         gateway_port=port,
     )

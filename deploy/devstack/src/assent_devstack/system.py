@@ -156,7 +156,7 @@ def build_system(
     redis_url: str,
     log_dir: Path,
     topic_prefix: str = "",
-    api_tokens: str = '{"dev-token": "operator"}',
+    api_tokens: str = '{"dev-token": {"user": "operator", "org": "acme", "roles": ["admin"]}}',
     kafka_idempotence: bool = True,
     extra_env: dict[str, str] | None = None,
     gateway_port: int | None = None,

@@ -21,7 +21,9 @@ from assent.kinds import KINDS, WORKSPACE_OWNER, decisions_at
 
 from . import handlers
 from .adapters.owners import Owners, OwnerUnavailable
+from .auth import Authenticator, Unauthenticated
 from .domain.items import summarize
+from .domain.roles import Identity
 from .handlers import Deps
 
 Name = Id
@@ -174,31 +176,43 @@ def _resolution(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
-    tokens = deps.settings.api_tokens
+    authenticator = Authenticator(deps.settings)
 
-    async def operator(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> str:
-        user = tokens.get(credentials.credentials) if credentials is not None else None
-        if user is None:
-            raise HTTPException(401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"})
-        return user
+    async def person(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Identity:
+        """Who asks, from their bearer token; 401 without a valid one, 403 without any role."""
+        try:
+            identity = await authenticator.identify(credentials.credentials if credentials is not None else None)
+        except Unauthenticated as exc:
+            raise HTTPException(401, exc.reason, headers={"WWW-Authenticate": 'Bearer error="invalid_token"'}) from None
+        if not identity.may_read():
+            raise HTTPException(403, "the token carries no role in its organisation")
+        return identity
 
-    User = Annotated[str, Depends(operator)]
+    async def changer(identity: Annotated[Identity, Depends(person)]) -> Identity:
+        if not identity.may_write_workspace():
+            raise HTTPException(403, "changing the workspace needs the admin or developer role")
+        return identity
+
+    User = Annotated[Identity, Depends(person)]
+    Changer = Annotated[Identity, Depends(changer)]
     studio = APIRouter(prefix="/api/studio/sessions", tags=["studio"])
     workspace = APIRouter(prefix="/api/workspace", tags=["workspace"])
 
     @studio.get("/{session_id}/pending", response_model=Pending)
-    async def pending(session_id: PathId, _: User) -> dict[str, Any]:
+    async def pending(session_id: PathId, user: User) -> dict[str, Any]:
         """Every open request of the session, with counts per section and per agent ("Waiting on N")."""
+        await handlers.check_session(deps, session_id, user.org_id)
         items = await handlers.pending_items(deps, session_id)
         for item in items:
             item["decline_label"] = KINDS[item["kind"]].decline_label
         return {"session_id": session_id, **summarize(items), "items": items}
 
     @studio.get("/{session_id}/events", response_class=StreamingResponse)
-    async def live_events(session_id: PathId, request: Request, _: User) -> StreamingResponse:
+    async def live_events(session_id: PathId, request: Request, user: User) -> StreamingResponse:
         """Server-sent events of the session: ``request.proposed``, ``request.decided``, ``turn.step_ended``,
         ``turn.continued``. The first event, ``ready``, comes once the stream is listening. Events are hints
         to re-read the pending items, not a record: a client that reconnects re-reads."""
+        await handlers.check_session(deps, session_id, user.org_id)
 
         async def stream() -> AsyncIterator[str]:
             async with deps.events.listen(session_id) as queue:
@@ -214,12 +228,13 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     @studio.get("/{session_id}/edits/{seq}", response_model=EditCard)
-    async def read_edit(session_id: PathId, seq: SeqPath, _: User) -> dict[str, Any]:
+    async def read_edit(session_id: PathId, seq: SeqPath, user: User) -> dict[str, Any]:
         """The live side now beside the proposal, the stale flag and a unified diff per field.
 
         The owner of the request's kind tells the live side and whether the request is stale; the gateway
         shows it. ``diff`` is the whole target's diff; ``fields`` splits it where a card shows one per field.
         """
+        await handlers.check_session(deps, session_id, user.org_id)
         request = await handlers.request_at(deps, session_id, seq)
         card = request["card"]
         live = await owners.live_card(request["kind"], request["proposal_id"])
@@ -276,109 +291,129 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
     )
     async def decide_edit(session_id: PathId, seq: SeqPath, body: EditDecision, user: User) -> JSONResponse:
         """Apply or decline one request. Answers when the owning service has applied or refused it."""
-        outcome = await handlers.decide(deps, session_id, seq, body.decision, user, body.via)
+        await handlers.check_session(deps, session_id, user.org_id)
+        request = await handlers.request_at(deps, session_id, seq)
+        if not user.may_decide(request["kind"]):
+            raise HTTPException(403, f"deciding a {request['kind']} request needs the admin or developer role")
+        outcome = await handlers.decide(deps, session_id, seq, body.decision, user.user_id, body.via)
         status = outcome["status"] if outcome["outcome"] != "failed" else 502
         return JSONResponse(outcome, status_code=status)
 
     @studio.post("/{session_id}/continue")
-    async def continue_turn(session_id: PathId, _: User) -> dict[str, Any]:
+    async def continue_turn(session_id: PathId, user: Changer) -> dict[str, Any]:
         """Send the latest paused turn's continuation again (the coach drops a copy it already has)."""
+        await handlers.check_session(deps, session_id, user.org_id)
         return await handlers.resend_continuation(deps, session_id)
 
-    async def forward(owner: str, method: str, path: str, body: Any = None) -> JSONResponse:
-        reply = await owners.call(owner, method, path, body)
+    async def forward(owner: str, method: str, path: str, user: Identity, body: Any = None) -> JSONResponse:
+        """Ask the owner on behalf of ``user``: the owner answers 404 for another organisation's entities."""
+        reply = await owners.call(owner, method, path, body, org=user.org_id)
         return JSONResponse(reply.body, status_code=reply.status)
 
     directory = WORKSPACE_OWNER  # orgs, guilds, agents, membership, Tasks
     memory_owner = KINDS["memory"].owner
 
     @workspace.post("/orgs", status_code=201)
-    async def create_org(body: OrgIn, _: User) -> JSONResponse:
-        return await forward(directory, "POST", "/internal/orgs", body.model_dump())
+    async def create_org(body: OrgIn, user: Changer) -> JSONResponse:
+        return await forward(directory, "POST", "/internal/orgs", user, body.model_dump())
 
     @workspace.post("/guilds", status_code=201)
-    async def create_guild(body: GuildIn, _: User) -> JSONResponse:
-        return await forward(directory, "POST", "/internal/guilds", body.model_dump())
+    async def create_guild(body: GuildIn, user: Changer) -> JSONResponse:
+        return await forward(directory, "POST", "/internal/guilds", user, body.model_dump())
 
     @workspace.post("/agents", status_code=201)
-    async def create_agent(body: AgentIn, user: User) -> JSONResponse:
-        return await forward(directory, "POST", "/internal/agents", {**body.model_dump(), "actor": user})
+    async def create_agent(body: AgentIn, user: Changer) -> JSONResponse:
+        return await forward(directory, "POST", "/internal/agents", user, {**body.model_dump(), "actor": user.user_id})
 
     @workspace.get("/agents/{agent_id}")
-    async def get_agent(agent_id: PathId, _: User) -> JSONResponse:
-        return await forward(directory, "GET", f"/internal/agents/{agent_id}")
+    async def get_agent(agent_id: PathId, user: User) -> JSONResponse:
+        return await forward(directory, "GET", f"/internal/agents/{agent_id}", user)
 
     @workspace.patch("/agents/{agent_id}")
-    async def update_agent(agent_id: PathId, body: AgentPatch, _: User) -> JSONResponse:
-        return await forward(directory, "PATCH", f"/internal/agents/{agent_id}", body.model_dump(exclude_unset=True))
+    async def update_agent(agent_id: PathId, body: AgentPatch, user: Changer) -> JSONResponse:
+        return await forward(
+            directory, "PATCH", f"/internal/agents/{agent_id}", user, body.model_dump(exclude_unset=True)
+        )
 
     @workspace.get("/agents/{agent_id}/memory")
-    async def read_memory(agent_id: PathId, _: User) -> JSONResponse:
-        return await forward(memory_owner, "GET", f"/internal/agents/{agent_id}/memory")
+    async def read_memory(agent_id: PathId, user: User) -> JSONResponse:
+        return await forward(memory_owner, "GET", f"/internal/agents/{agent_id}/memory", user)
 
     @workspace.put("/agents/{agent_id}/memory")
-    async def write_memory(agent_id: PathId, body: MemoryIn, user: User) -> JSONResponse:
+    async def write_memory(agent_id: PathId, body: MemoryIn, user: Changer) -> JSONResponse:
         """Write Memory directly, as the operator (not a proposal)."""
         return await forward(
-            memory_owner, "PUT", f"/internal/agents/{agent_id}/memory", {**body.model_dump(), "actor": user}
+            memory_owner,
+            "PUT",
+            f"/internal/agents/{agent_id}/memory",
+            user,
+            {**body.model_dump(), "actor": user.user_id},
         )
 
     @workspace.get("/agents/{agent_id}/memory/history")
-    async def memory_history(agent_id: PathId, _: User) -> JSONResponse:
-        return await forward(memory_owner, "GET", f"/internal/agents/{agent_id}/memory/history")
+    async def memory_history(agent_id: PathId, user: User) -> JSONResponse:
+        return await forward(memory_owner, "GET", f"/internal/agents/{agent_id}/memory/history", user)
 
     @workspace.get("/guilds/{guild_id}")
-    async def get_guild(guild_id: PathId, _: User) -> JSONResponse:
+    async def get_guild(guild_id: PathId, user: User) -> JSONResponse:
         """A guild with its short description (``about``) and description."""
-        return await forward(directory, "GET", f"/internal/guilds/{guild_id}")
+        return await forward(directory, "GET", f"/internal/guilds/{guild_id}", user)
 
     @workspace.patch("/guilds/{guild_id}")
-    async def update_guild_text(guild_id: PathId, body: GuildTextIn, user: User) -> JSONResponse:
+    async def update_guild_text(guild_id: PathId, body: GuildTextIn, user: Changer) -> JSONResponse:
         """Change the guild's text directly, as the operator (not a proposal); the change log records it."""
-        return await forward(directory, "PATCH", f"/internal/guilds/{guild_id}", {**body.model_dump(), "actor": user})
+        return await forward(
+            directory, "PATCH", f"/internal/guilds/{guild_id}", user, {**body.model_dump(), "actor": user.user_id}
+        )
 
     @workspace.get("/guilds/{guild_id}/changes")
-    async def guild_changes(guild_id: PathId, _: User) -> JSONResponse:
+    async def guild_changes(guild_id: PathId, user: User) -> JSONResponse:
         """The guild text's change log: who changed which field, and from which request (no content)."""
-        return await forward(directory, "GET", f"/internal/guilds/{guild_id}/changes")
+        return await forward(directory, "GET", f"/internal/guilds/{guild_id}/changes", user)
 
     note_owner = KINDS["note"].owner
 
     @workspace.get("/orgs/{org_id}/notes")
-    async def list_notes(org_id: PathId, _: User) -> JSONResponse:
+    async def list_notes(org_id: PathId, user: User) -> JSONResponse:
         """Every live note of the organisation (display path, level, title, version, hash)."""
-        return await forward(note_owner, "GET", f"/internal/orgs/{org_id}/notes")
+        return await forward(note_owner, "GET", f"/internal/orgs/{org_id}/notes", user)
 
     @workspace.get("/orgs/{org_id}/note")
-    async def read_note(org_id: PathId, path: NotePath, _: User) -> JSONResponse:
+    async def read_note(org_id: PathId, path: NotePath, user: User) -> JSONResponse:
         """One note by display path, with its text."""
-        return await forward(note_owner, "GET", f"/internal/orgs/{org_id}/note?{urlencode({'path': path})}")
+        return await forward(note_owner, "GET", f"/internal/orgs/{org_id}/note?{urlencode({'path': path})}", user)
 
     @workspace.put("/orgs/{org_id}/note")
-    async def write_note(org_id: PathId, path: NotePath, body: NoteIn, user: User) -> JSONResponse:
+    async def write_note(org_id: PathId, path: NotePath, body: NoteIn, user: Changer) -> JSONResponse:
         """Create or replace a note directly, as the operator (not a proposal); 409 if not at expected_version."""
         query = urlencode({"path": path})
         return await forward(
-            note_owner, "PUT", f"/internal/orgs/{org_id}/note?{query}", {**body.model_dump(), "actor": user}
+            note_owner,
+            "PUT",
+            f"/internal/orgs/{org_id}/note?{query}",
+            user,
+            {**body.model_dump(), "actor": user.user_id},
         )
 
     @workspace.delete("/orgs/{org_id}/note")
     async def delete_note(
         org_id: PathId,
         path: NotePath,
-        user: User,
+        user: Changer,
         expected_version: Annotated[int | None, Query(ge=0, le=2_147_483_647)] = None,
     ) -> JSONResponse:
         """Delete a note directly; 409 while a Task of the organisation embeds it."""
-        params: dict[str, Any] = {"path": path, "actor": user}
+        params: dict[str, Any] = {"path": path, "actor": user.user_id}
         if expected_version is not None:
             params["expected_version"] = expected_version
-        return await forward(note_owner, "DELETE", f"/internal/orgs/{org_id}/note?{urlencode(params)}")
+        return await forward(note_owner, "DELETE", f"/internal/orgs/{org_id}/note?{urlencode(params)}", user)
 
     @workspace.get("/orgs/{org_id}/note/history")
-    async def note_history(org_id: PathId, path: NotePath, _: User) -> JSONResponse:
+    async def note_history(org_id: PathId, path: NotePath, user: User) -> JSONResponse:
         """Every write of the note at that path: revisions and file changes, with the request behind each."""
-        return await forward(note_owner, "GET", f"/internal/orgs/{org_id}/note/history?{urlencode({'path': path})}")
+        return await forward(
+            note_owner, "GET", f"/internal/orgs/{org_id}/note/history?{urlencode({'path': path})}", user
+        )
 
     app.include_router(studio)
     app.include_router(workspace)

@@ -281,6 +281,17 @@ async def _settle_turns(uow: SqlUnitOfWork, session_id: str) -> list[dict[str, A
 # --- operator actions ---------------------------------------------------------------------------------
 
 
+async def check_session(deps: Deps, session_id: str, org_id: str) -> None:
+    """The session must exist under ``org_id``; another organisation's session is :class:`NotFound` too.
+
+    A session is projected under the organisation its ``SessionOpened`` names, and only there.
+    """
+    async with deps.engine.connect() as conn:
+        owner = await conn.scalar(select(t.sessions.c.org_id).where(t.sessions.c.session_id == session_id))
+    if owner != org_id:
+        raise NotFound(f"session {session_id!r} does not exist")
+
+
 async def request_at(deps: Deps, session_id: str, seq: int) -> dict[str, Any]:
     async with deps.engine.connect() as conn:
         row = (
@@ -372,13 +383,8 @@ async def _await_outcome(deps: Deps, decision_id: str, answered: asyncio.Future[
 
 
 async def pending_items(deps: Deps, session_id: str) -> list[dict[str, Any]]:
+    """The session's open requests, in seq order (the caller has checked the session with :func:`check_session`)."""
     async with deps.engine.connect() as conn:
-        if (
-            await conn.execute(select(t.sessions.c.session_id).where(t.sessions.c.session_id == session_id))
-        ).first() is None and (
-            await conn.execute(select(t.requests.c.seq).where(t.requests.c.session_id == session_id).limit(1))
-        ).first() is None:
-            raise NotFound(f"session {session_id!r} does not exist")
         rows = (
             await conn.execute(
                 select(t.requests)

@@ -1,8 +1,21 @@
 """Settings of the gateway."""
 
-from pydantic import Field
+from typing import Literal
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from assent.contracts import Id
 from assent.settings import ServiceSettings
+
+
+class StaticToken(BaseModel):
+    """Who a static API token authenticates: a user of one organisation with its roles."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    user: Id
+    org: Id
+    roles: tuple[Literal["admin", "developer", "reviewer", "viewer"], ...]
 
 
 class GatewaySettings(ServiceSettings):
@@ -12,9 +25,21 @@ class GatewaySettings(ServiceSettings):
         default_factory=lambda: {"edits": "http://127.0.0.1:8101"},
         description='Where the internal API of each owner service lives, as JSON: {"edits": "http://edits:8000"}.',
     )
-    api_tokens: dict[str, str] = Field(
+    api_tokens: dict[str, StaticToken] = Field(
         default_factory=dict,
-        description='Bearer tokens and the user each one authenticates, as JSON: {"token": "user-id"}.',
+        description='Static bearer tokens, as JSON: {"<token>": {"user": "u", "org": "o", "roles": ["admin"]}}.',
     )
+    oidc_issuer: str | None = None
+    """The OpenID Connect issuer whose access tokens (JWT) the API accepts (the ``iss`` they must carry)."""
+    oidc_audience: str | None = None
+    """The ``aud`` an access token must carry."""
+    oidc_jwks_url: str | None = None
+    """Where the issuer publishes its signing keys (JWKS); fetched, cached, and fetched again for a new key id."""
+    oidc_jwks_cache_seconds: int = 300
+    oidc_algorithms: tuple[str, ...] = ("RS256", "ES256")
+    oidc_leeway_seconds: int = 30
+    oidc_user_claim: str = "sub"
+    oidc_org_claim: str = "org_id"
+    oidc_roles_claim: str = "roles"
     decision_timeout_seconds: float = 10.0
     """How long a decision POST waits for the owner's outcome before answering 504 (the decision stands)."""

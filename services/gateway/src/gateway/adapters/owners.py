@@ -53,12 +53,17 @@ class Owners:
         for client in self.clients.values():
             await client.aclose()
 
-    async def call(self, owner: str, method: str, path: str, json: Any = None) -> OwnerReply:
+    async def call(self, owner: str, method: str, path: str, json: Any = None, *, org: str | None = None) -> OwnerReply:
+        """Call an owner's internal API; ``org`` is the organisation of the person the gateway asks for, whose
+        walls the owner enforces (``X-Assent-Org``: another organisation's entities answer 404)."""
         client = self.clients.get(owner)
         if client is None:
             raise OwnerUnavailable(f"the {owner} service is not configured (ASSENT_OWNER_URLS)")
+        headers = self.signer.headers(owner)
+        if org is not None:
+            headers = {**headers, "X-Assent-Org": org}
         try:
-            response = await client.request(method, path, json=json, headers=self.signer.headers(owner))
+            response = await client.request(method, path, json=json, headers=headers)
         except httpx.HTTPError as exc:
             raise OwnerUnavailable(f"the {owner} service did not answer: {exc}") from exc
         if response.status_code == 401:  # not the caller's fault: the deployment's keys disagree
