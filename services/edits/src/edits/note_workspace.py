@@ -3,6 +3,11 @@
 These are the operator's (or a test's) own changes to live notes, the kind of change a pending request must
 never overwrite. The same rules hold as for an applied request: the byte cap, the display-path rules, a
 version check when one is given, and no delete while a Task of the organisation embeds the note.
+
+Organisations are walls: every function takes ``caller_org``, the organisation of the person the call is made
+for (``None`` for a service's own call: no wall). Any other org is answered as an org that does not exist
+(404, ``org '<id>' does not exist``), before anything else is read or checked, so the answer says nothing about
+the other org's notes, or whether it exists.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from assent.runtime.uow import SqlUnitOfWork
 
 from .adapters.notes import NotesRepository
 from .domain import notes
-from .workspace import Conflict, NotFound, Refused
+from .workspace import Conflict, NotFound, Refused, walled
 
 
 def note_view(note: notes.LiveNote, *, content: bool = True) -> dict[str, Any]:
@@ -37,6 +42,11 @@ def parse(path: str) -> notes.NotePath:
     return parsed
 
 
+def _check_wall(org_id: str, caller_org: str | None) -> None:
+    if walled(org_id, caller_org):
+        raise NotFound(f"org {org_id!r} does not exist")
+
+
 async def _check_scope(uow: SqlUnitOfWork, org_id: str, path: notes.NotePath) -> None:
     if await uow.workspace.org(org_id) is None:
         raise NotFound(f"org {org_id!r} does not exist")
@@ -50,13 +60,15 @@ async def _check_scope(uow: SqlUnitOfWork, org_id: str, path: notes.NotePath) ->
             raise NotFound(f"guild {path.scope_id!r} does not exist in org {org_id!r}")
 
 
-async def list_notes(uow: SqlUnitOfWork, org_id: str) -> list[dict[str, Any]]:
+async def list_notes(uow: SqlUnitOfWork, org_id: str, *, caller_org: str | None = None) -> list[dict[str, Any]]:
+    _check_wall(org_id, caller_org)
     if await uow.workspace.org(org_id) is None:
         raise NotFound(f"org {org_id!r} does not exist")
     return [note_view(note, content=False) for note in await NotesRepository(uow.conn).notes_of_org(org_id)]
 
 
-async def read_note(uow: SqlUnitOfWork, org_id: str, path: str) -> dict[str, Any]:
+async def read_note(uow: SqlUnitOfWork, org_id: str, path: str, *, caller_org: str | None = None) -> dict[str, Any]:
+    _check_wall(org_id, caller_org)
     note = await NotesRepository(uow.conn).note(org_id, parse(path).display_path)
     if note is None:
         raise NotFound(f"there is no note {path!r} in org {org_id!r}")
@@ -72,8 +84,11 @@ async def write_note(
     expected_version: int | None,
     actor: str,
     max_bytes: int,
+    *,
+    caller_org: str | None = None,
 ) -> dict[str, Any]:
     """Create or replace a note; with ``expected_version``, refuse (Conflict) unless the live note is at it."""
+    _check_wall(org_id, caller_org)
     parsed = parse(path)
     refusal = notes.check_byte_cap(content, max_bytes, "the note")
     if refusal is not None:
@@ -101,9 +116,16 @@ async def write_note(
 
 
 async def delete_note(
-    uow: SqlUnitOfWork, org_id: str, path: str, expected_version: int | None, actor: str
+    uow: SqlUnitOfWork,
+    org_id: str,
+    path: str,
+    expected_version: int | None,
+    actor: str,
+    *,
+    caller_org: str | None = None,
 ) -> dict[str, Any]:
     """Delete a note; refused (Conflict) on a version mismatch or while a Task of the org embeds it."""
+    _check_wall(org_id, caller_org)
     parsed = parse(path)
     repo = NotesRepository(uow.conn)
     live = await repo.note(org_id, parsed.display_path, for_update=True)
@@ -120,7 +142,8 @@ async def delete_note(
     return {"display_path": parsed.display_path, "deleted": True, "version": version}
 
 
-async def note_history(uow: SqlUnitOfWork, org_id: str, path: str) -> dict[str, Any]:
+async def note_history(uow: SqlUnitOfWork, org_id: str, path: str, *, caller_org: str | None = None) -> dict[str, Any]:
+    _check_wall(org_id, caller_org)
     parsed = parse(path)
     repo = NotesRepository(uow.conn)
     return {

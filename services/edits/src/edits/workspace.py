@@ -4,6 +4,11 @@ These are not proposals: they are the operator's (or a test's) own changes to li
 change a pending request must never overwrite. Every change of the directory goes out on
 ``workspace.events`` through the outbox, carrying the entity's whole new state, so that every other service
 keeps its read copy for its reach checks.
+
+Organisations are walls. Every function that reads or writes an org's entity takes ``caller_org``, the
+organisation of the person the call is made for (``None`` for a service's own call: no wall). An entity of
+another organisation is answered exactly as a missing one (``NotFound`` with the same wording), and the check
+reads the entity inside the caller's unit of work, the same transaction as the read or write it guards.
 """
 
 from __future__ import annotations
@@ -40,6 +45,11 @@ class Refused(Exception):
     def __init__(self, message: str, code: str = "refused") -> None:
         super().__init__(message)
         self.code = code
+
+
+def walled(org_id: str, caller_org: str | None) -> bool:
+    """Whether ``org_id`` is behind the caller's wall: another organisation than the caller's own."""
+    return caller_org is not None and org_id != caller_org
 
 
 @dataclass(frozen=True)
@@ -102,7 +112,10 @@ async def publish_agent(uow: SqlUnitOfWork, agent: Agent) -> None:
     )
 
 
-async def create_org(uow: SqlUnitOfWork, org_id: str, name: str) -> None:
+async def create_org(uow: SqlUnitOfWork, org_id: str, name: str, *, caller_org: str | None = None) -> None:
+    """Create an org; a person may only create their own (any other is, to them, an org that does not exist)."""
+    if walled(org_id, caller_org):
+        raise NotFound(f"org {org_id!r} does not exist")
     created = await uow.conn.execute(
         insert(t.orgs).values(org_id=org_id, name=name).on_conflict_do_nothing().returning(t.orgs.c.org_id)
     )
@@ -111,8 +124,10 @@ async def create_org(uow: SqlUnitOfWork, org_id: str, name: str) -> None:
     await uow.emit(WORKSPACE_EVENTS, org_id, OrgChanged(org_id=org_id, name=name, revision=1))
 
 
-async def create_guild(uow: SqlUnitOfWork, guild_id: str, org_id: str, name: str) -> Guild:
-    if await uow.workspace.org(org_id) is None:
+async def create_guild(
+    uow: SqlUnitOfWork, guild_id: str, org_id: str, name: str, *, caller_org: str | None = None
+) -> Guild:
+    if walled(org_id, caller_org) or await uow.workspace.org(org_id) is None:
         raise NotFound(f"org {org_id!r} does not exist")
     created = await uow.conn.execute(
         insert(t.guilds)
@@ -128,9 +143,11 @@ async def create_guild(uow: SqlUnitOfWork, guild_id: str, org_id: str, name: str
     return guild
 
 
-async def get_guild(uow: SqlUnitOfWork, guild_id: str) -> Guild:
-    guild = await uow.workspace.guild(guild_id)
-    if guild is None:
+async def get_guild(
+    uow: UnitOfWork, guild_id: str, *, caller_org: str | None = None, for_update: bool = False
+) -> Guild:
+    guild = await uow.workspace.guild(guild_id, for_update=for_update)
+    if guild is None or walled(guild.org_id, caller_org):
         raise NotFound(f"guild {guild_id!r} does not exist")
     return guild
 
@@ -145,6 +162,8 @@ async def create_agent(
     task: str,
     actor: str,
     max_bytes: int,
+    *,
+    caller_org: str | None = None,
 ) -> MemoryView:
     """Create an agent with its Memory at version 0 (empty), then version 1 when ``memory`` is given."""
     refusal = check_byte_cap(memory, max_bytes, "the Memory")
@@ -152,9 +171,9 @@ async def create_agent(
         raise Refused(refusal.message, refusal.code)
     if guild_id is not None:
         guild = await uow.workspace.guild(guild_id)
-        if guild is None or guild.org_id != org_id:
+        if guild is None or guild.org_id != org_id or walled(org_id, caller_org):
             raise NotFound(f"guild {guild_id!r} does not exist in org {org_id!r}")
-    elif await uow.workspace.org(org_id) is None:
+    elif walled(org_id, caller_org) or await uow.workspace.org(org_id) is None:
         raise NotFound(f"org {org_id!r} does not exist")
     created = await uow.conn.execute(
         insert(t.agents)
@@ -176,16 +195,21 @@ async def create_agent(
     return MemoryView(live.agent_id, live.content, live.version, live.hash)
 
 
-async def get_agent(uow: SqlUnitOfWork, agent_id: str) -> Agent:
+async def get_agent(uow: SqlUnitOfWork, agent_id: str, *, caller_org: str | None = None) -> Agent:
     agent = await uow.workspace.agent(agent_id)
-    if agent is None:
+    if agent is None or walled(agent.org_id, caller_org):
         raise NotFound(f"agent {agent_id!r} does not exist")
     return agent
 
 
-async def update_agent(uow: SqlUnitOfWork, agent_id: str, changes: dict[str, Any]) -> Agent:
-    """Move an agent to another guild (or none), retire it (``live: false``), rename it or change its Task."""
-    agent = await get_agent(uow, agent_id)
+async def update_agent(
+    uow: SqlUnitOfWork, agent_id: str, changes: dict[str, Any], *, caller_org: str | None = None
+) -> Agent:
+    """Move an agent to another guild (or none), retire it (``live: false``), rename it or change its Task.
+
+    The new guild must be of the agent's own org (so, behind the wall, of the caller's).
+    """
+    agent = await get_agent(uow, agent_id, caller_org=caller_org)
     if changes.get("guild_id") is not None:
         guild = await uow.workspace.guild(changes["guild_id"])
         if guild is None or guild.org_id != agent.org_id:
@@ -199,7 +223,9 @@ async def update_agent(uow: SqlUnitOfWork, agent_id: str, changes: dict[str, Any
     return agent
 
 
-async def read_memory(uow: SqlUnitOfWork, agent_id: str) -> MemoryView:
+async def read_memory(uow: SqlUnitOfWork, agent_id: str, *, caller_org: str | None = None) -> MemoryView:
+    if caller_org is not None:
+        await get_agent(uow, agent_id, caller_org=caller_org)  # another org's agent: as if missing
     live = await EditsRepository(uow.conn).memory(agent_id)
     if live is None:
         raise NotFound(f"agent {agent_id!r} does not exist")
@@ -207,7 +233,14 @@ async def read_memory(uow: SqlUnitOfWork, agent_id: str) -> MemoryView:
 
 
 async def write_memory(
-    uow: SqlUnitOfWork, agent_id: str, content: str, expected_version: int | None, actor: str, max_bytes: int
+    uow: SqlUnitOfWork,
+    agent_id: str,
+    content: str,
+    expected_version: int | None,
+    actor: str,
+    max_bytes: int,
+    *,
+    caller_org: str | None = None,
 ) -> MemoryView:
     """Write Memory directly; with ``expected_version``, refuse (Conflict) when the live version differs."""
     refusal = check_byte_cap(content, max_bytes, "the Memory")
@@ -216,7 +249,7 @@ async def write_memory(
     repo = EditsRepository(uow.conn)
     live = await repo.memory(agent_id, for_update=True)
     agent = await uow.workspace.agent(agent_id)
-    if live is None or agent is None:
+    if live is None or agent is None or walled(agent.org_id, caller_org):
         raise NotFound(f"agent {agent_id!r} does not exist")
     if expected_version is not None and expected_version != live.version:
         raise Conflict(f"Memory of {agent_id!r} is at version {live.version}, not {expected_version}")
@@ -225,13 +258,13 @@ async def write_memory(
     return MemoryView(agent_id, content, version, content_hash(content))
 
 
-async def memory_history(uow: SqlUnitOfWork, agent_id: str) -> list[dict[str, Any]]:
-    await read_memory(uow, agent_id)
+async def memory_history(uow: SqlUnitOfWork, agent_id: str, *, caller_org: str | None = None) -> list[dict[str, Any]]:
+    await read_memory(uow, agent_id, caller_org=caller_org)
     return await EditsRepository(uow.conn).memory_history(agent_id)
 
 
-async def guild_history(uow: SqlUnitOfWork, guild_id: str) -> list[dict[str, Any]]:
-    await get_guild(uow, guild_id)
+async def guild_history(uow: SqlUnitOfWork, guild_id: str, *, caller_org: str | None = None) -> list[dict[str, Any]]:
+    await get_guild(uow, guild_id, caller_org=caller_org)
     return await EditsRepository(uow.conn).guild_changes(guild_id)
 
 
@@ -257,7 +290,7 @@ async def update_guild_text(uow: UnitOfWork, guild_id: str, changes: dict[str, s
 
 
 async def change_guild_text(
-    uow: UnitOfWork, guild_id: str, given: dict[str, str], actor: str
+    uow: UnitOfWork, guild_id: str, given: dict[str, str], actor: str, *, caller_org: str | None = None
 ) -> tuple[Guild, list[str]]:
     """The operator's own change of a guild's text (not a proposal), under the same field limits as a request.
 
@@ -270,9 +303,7 @@ async def change_guild_text(
     refusal = guild_rules.check_lengths(given)
     if refusal is not None:
         raise Refused(refusal.message, refusal.code)
-    guild = await uow.workspace.guild(guild_id, for_update=True)
-    if guild is None:
-        raise NotFound(f"guild {guild_id!r} does not exist")
+    guild = await get_guild(uow, guild_id, caller_org=caller_org, for_update=True)
     changes = guild_rules.changed(guild, given)
     guild = await update_guild_text(uow, guild_id, changes)
     for name in changes:
