@@ -52,6 +52,7 @@ class TestIssuer:
             "ASSENT_OIDC_ISSUER": self.url,
             "ASSENT_OIDC_AUDIENCE": AUDIENCE,
             "ASSENT_OIDC_JWKS_URL": self.jwks_url,
+            "ASSENT_OIDC_JWKS_REFRESH_COOLDOWN_SECONDS": "1",
         }
 
     def rotate(self) -> None:

@@ -11,9 +11,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from assent.domain import Agent, Guild
+from assent.runtime.walls import ORG_HEADER, CallerOrg
 from assent.testing import FakeUnitOfWork, FakeWorkspace
 from edits import note_workspace, workspace
-from edits.api import ORG_HEADER, CallerOrg
 
 MINE, THEIRS = "org_a", "org_b"
 

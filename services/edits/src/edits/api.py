@@ -27,33 +27,20 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, FastAPI, Header, Path, Query, Request
+from fastapi import FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from assent.contracts import Id, Text
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
+from assent.runtime.walls import CallerOrg
 
 from . import note_workspace, workspace
 from .settings import EditsSettings
 
 PathId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 T = TypeVar("T")
-
-ORG_HEADER = "X-Assent-Org"
-
-
-async def caller_org(
-    org: Annotated[
-        str | None, Header(alias=ORG_HEADER, min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
-    ] = None,
-) -> str | None:
-    """The organisation of the person the call is made for (``X-Assent-Org``), or ``None`` for a service's own."""
-    return org
-
-
-CallerOrg = Annotated[str | None, Depends(caller_org)]
 
 
 class OrgIn(BaseModel):

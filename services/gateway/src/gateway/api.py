@@ -237,7 +237,7 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
         await handlers.check_session(deps, session_id, user.org_id)
         request = await handlers.request_at(deps, session_id, seq)
         card = request["card"]
-        live = await owners.live_card(request["kind"], request["proposal_id"])
+        live = await owners.live_card(request["kind"], request["proposal_id"], org=user.org_id)
         if live is None:
             raise OwnerUnavailable(f"the owner of {request['proposal_id']!r} does not know it")
         label = request["target"]["label"]

@@ -45,7 +45,13 @@ class Authenticator:
         }
         self.settings = settings
         self.jwks = (
-            PyJWKClient(settings.oidc_jwks_url, cache_keys=True, lifespan=settings.oidc_jwks_cache_seconds, timeout=5)
+            PyJWKClient(
+                settings.oidc_jwks_url,
+                cache_keys=True,
+                lifespan=settings.oidc_jwks_cache_seconds,
+                cooldown_duration=settings.oidc_jwks_refresh_cooldown_seconds,
+                timeout=5,
+            )
             if settings.oidc_jwks_url
             else None
         )

@@ -36,6 +36,9 @@ class GatewaySettings(ServiceSettings):
     oidc_jwks_url: str | None = None
     """Where the issuer publishes its signing keys (JWKS); fetched, cached, and fetched again for a new key id."""
     oidc_jwks_cache_seconds: int = 300
+    oidc_jwks_refresh_cooldown_seconds: float = 30.0
+    """A token naming an unknown key id fetches the JWKS again at most this often (a rotated key waits that long;
+    forged key ids cannot hammer the issuer)."""
     oidc_algorithms: tuple[str, ...] = ("RS256", "ES256")
     oidc_leeway_seconds: int = 30
     oidc_user_claim: str = "sub"

@@ -432,10 +432,16 @@ class OwnerKit:
 
     # --- the card's live side ---------------------------------------------------------------------
 
-    async def live_card(self, proposal_id: str, uow: UnitOfWork) -> LiveCard | None:
+    async def live_card(self, proposal_id: str, uow: UnitOfWork, *, org: str | None = None) -> LiveCard | None:
+        """The live side of a card; None when there is no such proposal here, or (``org`` given) it belongs to
+        another organisation's session."""
         proposal = await uow.proposals.get(proposal_id)
         if proposal is None or proposal.kind not in self.kinds:
             return None
+        if org is not None:
+            session = await uow.sessions.get(proposal.session_id)
+            if session is None or session.org_id != org:
+                return None
         view = await self.kinds[proposal.kind].live_view(proposal, uow)
         moved = view.hash != proposal.base.get("hash")
         return LiveCard(

@@ -45,6 +45,7 @@ from .tables import MIGRATIONS as SHARED_MIGRATIONS
 from .tables import VERSION_TABLE as SHARED_VERSION_TABLE
 from .tables import SharedTables, shared_tables
 from .uow import SqlUnitOfWork, UnitOfWork
+from .walls import CallerOrg
 
 log = logging.getLogger(__name__)
 
@@ -170,10 +171,10 @@ class ServiceRuntime:
         router = self.internal_router(tags=["internal"])
 
         @router.get("/proposals/{proposal_id}/live", response_model=LiveCard)
-        async def live(proposal_id: PathId) -> Any:
+        async def live(proposal_id: PathId, org: CallerOrg) -> Any:
             """The live side of a card now, by the owner's own rule (including whether it is stale)."""
             async with self.unit_of_work() as uow:
-                card = await kit.live_card(proposal_id, uow)
+                card = await kit.live_card(proposal_id, uow, org=org)
             if card is None:
                 return JSONResponse({"detail": f"no proposal {proposal_id!r} here"}, status_code=404)
             return card

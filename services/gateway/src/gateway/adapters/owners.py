@@ -72,7 +72,8 @@ class Owners:
             raise OwnerUnavailable(f"the {owner} service failed ({response.status_code})")
         return OwnerReply(response.status_code, response.json())
 
-    async def live_card(self, kind: str, proposal_id: str) -> LiveCard | None:
-        """The owner's live side of a card now (its stale flag included), or None if it does not know it."""
-        reply = await self.call(KINDS[kind].owner, "GET", f"/internal/proposals/{proposal_id}/live")
+    async def live_card(self, kind: str, proposal_id: str, *, org: str | None = None) -> LiveCard | None:
+        """The owner's live side of a card now (its stale flag included), or None if it does not know it
+        (for a person of ``org``)."""
+        reply = await self.call(KINDS[kind].owner, "GET", f"/internal/proposals/{proposal_id}/live", org=org)
         return LiveCard.model_validate(reply.body) if reply.status == 200 else None
