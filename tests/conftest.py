@@ -164,6 +164,27 @@ class Stack:
             await consumer.stop()
 
 
+SECRETS: set[str] = {TOKEN}
+"""Secrets the suite handed to the services (tokens, service keys): none may appear in their logs."""
+LOG_DIRS: list[Path] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def secrets_stay_out_of_logs() -> Iterator[None]:
+    """After the whole suite, grep every service log it wrote for every secret it used."""
+    yield
+    secrets = SECRETS | set(test_issuer().minted)
+    leaks = [
+        f"{path}: {secret[:6]}..."
+        for directory in LOG_DIRS
+        for path in directory.rglob("*.log")
+        for text in [path.read_text(errors="replace")]
+        for secret in secrets
+        if secret in text
+    ]
+    assert leaks == [], f"secrets in service logs: {leaks[:10]}"
+
+
 @contextlib.asynccontextmanager
 async def running_stack(
     endpoints: Endpoints, log_dir: Path, extra_env: dict[str, str] | None = None
@@ -179,6 +200,8 @@ async def running_stack(
         api_tokens=API_TOKENS,
         extra_env={**test_issuer().env(), **(extra_env or {})},
     )
+    SECRETS.add(system.env["ASSENT_SERVICE_KEY"])
+    LOG_DIRS.append(log_dir)
     await asyncio.to_thread(system.start)
     try:
         yield Stack(endpoints, system, f"t{name}.", database_url)

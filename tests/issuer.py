@@ -23,6 +23,8 @@ class TestIssuer:
 
     def __init__(self) -> None:
         self.keys: list[tuple[str, Any]] = []
+        self.minted: list[str] = []
+        """Every token handed out: the suite checks that none of them reached a log."""
         self.rotate()
         issuer = self
 
@@ -87,7 +89,9 @@ class TestIssuer:
             "iat": now,
             "exp": now + int(expires_in),
         }
-        return jwt.encode(claims, key or current_key, algorithm="RS256", headers={"kid": kid or current_kid})
+        token = jwt.encode(claims, key or current_key, algorithm="RS256", headers={"kid": kid or current_kid})
+        self.minted.append(token)
+        return token
 
 
 _issuer: TestIssuer | None = None

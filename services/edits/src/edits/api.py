@@ -82,6 +82,12 @@ class GuildTextIn(BaseModel):
     actor: Id
 
 
+class AgentRolesIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    owners: list[Id] = Field(default_factory=list, max_length=100)
+    editors: list[Id] = Field(default_factory=list, max_length=100)
+
+
 class MemoryIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     content: Text
@@ -158,6 +164,12 @@ def install(app: FastAPI, runtime: ServiceRuntime, settings: EditsSettings) -> N
     @router.get("/agents/{agent_id}")
     async def get_agent(agent_id: PathId, org: CallerOrg) -> dict[str, Any]:
         return workspace.agent_view(await run(lambda uow: workspace.get_agent(uow, agent_id, caller_org=org)))
+
+    @router.put("/agents/{agent_id}/roles")
+    async def set_agent_roles(agent_id: PathId, body: AgentRolesIn, org: CallerOrg) -> dict[str, Any]:
+        return workspace.agent_view(
+            await run(lambda uow: workspace.set_agent_roles(uow, agent_id, body.owners, body.editors, caller_org=org))
+        )
 
     @router.patch("/agents/{agent_id}")
     async def update_agent(agent_id: PathId, body: AgentPatch, org: CallerOrg) -> dict[str, Any]:

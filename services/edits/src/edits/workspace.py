@@ -68,6 +68,8 @@ def agent_view(agent: Agent) -> dict[str, Any]:
         "name": agent.name,
         "live": agent.live,
         "task": agent.task,
+        "owners": list(agent.owners),
+        "editors": list(agent.editors),
     }
 
 
@@ -108,6 +110,8 @@ async def publish_agent(uow: SqlUnitOfWork, agent: Agent) -> None:
             live=agent.live,
             task=agent.task,
             revision=agent.revision,
+            owners=agent.owners,
+            editors=agent.editors,
         ),
     )
 
@@ -177,7 +181,7 @@ async def create_agent(
         raise NotFound(f"org {org_id!r} does not exist")
     created = await uow.conn.execute(
         insert(t.agents)
-        .values(agent_id=agent_id, org_id=org_id, guild_id=guild_id, name=name, task=task)
+        .values(agent_id=agent_id, org_id=org_id, guild_id=guild_id, name=name, task=task, owners=[actor])
         .on_conflict_do_nothing()
         .returning(t.agents.c.agent_id)
     )
@@ -309,3 +313,25 @@ async def change_guild_text(
     for name in changes:
         await uow.store("edits").log_guild_change(guild_id, name, actor, tool_call_id=None, session_id=None, seq=None)
     return guild, list(changes)
+
+
+async def set_agent_roles(
+    uow: SqlUnitOfWork,
+    agent_id: str,
+    owners: list[str],
+    editors: list[str],
+    *,
+    caller_org: str | None = None,
+) -> Agent:
+    """Say who owns and who edits an agent (the organisation's admins decide; the gateway checks that)."""
+    agent = await get_agent(uow, agent_id, caller_org=caller_org)
+    await uow.conn.execute(
+        t.agents.update()
+        .where(t.agents.c.agent_id == agent.agent_id)
+        .values(
+            owners=sorted(set(owners)), editors=sorted(set(editors) - set(owners)), revision=t.agents.c.revision + 1
+        )
+    )
+    agent = await get_agent(uow, agent_id, caller_org=caller_org)
+    await publish_agent(uow, agent)
+    return agent

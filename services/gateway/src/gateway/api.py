@@ -134,6 +134,14 @@ class AgentIn(BaseModel):
     task: Text = ""
 
 
+class AgentRolesIn(BaseModel):
+    """Who owns and who edits an agent, by user id; owners and editors may change the agent and decide its requests."""
+
+    model_config = ConfigDict(extra="forbid")
+    owners: list[Name] = Field(default_factory=list, max_length=100)
+    editors: list[Name] = Field(default_factory=list, max_length=100)
+
+
 class GuildTextIn(BaseModel):
     """A direct change of a guild's short description (``about``), description, or both."""
 
@@ -195,6 +203,21 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
 
     User = Annotated[Identity, Depends(person)]
     Changer = Annotated[Identity, Depends(changer)]
+
+    async def may_change_agent(user: Identity, agent_id: str) -> None:
+        """Admins and developers may change any agent of their organisation; its owners and editors may change it.
+
+        For anyone else the gateway's copy of the workspace decides: an agent it does not know in the caller's
+        organisation is 404 (as the owner would answer), one the caller neither owns nor edits is 403.
+        """
+        if user.may_write_workspace():
+            return
+        agent = await handlers.agent_copy(deps, agent_id)
+        if agent is None or agent.org_id != user.org_id:
+            raise handlers.NotFound(f"agent {agent_id!r} does not exist")
+        if not user.may_change_agent(agent.owners, agent.editors):
+            raise HTTPException(403, "changing this agent needs the admin or developer role, or to own or edit it")
+
     studio = APIRouter(prefix="/api/studio/sessions", tags=["studio"])
     workspace = APIRouter(prefix="/api/workspace", tags=["workspace"])
 
@@ -293,8 +316,12 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
         """Apply or decline one request. Answers when the owning service has applied or refused it."""
         await handlers.check_session(deps, session_id, user.org_id)
         request = await handlers.request_at(deps, session_id, seq)
-        if not user.may_decide(request["kind"]):
-            raise HTTPException(403, f"deciding a {request['kind']} request needs the admin or developer role")
+        agent = await handlers.agent_copy(deps, request["agent_id"]) if request["agent_id"] else None
+        if not (user.may_decide(agent.owners, agent.editors) if agent is not None else user.may_decide()):
+            raise HTTPException(
+                403,
+                f"deciding a {request['kind']} request needs the admin or developer role, or to own or edit its agent",
+            )
         outcome = await handlers.decide(deps, session_id, seq, body.decision, user.user_id, body.via)
         status = outcome["status"] if outcome["outcome"] != "failed" else 502
         return JSONResponse(outcome, status_code=status)
@@ -330,18 +357,27 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
         return await forward(directory, "GET", f"/internal/agents/{agent_id}", user)
 
     @workspace.patch("/agents/{agent_id}")
-    async def update_agent(agent_id: PathId, body: AgentPatch, user: Changer) -> JSONResponse:
+    async def update_agent(agent_id: PathId, body: AgentPatch, user: User) -> JSONResponse:
+        await may_change_agent(user, agent_id)
         return await forward(
             directory, "PATCH", f"/internal/agents/{agent_id}", user, body.model_dump(exclude_unset=True)
         )
+
+    @workspace.put("/agents/{agent_id}/roles")
+    async def set_agent_roles(agent_id: PathId, body: AgentRolesIn, user: User) -> JSONResponse:
+        """Say who owns and who edits an agent (user ids); an organisation admin's decision."""
+        if not user.may_set_agent_roles():
+            raise HTTPException(403, "setting an agent's owners and editors needs the admin role")
+        return await forward(directory, "PUT", f"/internal/agents/{agent_id}/roles", user, body.model_dump())
 
     @workspace.get("/agents/{agent_id}/memory")
     async def read_memory(agent_id: PathId, user: User) -> JSONResponse:
         return await forward(memory_owner, "GET", f"/internal/agents/{agent_id}/memory", user)
 
     @workspace.put("/agents/{agent_id}/memory")
-    async def write_memory(agent_id: PathId, body: MemoryIn, user: Changer) -> JSONResponse:
+    async def write_memory(agent_id: PathId, body: MemoryIn, user: User) -> JSONResponse:
         """Write Memory directly, as the operator (not a proposal)."""
+        await may_change_agent(user, agent_id)
         return await forward(
             memory_owner,
             "PUT",

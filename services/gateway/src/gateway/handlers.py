@@ -31,6 +31,7 @@ from assent.contracts import (
     ToolResult,
     TurnContinuation,
 )
+from assent.domain import Agent
 from assent.kinds import KINDS, RESOLVED_OUTCOMES
 from assent.runtime import ServiceRuntime, UnitOfWork
 from assent.runtime.uow import SqlUnitOfWork
@@ -279,6 +280,12 @@ async def _settle_turns(uow: SqlUnitOfWork, session_id: str) -> list[dict[str, A
 
 
 # --- operator actions ---------------------------------------------------------------------------------
+
+
+async def agent_copy(deps: Deps, agent_id: str) -> Agent | None:
+    """The agent as the gateway's copy of the workspace holds it (from ``workspace.events``)."""
+    async with deps.runtime.unit_of_work() as uow:
+        return await uow.workspace.agent(agent_id)
 
 
 async def check_session(deps: Deps, session_id: str, org_id: str) -> None:

@@ -34,7 +34,8 @@ class GuildChanged(Message):
 
 
 class AgentChanged(Message):
-    """An agent was created, moved to another guild (or none), retired (``live`` false), or its Task changed."""
+    """An agent was created, moved to another guild (or none), retired (``live`` false), its Task changed, or who
+    owns or edits it (``owners``, ``editors``: user ids) changed."""
 
     type: Literal["AgentChanged"] = "AgentChanged"
     v: Literal[1] = 1
@@ -45,3 +46,5 @@ class AgentChanged(Message):
     live: bool
     task: Text
     revision: int
+    owners: tuple[Id, ...] = ()
+    editors: tuple[Id, ...] = ()

@@ -44,3 +44,7 @@ class Agent:
     live: bool = True
     task: str = ""
     revision: int = 1
+    owners: tuple[str, ...] = ()
+    """Users who own the agent: they may change it (its Memory, its requests) whatever their organisation role."""
+    editors: tuple[str, ...] = ()
+    """Users who may edit the agent, like its owners."""

@@ -116,6 +116,8 @@ def shared_tables(metadata: MetaData) -> SharedTables:
         Column("name", Text, nullable=False),
         Column("live", Boolean, nullable=False, server_default="true"),
         Column("task", Text, nullable=False, server_default=""),
+        Column("owners", JSONB, nullable=False, server_default="[]"),
+        Column("editors", JSONB, nullable=False, server_default="[]"),
         Column("revision", Integer, nullable=False, server_default="1"),
         Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
         Index("ix_agents_org_id", "org_id"),

@@ -191,7 +191,17 @@ class SqlProposals:
 
 
 def _agent(row: Any) -> Agent:
-    return Agent(row.agent_id, row.org_id, row.guild_id, row.name, row.live, row.task, row.revision)
+    return Agent(
+        row.agent_id,
+        row.org_id,
+        row.guild_id,
+        row.name,
+        row.live,
+        row.task,
+        row.revision,
+        tuple(row.owners),
+        tuple(row.editors),
+    )
 
 
 def _guild(row: Any) -> Guild:
@@ -246,6 +256,8 @@ class SqlWorkspace:
                 "name": event.name,
                 "live": event.live,
                 "task": event.task,
+                "owners": list(event.owners),
+                "editors": list(event.editors),
             }
         values["revision"] = event.revision
         statement = insert(table).values(**values)

@@ -35,7 +35,17 @@ class EditsRepository:
         row = (await self.conn.execute(query)).first()
         if row is None:
             return None, None
-        agent = Agent(row.agent_id, row.org_id, row.guild_id, row.name, row.live, row.task, row.revision)
+        agent = Agent(
+            row.agent_id,
+            row.org_id,
+            row.guild_id,
+            row.name,
+            row.live,
+            row.task,
+            row.revision,
+            tuple(row.owners),
+            tuple(row.editors),
+        )
         return agent, LiveMemory(row.agent_id, row.content, row.memory_version, row.hash)
 
     async def create_memory(self, agent_id: str, actor: str) -> None:

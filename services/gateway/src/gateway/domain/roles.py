@@ -1,11 +1,12 @@
-"""Who may do what: the roles of a person in their organisation, as plain rules.
+"""Who may do what: the roles of a person in their organisation and on one agent, as plain rules.
 
-| role | read studio and workspace | decide a Studio request | write the workspace directly |
-| --- | --- | --- | --- |
-| admin | yes | yes | yes |
-| developer | yes | yes | yes |
-| reviewer | yes | no | no |
-| viewer | yes | no | no |
+| role | read | decide a Studio request | write the workspace | set an agent's owners and editors |
+| --- | --- | --- | --- | --- |
+| admin | yes | yes | yes | yes |
+| developer | yes | yes | yes | no |
+| reviewer | yes | no | no | no |
+| viewer | yes | no | no | no |
+| owner or editor of an agent | yes | that agent's requests | that agent and its Memory | no |
 
 Another organisation's sessions, agents, guilds and notes answer 404 whatever the role: their existence does not
 leak. A role that may not do something in one's own organisation answers 403.
@@ -31,9 +32,16 @@ class Identity:
     def may_read(self) -> bool:
         return bool(self.roles & set(ORG_ROLES))
 
-    def may_decide(self, kind: str) -> bool:
-        """Deciding a request needs a role that may change its target (every kind's target, for now)."""
-        return bool(self.roles & CHANGERS)
+    def may_change_agent(self, owners: tuple[str, ...] = (), editors: tuple[str, ...] = ()) -> bool:
+        """Admins and developers may change an agent (its Memory, its requests); so may its owners and editors."""
+        return bool(self.roles & CHANGERS) or self.user_id in owners or self.user_id in editors
+
+    def may_decide(self, owners: tuple[str, ...] = (), editors: tuple[str, ...] = ()) -> bool:
+        """Deciding a request needs a role that may change its target: on an agent, :meth:`may_change_agent`."""
+        return self.may_change_agent(owners, editors)
 
     def may_write_workspace(self) -> bool:
         return bool(self.roles & CHANGERS)
+
+    def may_set_agent_roles(self) -> bool:
+        return "admin" in self.roles
