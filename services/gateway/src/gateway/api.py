@@ -257,8 +257,7 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
         The owner of the request's kind tells the live side and whether the request is stale; the gateway
         shows it. ``diff`` is the whole target's diff; ``fields`` splits it where a card shows one per field.
         """
-        await handlers.check_session(deps, session_id, user.org_id)
-        request = await handlers.request_at(deps, session_id, seq)
+        request = await handlers.request_at(deps, session_id, seq, user.org_id)
         card = request["card"]
         live = await owners.live_card(request["kind"], request["proposal_id"], org=user.org_id)
         if live is None:
@@ -314,15 +313,13 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
     )
     async def decide_edit(session_id: PathId, seq: SeqPath, body: EditDecision, user: User) -> JSONResponse:
         """Apply or decline one request. Answers when the owning service has applied or refused it."""
-        await handlers.check_session(deps, session_id, user.org_id)
-        request = await handlers.request_at(deps, session_id, seq)
-        agent = await handlers.agent_copy(deps, request["agent_id"]) if request["agent_id"] else None
-        if not (user.may_decide(agent.owners, agent.editors) if agent is not None else user.may_decide()):
+        request = await handlers.request_at(deps, session_id, seq, user.org_id)
+        if not user.may_decide(request["owners"], request["editors"]):
             raise HTTPException(
                 403,
                 f"deciding a {request['kind']} request needs the admin or developer role, or to own or edit its agent",
             )
-        outcome = await handlers.decide(deps, session_id, seq, body.decision, user.user_id, body.via)
+        outcome = await handlers.decide(deps, request, body.decision, user.user_id, body.via)
         status = outcome["status"] if outcome["outcome"] != "failed" else 502
         return JSONResponse(outcome, status_code=status)
 

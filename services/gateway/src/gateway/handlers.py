@@ -299,23 +299,34 @@ async def check_session(deps: Deps, session_id: str, org_id: str) -> None:
         raise NotFound(f"session {session_id!r} does not exist")
 
 
-async def request_at(deps: Deps, session_id: str, seq: int) -> dict[str, Any]:
+async def request_at(deps: Deps, session_id: str, seq: int, org_id: str | None = None) -> dict[str, Any]:
+    """The request at ``seq`` of a session, with its agent's ``owners`` and ``editors`` (from the workspace copy),
+    in one read. With ``org_id``, another organisation's session is :class:`NotFound`, as a missing one is."""
+    query = (
+        select(t.requests, t.sessions.c.org_id.label("session_org"), t.agents.c.owners, t.agents.c.editors)
+        .join(t.sessions, t.sessions.c.session_id == t.requests.c.session_id)
+        .outerjoin(t.agents, t.agents.c.agent_id == t.requests.c.agent_id)
+        .where(t.requests.c.session_id == session_id, t.requests.c.seq == seq)
+    )
     async with deps.engine.connect() as conn:
-        row = (
-            await conn.execute(select(t.requests).where(t.requests.c.session_id == session_id, t.requests.c.seq == seq))
-        ).first()
-    if row is None:
+        row = (await conn.execute(query)).first()
+    if row is None or (org_id is not None and row.session_org != org_id):
+        if org_id is not None:
+            await check_session(deps, session_id, org_id)  # tell "no session" from "no request"
         raise NotFound(f"session {session_id!r} has no edit request at seq {seq}")
-    return dict(row._mapping)
+    request = dict(row._mapping)
+    request["owners"], request["editors"] = tuple(row.owners or ()), tuple(row.editors or ())
+    return request
 
 
-async def decide(deps: Deps, session_id: str, seq: int, decision: str, actor: str, via: str) -> dict[str, Any]:
-    """Send one decision to the owner and return its outcome (a ``ProposalOutcome`` as JSON).
+async def decide(deps: Deps, request: dict[str, Any], decision: str, actor: str, via: str) -> dict[str, Any]:
+    """Send one decision on ``request`` (from :func:`request_at`) to its owner and return its outcome (a
+    ``ProposalOutcome`` as JSON).
 
-    Raises :class:`NotFound`, :class:`Refused` (already resolved, or a decision that does not fit), or
-    :class:`OutcomePending` when the owner has not answered within the configured time.
+    Raises :class:`Refused` (already resolved, or a decision that does not fit), or :class:`OutcomePending`
+    when the owner has not answered within the configured time.
     """
-    request = await request_at(deps, session_id, seq)
+    session_id, seq = request["session_id"], request["seq"]
     if request["status"] != "pending":
         raise Refused(
             422,
