@@ -7,6 +7,7 @@ import importlib
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,3 +67,19 @@ def test_make_images_builds_one_image_per_listed_service() -> None:
     dry = subprocess.run(["make", "-n", "--no-print-directory", "images"], cwd=REPO, capture_output=True, text=True)
     assert dry.returncode == 0, dry.stderr
     assert f"for service in {' '.join(SERVICES)};" in dry.stdout
+
+
+def test_a_system_that_fails_to_start_stops_what_it_started(endpoints: Any, tmp_path: Path) -> None:
+    """The gateway refuses its settings (a token naming no organisation); edits, started first, is stopped too."""
+    system = build_system(
+        kafka_bootstrap_servers=endpoints.kafka,
+        database_url=endpoints.database_url,
+        redis_url=endpoints.redis_url,
+        log_dir=tmp_path,
+        topic_prefix=f"failing{tmp_path.name}.",
+        api_tokens='{"t": "not an identity"}',
+    )
+    with pytest.raises(RuntimeError, match="gateway exited"):
+        system.start()
+    edits = system.processes["edits"].process
+    assert edits is not None and edits.poll() is not None  # stopped, not orphaned

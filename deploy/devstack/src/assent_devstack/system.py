@@ -141,8 +141,16 @@ class System:
         raise AttributeError(name)
 
     def start(self) -> None:
-        for process in self.processes.values():
-            process.start()
+        """Start every service in order; when one fails, stop those already started, then raise."""
+        started: list[ServiceProcess] = []
+        try:
+            for process in self.processes.values():
+                process.start()
+                started.append(process)
+        except BaseException:
+            for process in reversed(started):
+                process.stop()
+            raise
 
     def stop(self) -> None:
         for process in reversed(self.processes.values()):
