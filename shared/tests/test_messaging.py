@@ -2,6 +2,7 @@
 the handler, unreadable ones go to the dead-letter topic at once, a failing handler is tried a bounded number
 of times and then dead-lettered, an outage is retried until it ends, and the consumer carries on."""
 
+from collections.abc import Sequence
 from typing import Any
 
 from faststream.kafka import TestKafkaBroker
@@ -10,7 +11,7 @@ from sqlalchemy.exc import DataError
 
 from assent.contracts import Message, StepEnded
 from assent.messaging import make_broker
-from assent.runtime.consumer import DEAD_LETTERED, FailurePolicy, backoff, is_outage, subscribe
+from assent.runtime.consumer import DEAD_LETTERED, FailurePolicy, Received, backoff, is_outage, subscribe
 from assent.topics import STUDIO_TURNS
 
 FAST = FailurePolicy(max_attempts=3, backoff_initial=0.001, backoff_max=0.002)
@@ -27,7 +28,9 @@ async def test_good_bad_and_hopeless_messages() -> None:
 
     attempts: dict[int, int] = {}
 
-    async def handler(message: Message) -> None:
+    async def handler(batch: Sequence[Received]) -> None:
+        [received] = batch  # the test broker delivers one message per fetch
+        message = received.message
         assert isinstance(message, StepEnded)
         attempts[message.step] = attempts.get(message.step, 0) + 1
         if message.step == 7:

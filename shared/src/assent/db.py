@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from alembic import command
@@ -97,3 +98,19 @@ async def session_lock(conn: AsyncConnection, owner: str, session_id: str) -> No
     Writes for one session go one at a time within a service; services do not block each other.
     """
     await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"{owner}:session:{session_id}"})
+
+
+_LOCK_MANY = text(
+    "SELECT count(pg_advisory_xact_lock(k)) FROM"
+    " (SELECT DISTINCT hashtext(key) AS k FROM unnest(CAST(:keys AS text[])) AS key ORDER BY 1 OFFSET 0) AS ks"
+)
+
+
+async def session_locks(conn: AsyncConnection, owner: str, session_ids: Iterable[str]) -> None:
+    """:func:`session_lock` for several sessions in one statement, taken in ascending lock order.
+
+    Two transactions that take their locks this way cannot deadlock on them, whatever their sessions.
+    """
+    keys = [f"{owner}:session:{session_id}" for session_id in session_ids]
+    if keys:
+        await conn.execute(_LOCK_MANY, {"keys": keys})

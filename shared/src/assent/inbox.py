@@ -8,11 +8,13 @@ message and the claim drops it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from uuid import UUID
 
+import sqlalchemy as sa
 from sqlalchemy import Column, DateTime, MetaData, PrimaryKeyConstraint, Table, Text, Uuid, func
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 
@@ -36,6 +38,18 @@ async def claim(conn: AsyncConnection, table: Table, consumer: str, message_id: 
         .returning(table.c.message_id)
     )
     return result.first() is not None
+
+
+async def claim_many(conn: AsyncConnection, table: Table, consumer: str, message_ids: Sequence[UUID]) -> set[UUID]:
+    """Of ``message_ids``, those delivered to ``consumer`` for the first time (in this transaction): one statement."""
+    ids = sa.func.unnest(sa.cast(sa.bindparam("ids", type_=ARRAY(sa.Uuid)), ARRAY(sa.Uuid)))
+    statement = (
+        insert(table)
+        .from_select(["consumer", "message_id"], sa.select(sa.literal(consumer, sa.Text), ids))
+        .on_conflict_do_nothing()
+        .returning(table.c.message_id)
+    )
+    return set((await conn.execute(statement, {"ids": list(message_ids)})).scalars())
 
 
 async def prune(engine: AsyncEngine, table: Table, older_than: timedelta) -> int:

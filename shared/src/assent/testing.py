@@ -9,6 +9,7 @@ what a handler wrote stays written, like a commit after every message.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from .contracts import AgentChanged, GuildChanged, Message, OrgChanged, SessionClosed, SessionContext, SessionOpened
@@ -151,7 +152,8 @@ class FakeUnitOfWork:
     """The :class:`~assent.runtime.uow.UnitOfWork` protocol in memory.
 
     ``emitted`` holds ``(topic name, key, message)`` in emit order; ``locked_sessions`` each
-    ``lock_session`` call; ``store(name)`` returns the fake passed in ``stores``.
+    ``lock_session`` call; ``committed`` the ``on_commit`` callbacks (:meth:`commit` runs them);
+    ``store(name)`` returns the fake passed in ``stores``.
     """
 
     def __init__(
@@ -167,6 +169,7 @@ class FakeUnitOfWork:
         self.stores: dict[str, Any] = dict(stores or {})
         self.emitted: list[tuple[str, str, Message]] = []
         self.locked_sessions: list[str] = []
+        self.committed: list[Callable[[], Awaitable[None]]] = []
 
     def store(self, name: str) -> Any:
         return self.stores[name]
@@ -176,6 +179,15 @@ class FakeUnitOfWork:
 
     async def lock_session(self, session_id: str) -> None:
         self.locked_sessions.append(session_id)
+
+    def on_commit(self, callback: Callable[[], Awaitable[None]]) -> None:
+        self.committed.append(callback)
+
+    async def commit(self) -> None:
+        """What the runtime does after a commit: run the ``on_commit`` callbacks, once."""
+        callbacks, self.committed = self.committed, []
+        for callback in callbacks:
+            await callback()
 
     def messages(self, kind: type[M], topic: str | None = None) -> list[M]:
         """What was emitted of type ``kind`` (on ``topic`` when given), in order."""

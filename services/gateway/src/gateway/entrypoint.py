@@ -26,15 +26,13 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     events = EventFeed(settings.redis_url, f"{settings.topic_prefix}assent:events")
     owners = Owners(settings.owner_urls, runtime.signer, tracer_provider=runtime.provider)
     deps = handlers.Deps(runtime, settings, events)
-    then = handlers.follow_ups(deps)
-    runtime.consume(STUDIO_SESSIONS, handlers.on_session_event)
-    runtime.consume(PROPOSALS_PROPOSED, handlers.on_proposed, after_commit=then["proposed"])
+    projection = handlers.Projection(events)
+    runtime.consume(STUDIO_SESSIONS, projection.on_session_event)
+    runtime.consume(PROPOSALS_PROPOSED, projection.on_proposed, after_commit=projection.proposed)
     # Only refused calls matter to the turn barrier; accepted requests arrive as ProposalProposed.
-    runtime.consume(
-        TOOL_RESULTS, handlers.on_tool_result, after_commit=then["tool_result"], when=lambda result: not result.ok
-    )
-    runtime.consume(PROPOSALS_APPLIED, handlers.on_outcome, after_commit=then["outcome"])
-    runtime.consume(STUDIO_TURNS, handlers.on_step_ended, after_commit=then["step_ended"])
+    runtime.consume(TOOL_RESULTS, projection.on_tool_result, when=lambda result: not result.ok)
+    runtime.consume(PROPOSALS_APPLIED, projection.on_outcome, after_commit=projection.outcome)
+    runtime.consume(STUDIO_TURNS, projection.on_step_ended, after_commit=projection.step_ended)
     runtime.keep_workspace_copy()
 
     @asynccontextmanager

@@ -2,10 +2,10 @@
 paused turns, and carry an operator's decision to the owning service and its outcome back.
 
 Projection handlers get a unit of work from the runtime (which claimed the envelope id in the inbox, so a
-redelivery changes nothing); what they announce live, and settling the session's turns, follows once
-their transaction has committed. The continuation of a turn is written to the outbox in the transaction
-that marks the turn continued: exactly one per pause. The gateway knows no kind: which decisions a
-request takes comes from the kind registry.
+redelivery changes nothing, and took the session's lock) and settle the session's turns in the same
+transaction; what they announce live follows once it has committed. The continuation of a turn is written
+to the outbox in the transaction that marks the turn continued: exactly one per pause. The gateway knows no
+kind: which decisions a request takes comes from the kind registry.
 """
 
 from __future__ import annotations
@@ -81,162 +81,154 @@ class OutcomePending(Exception):
 # --- projection ---------------------------------------------------------------------------------------
 
 
-async def on_session_event(message: SessionOpened | SessionClosed, uow: UnitOfWork) -> None:
-    await uow.sessions.record(message)
+class Projection:
+    """The projection handlers (one per topic) and what each announces once its batch has committed.
 
-
-async def on_proposed(message: ProposalProposed, uow: UnitOfWork) -> None:
-    conn = _conn(uow)
-    await conn.execute(
-        insert(t.requests)
-        .values(
-            session_id=message.session_id,
-            seq=message.seq,
-            proposal_id=message.proposal_id,
-            tool_call_id=message.tool_call_id,
-            turn_id=message.turn_id,
-            step=message.step,
-            tool=message.tool,
-            kind=message.kind,
-            action=message.action,
-            section=message.section,
-            agent_id=message.agent_id,
-            target=message.target.model_dump(mode="json"),
-            base=message.base.model_dump(mode="json"),
-            proposed_hash=message.proposed_hash,
-            lines=message.lines.model_dump(mode="json"),
-            widens=message.widens,
-            reason=message.reason,
-            card=message.card.model_dump(mode="json"),
-            trace=current_carrier(),
-        )
-        .on_conflict_do_nothing()
-    )
-
-
-async def on_tool_result(message: ToolResult, uow: UnitOfWork) -> None:
-    if message.ok:
-        return  # requests arrive as ProposalProposed; plain outputs are the coach's business
-    assert message.error is not None
-    await _conn(uow).execute(
-        insert(t.refused_calls)
-        .values(
-            tool_call_id=message.tool_call_id,
-            session_id=message.session_id,
-            seq=message.seq,
-            tool=message.tool,
-            error=message.error.model_dump(mode="json"),
-        )
-        .on_conflict_do_nothing()
-    )
-
-
-async def on_step_ended(message: StepEnded, uow: UnitOfWork) -> None:
-    await _conn(uow).execute(
-        insert(t.turns)
-        .values(
-            session_id=message.session_id,
-            turn_id=message.turn_id,
-            step=message.step,
-            tool_call_ids=list(message.tool_call_ids),
-            # A step that made no request does not pause the turn: nothing to continue.
-            continued_at=None if message.tool_call_ids else datetime.now(UTC),
-        )
-        .on_conflict_do_nothing()
-    )
-
-
-async def on_outcome(message: ProposalOutcome, uow: UnitOfWork) -> None:
-    conn = _conn(uow)
-    outcome = message.model_dump(mode="json")
-    await conn.execute(
-        t.decisions.update()
-        .where(t.decisions.c.decision_id == message.decision_id)
-        .values(outcome=outcome, outcome_at=datetime.now(UTC))
-    )
-    pending = (t.requests.c.proposal_id == message.proposal_id) & (t.requests.c.status == "pending")
-    if message.outcome in RESOLVED_OUTCOMES:
-        await conn.execute(
-            t.requests.update()
-            .where(pending)
-            .values(
-                status=message.outcome,
-                stale=False,
-                resolved_by=message.resolved_by,
-                resolved_at=message.resolved_at,
-                result=outcome,
-            )
-        )
-    elif message.outcome == "stale":
-        await conn.execute(t.requests.update().where(pending).values(stale=True))
-
-
-def _conn(uow: UnitOfWork) -> AsyncConnection:
-    assert isinstance(uow, SqlUnitOfWork)
-    return uow.conn
-
-
-def follow_ups(deps: Deps) -> dict[str, Any]:
-    """What each projection handler announces once its transaction committed, and the turns it may settle.
-
-    They run after every delivery, a redelivery too: the live events are hints (a client re-reads), and
-    settling is idempotent.
+    The runtime hands each handler a unit of work that already holds the session's lock. A handler that
+    changes what a paused turn waits on settles the session's turns in the same transaction: the
+    continuation is written to the outbox in the transaction that marks its turn continued, exactly one per
+    pause, and nothing is lost between two commits. The live events (``request.proposed``, ``turn.step_ended``,
+    ``request.decided``) are announced after commit for every delivery, a redelivery too: they are hints (a
+    client re-reads) and a deciding request waits for ``request.decided``.
     """
 
-    async def proposed(message: ProposalProposed) -> None:
-        await deps.events.publish([_event("request.proposed", message.session_id, seq=message.seq, kind=message.kind)])
-        await settle_session(deps, message.session_id)
+    def __init__(self, events: EventFeed) -> None:
+        self.events = events
 
-    async def tool_result(message: ToolResult) -> None:
-        if not message.ok:
-            await settle_session(deps, message.session_id)
+    async def on_session_event(self, message: SessionOpened | SessionClosed, uow: UnitOfWork) -> None:
+        await uow.sessions.record(message)
 
-    async def step_ended(message: StepEnded) -> None:
+    async def on_proposed(self, message: ProposalProposed, uow: UnitOfWork) -> None:
+        conn = _conn(uow)
+        await conn.execute(
+            insert(t.requests)
+            .values(
+                session_id=message.session_id,
+                seq=message.seq,
+                proposal_id=message.proposal_id,
+                tool_call_id=message.tool_call_id,
+                turn_id=message.turn_id,
+                step=message.step,
+                tool=message.tool,
+                kind=message.kind,
+                action=message.action,
+                section=message.section,
+                agent_id=message.agent_id,
+                target=message.target.model_dump(mode="json"),
+                base=message.base.model_dump(mode="json"),
+                proposed_hash=message.proposed_hash,
+                lines=message.lines.model_dump(mode="json"),
+                widens=message.widens,
+                reason=message.reason,
+                card=message.card.model_dump(mode="json"),
+                trace=current_carrier(),
+            )
+            .on_conflict_do_nothing()
+        )
+        await self.settle(uow, message.session_id)
+
+    async def on_tool_result(self, message: ToolResult, uow: UnitOfWork) -> None:
+        if message.ok:
+            return  # requests arrive as ProposalProposed; plain outputs are the coach's business
+        assert message.error is not None
+        await _conn(uow).execute(
+            insert(t.refused_calls)
+            .values(
+                tool_call_id=message.tool_call_id,
+                session_id=message.session_id,
+                seq=message.seq,
+                tool=message.tool,
+                error=message.error.model_dump(mode="json"),
+            )
+            .on_conflict_do_nothing()
+        )
+        await self.settle(uow, message.session_id)
+
+    async def on_step_ended(self, message: StepEnded, uow: UnitOfWork) -> None:
+        await _conn(uow).execute(
+            insert(t.turns)
+            .values(
+                session_id=message.session_id,
+                turn_id=message.turn_id,
+                step=message.step,
+                tool_call_ids=list(message.tool_call_ids),
+                # A step that made no request does not pause the turn: nothing to continue.
+                continued_at=None if message.tool_call_ids else datetime.now(UTC),
+            )
+            .on_conflict_do_nothing()
+        )
+        await self.settle(uow, message.session_id)
+
+    async def on_outcome(self, message: ProposalOutcome, uow: UnitOfWork) -> None:
+        conn = _conn(uow)
+        outcome = message.model_dump(mode="json")
+        await conn.execute(
+            t.decisions.update()
+            .where(t.decisions.c.decision_id == message.decision_id)
+            .values(outcome=outcome, outcome_at=datetime.now(UTC))
+        )
+        pending = (t.requests.c.proposal_id == message.proposal_id) & (t.requests.c.status == "pending")
+        if message.outcome in RESOLVED_OUTCOMES:
+            await conn.execute(
+                t.requests.update()
+                .where(pending)
+                .values(
+                    status=message.outcome,
+                    stale=False,
+                    resolved_by=message.resolved_by,
+                    resolved_at=message.resolved_at,
+                    result=outcome,
+                )
+            )
+            await self.settle(uow, message.session_id)
+        elif message.outcome == "stale":
+            await conn.execute(t.requests.update().where(pending).values(stale=True))
+
+    async def settle(self, uow: UnitOfWork, session_id: str) -> None:
+        """Continue every paused turn of the session whose requests are all decided (under the session lock,
+        which the runtime took for this message), and announce it once the transaction commits."""
+        await uow.lock_session(session_id)
+        events = await _settle_turns(_sql(uow), session_id)
+        if events:
+
+            async def announce() -> None:
+                await self.events.publish(events)
+
+            uow.on_commit(announce)
+
+    # What each handler announces after commit.
+
+    async def proposed(self, message: ProposalProposed) -> None:
+        await self.events.publish([_event("request.proposed", message.session_id, seq=message.seq, kind=message.kind)])
+
+    async def step_ended(self, message: StepEnded) -> None:
         ended = _event("turn.step_ended", message.session_id, turn_id=message.turn_id, step=message.step)
-        await deps.events.publish([ended])
-        await settle_session(deps, message.session_id)
+        await self.events.publish([ended])
 
-    async def outcome(message: ProposalOutcome) -> None:
-        # The deciding HTTP request is answered as soon as the projection holds the outcome; settling the
-        # turn follows in a transaction of its own.
+    async def outcome(self, message: ProposalOutcome) -> None:
+        # The deciding HTTP request is answered once the projection holds the outcome.
         decided = _event(
             "request.decided", message.session_id, seq=message.seq, outcome=message.model_dump(mode="json")
         )
-        await deps.events.publish([decided])
-        await settle_session(deps, message.session_id)
+        await self.events.publish([decided])
 
-    return {"proposed": proposed, "tool_result": tool_result, "step_ended": step_ended, "outcome": outcome}
+
+def _sql(uow: UnitOfWork) -> SqlUnitOfWork:
+    assert isinstance(uow, SqlUnitOfWork)
+    return uow
+
+
+def _conn(uow: UnitOfWork) -> AsyncConnection:
+    return _sql(uow).conn
 
 
 def _event(name: str, session_id: str, **fields: Any) -> dict[str, Any]:
     return {"event": name, "session_id": session_id, **fields}
 
 
-async def settle_session(deps: Deps, session_id: str) -> None:
-    """Continue every paused turn of the session whose requests are all decided.
-
-    Runs after each projection change, in a transaction of its own under the session lock, and again when a
-    message is redelivered: a crash between the projection's commit and this one loses no continuation,
-    and the lock with the ``continued_at`` check sends each at most once.
-    """
-    async with deps.engine.connect() as conn:
-        # Most changes come while no step of the session has ended yet: skip the locked transaction then. A
-        # StepEnded committed after this look settles on its own and sees this change.
-        paused = await conn.scalar(
-            select(t.turns.c.turn_id)
-            .where(t.turns.c.session_id == session_id, t.turns.c.continued_at.is_(None))
-            .limit(1)
-        )
-    if paused is None:
-        return
-    async with deps.runtime.unit_of_work() as uow:
-        await uow.lock_session(session_id)
-        events = await _settle_turns(uow, session_id)
-    await deps.events.publish(events)
-
-
 async def _settle_turns(uow: SqlUnitOfWork, session_id: str) -> list[dict[str, Any]]:
-    """The body of :func:`settle_session`; returns the live events to announce once its transaction commits."""
+    """Settle the session's paused turns in ``uow`` (which holds the session lock); returns the live events
+    to announce once its transaction commits."""
     conn = uow.conn
     events: list[dict[str, Any]] = []
     open_turns = (

@@ -1,15 +1,17 @@
-"""Consumers with one failure policy, written once (after arroyo's ``DlqPolicy``).
+"""Consumers with one failure policy, written once (after arroyo's ``DlqPolicy``), fed in batches.
 
-Delivery contract of :func:`subscribe`: a message is handed to the handler at least once; its offset is
-committed only after the handler returns, so the handler must be idempotent (the runtime's unit of work
-claims the envelope id in the inbox). What happens when it cannot be handled:
+Delivery contract of :func:`subscribe`: a message is handed to the handler at least once, in a batch of what
+one fetch returned (one message when one was waiting); the fetch's offsets are committed once, after the
+handler returns, so the handler must be idempotent (the runtime's unit of work claims the envelope ids in
+the inbox). What happens when a message cannot be handled:
 
 - **Malformed** (not JSON, nested too deep, unknown type or version, invalid fields): published at once to
   ``<topic>.dlq`` with the original bytes and headers and the reason in ``x-dlq-error``; the consumer
   carries on with the next message.
-- **The handler fails** (a bug, a value the database refuses, a message that cannot be encoded): retried
-  ``max_attempts`` times in all, with exponential backoff and jitter, then dead-lettered the same way with
-  ``x-dlq-attempts``; the partition moves on.
+- **The handler fails** (a bug, a value the database refuses, a message that cannot be encoded): the batch
+  is handled again one message at a time, and the failing message is retried ``max_attempts`` times in all,
+  with exponential backoff and jitter, then dead-lettered the same way with ``x-dlq-attempts``; the other
+  messages of its batch are handled, and the partition moves on.
 - **The infrastructure is down** (the database or the broker does not answer): retried without bound, with
   backoff capped at ``backoff_max``, because dead-lettering would lose messages that are fine. Readiness
   reports the outage meanwhile.
@@ -23,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,20 +35,58 @@ from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
-from prometheus_client import Counter
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import SpanKind
+from prometheus_client import Counter, Histogram
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from ..contracts import MalformedMessage, Message, parse_message
+from ..telemetry import attach_carrier, detach
 from ..topics import Topic
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Message], Awaitable[None]]
+_TRACE_HEADERS = ("traceparent", "tracestate")
+
+
+@dataclass(frozen=True)
+class Received:
+    """A parsed message with the trace context it arrived in."""
+
+    message: Message
+    carrier: dict[str, str]
+    tracer: trace.Tracer
+    source: str
+
+    @contextmanager
+    def span(self) -> Iterator[None]:
+        """Handle the message inside a consumer span continuing its producer's trace."""
+        token = attach_carrier(self.carrier)
+        try:
+            with self.tracer.start_as_current_span(
+                f"{self.source} process",
+                kind=SpanKind.CONSUMER,
+                attributes={
+                    "messaging.system": "kafka",
+                    "messaging.destination.name": self.source,
+                    "messaging.message.id": str(self.message.id),
+                },
+            ):
+                yield
+        finally:
+            detach(token)
+
+
+BatchHandler = Callable[[Sequence[Received]], Awaitable[None]]
 
 DEAD_LETTERED = Counter(
     "assent_messages_dead_lettered", "Messages sent to a dead-letter topic", ["topic", "group", "reason"]
 )
 RETRIES = Counter("assent_handler_retries", "Handler attempts that failed and were tried again", ["topic", "kind"])
+BATCH_SIZE = Histogram(
+    "assent_batch_messages", "Messages handled in one batch", ["topic"], buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256)
+)
 
 
 @dataclass(frozen=True)
@@ -93,12 +134,22 @@ def subscribe(
     *,
     prefix: str,
     group_id: str,
-    handler: Handler,
+    handler: BatchHandler,
     policy: FailurePolicy = FailurePolicy(),
+    max_records: int = 256,
+    tracer_provider: TracerProvider | None = None,
 ) -> None:
-    """Consume ``topic`` in consumer group ``group_id``: parse each message and hand it to ``handler``."""
+    """Consume ``topic`` in consumer group ``group_id``: hand what each fetch returns to ``handler`` as one batch.
+
+    A fetch returns up to ``max_records`` messages (fewer when fewer are waiting: a lone message is not held
+    back). Malformed ones are dead-lettered first; the rest go to ``handler`` in partition order, and the
+    offsets of the whole fetch are committed once it returns. When the batch fails, each of its messages is
+    handled again on its own, under the failure policy, so one bad message is dead-lettered without failing
+    the others (which then commit in transactions of their own).
+    """
     source = topic.full_name(prefix)
     dlq = topic.dlq_name(prefix)
+    tracer = trace.get_tracer("assent.runtime", tracer_provider=tracer_provider)
 
     async def dead_letter(record: Any, reason: str, error: str, attempts: int) -> None:
         headers = {k: v.decode(errors="replace") for k, v in record.headers or ()}
@@ -116,24 +167,21 @@ def subscribe(
         await broker.publish(record.value or b"", topic=dlq, key=record.key, headers=headers)
         DEAD_LETTERED.labels(topic.name, group_id, reason).inc()
 
-    async def on_message(message: KafkaMessage) -> None:
-        record = message.raw_message
-        assert not isinstance(record, tuple)
-        try:
-            parsed = parse_message(record.value or b"", accept=topic.messages)
-        except MalformedMessage as exc:
-            log.warning("dead-lettering %s[%s]@%s: %s", source, record.partition, record.offset, exc)
-            await dead_letter(record, "malformed", str(exc), 0)
-            return
+    def received(record: Any, message: Message) -> Received:
+        carrier = {k: v.decode(errors="replace") for k, v in record.headers or () if k in _TRACE_HEADERS}
+        return Received(message, carrier, tracer, source)
+
+    async def one_by_one(record: Any, item: Received) -> None:
         attempt = 0
         while True:
             attempt += 1
             try:
-                await handler(parsed)
+                await handler([item])
                 return
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                parsed = item.message
                 if is_outage(exc):
                     RETRIES.labels(topic.name, "outage").inc()
                     log.warning(
@@ -149,11 +197,41 @@ def subscribe(
                 log.warning("handling %s %s failed (attempt %d): %r; retrying", parsed.type, parsed.id, attempt, exc)
                 await asyncio.sleep(backoff(attempt, policy))
 
+    async def on_batch(message: KafkaMessage) -> None:
+        raw = message.raw_message
+        records = raw if isinstance(raw, tuple | list) else (raw,)  # FastStream's test broker sends one record
+        batch: list[tuple[Any, Received]] = []
+        for record in records:
+            try:
+                parsed = parse_message(record.value or b"", accept=topic.messages)
+            except MalformedMessage as exc:
+                log.warning("dead-lettering %s[%s]@%s: %s", source, record.partition, record.offset, exc)
+                await dead_letter(record, "malformed", str(exc), 0)
+                continue
+            batch.append((record, received(record, parsed)))
+        if not batch:
+            return
+        BATCH_SIZE.labels(topic.name).observe(len(batch))
+        if len(batch) > 1:
+            try:
+                await handler([item for _, item in batch])
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                RETRIES.labels(topic.name, "batch").inc()
+                log.warning("a batch of %d from %s failed (%r); handling each on its own", len(batch), source, exc)
+        for record, item in batch:
+            await one_by_one(record, item)
+
     broker.subscriber(
         source,
+        batch=True,
+        max_records=max_records,
+        batch_timeout_ms=200,
         decoder=_raw_body,
         group_id=group_id,
         auto_offset_reset="earliest",
         ack_policy=AckPolicy.NACK_ON_ERROR,
         title=f"{group_id}:{source}",
-    )(on_message)
+    )(on_batch)

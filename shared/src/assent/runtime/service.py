@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -28,7 +28,6 @@ from sqlalchemy import MetaData, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .. import inbox
-from ..contracts import Message
 from ..db import create_engine, migrate
 from ..faults import crash_point
 from ..http import install_guards
@@ -39,7 +38,7 @@ from ..service_auth import InvalidServiceToken, ServiceSigner, ServiceVerifier, 
 from ..settings import ServiceSettings
 from ..telemetry import setup_telemetry
 from ..topics import PROPOSALS_DECIDED, STUDIO_SESSIONS, TOOL_CALLS, WORKSPACE_EVENTS, Topic
-from .consumer import FailurePolicy, subscribe
+from .consumer import FailurePolicy, Received, subscribe
 from .kit import LiveCard, OwnerKit
 from .tables import MIGRATIONS as SHARED_MIGRATIONS
 from .tables import VERSION_TABLE as SHARED_VERSION_TABLE
@@ -125,9 +124,12 @@ class ServiceRuntime:
 
     @asynccontextmanager
     async def unit_of_work(self) -> AsyncIterator[SqlUnitOfWork]:
-        """One transaction; what it emits is published once it commits."""
+        """One transaction; what it emits is published, and its ``on_commit`` callbacks run, once it commits."""
         async with self.outbox.transaction(self.engine) as conn:
-            yield SqlUnitOfWork(conn, self.outbox, self.tables, self.service, self.stores)
+            uow = SqlUnitOfWork(conn, self.outbox, self.tables, self.service, self.stores)
+            yield uow
+        for callback in uow.committed:
+            await callback()
 
     def consume(
         self,
@@ -138,29 +140,56 @@ class ServiceRuntime:
         after_commit: Callable[[Any], Awaitable[None]] | None = None,
         when: Callable[[Any], bool] | None = None,
     ) -> None:
-        """Consume ``topic`` in this service's consumer group for it, one unit of work per message.
+        """Consume ``topic`` in this service's consumer group for it: each fetched batch in one unit of work.
 
-        The runtime claims the message's envelope id in the inbox (keyed by the consumer group) inside the
-        unit of work, so a redelivered message changes nothing. ``after_commit`` runs after the transaction
-        commits, also for a redelivery (it must be idempotent): follow-ups such as live notifications.
-        A message ``when`` rejects is passed over without a transaction (and without ``after_commit``).
-        Failures follow :class:`~assent.runtime.consumer.FailurePolicy`.
+        For a batch the runtime, in one transaction: takes the session lock of every session its messages
+        name (one statement, in a fixed order, so batches of different consumers cannot deadlock; a
+        handler's own ``uow.lock_session`` for its message's session is then free); claims the envelope ids
+        in the inbox (one statement, keyed by the consumer group), so a redelivered message changes nothing;
+        and hands each new message to ``handler`` in order, inside the message's own trace. It commits
+        once. ``after_commit`` then runs for each message of the batch, redeliveries too (it must be
+        idempotent): follow-ups such as live notifications; the handlers' ``uow.on_commit`` callbacks run after
+        those. A message ``when`` rejects is passed over
+        (without ``after_commit``). A failing batch is handled again message by message, under
+        :class:`~assent.runtime.consumer.FailurePolicy`.
         """
         prefix = self.settings.topic_prefix
         consumer = f"{self.service}:{topic.name}"
         label = label or topic.name
 
-        async def handle(message: Message) -> None:
-            if when is not None and not when(message):
+        async def handle(batch: Sequence[Received]) -> None:
+            chosen = [item for item in batch if when is None or when(item.message)]
+            if not chosen:
                 return
-            async with self.unit_of_work() as uow:
-                if await inbox.claim(uow.conn, self.tables.inbox, consumer, message.id):
-                    await handler(message, uow)
+            async with self.outbox.transaction(self.engine) as conn:
+                uow = SqlUnitOfWork(conn, self.outbox, self.tables, self.service, self.stores)
+                await uow.lock_sessions(
+                    session_id for item in chosen if (session_id := getattr(item.message, "session_id", None))
+                )
+                fresh = await inbox.claim_many(
+                    uow.conn, self.tables.inbox, consumer, [item.message.id for item in chosen]
+                )
+                for item in chosen:
+                    if item.message.id in fresh:
+                        fresh.discard(item.message.id)  # the same message twice in one fetch: handled once
+                        with item.span():
+                            await handler(item.message, uow)
             crash_point(f"{self.service}.{label}.after_commit")
             if after_commit is not None:
-                await after_commit(message)
+                for item in chosen:
+                    await after_commit(item.message)
+            for callback in uow.committed:  # after the messages' own notices: what handling them caused
+                await callback()
 
-        subscribe(self.broker, topic, prefix=prefix, group_id=f"{prefix}{consumer}", handler=handle, policy=self.policy)
+        subscribe(
+            self.broker,
+            topic,
+            prefix=prefix,
+            group_id=f"{prefix}{consumer}",
+            handler=handle,
+            policy=self.policy,
+            tracer_provider=self.provider,
+        )
 
     def serve_kinds(self, kit: OwnerKit) -> None:
         """Serve an owner's kinds: its tool calls, the decisions on them, the sessions, the live-view API."""

@@ -8,7 +8,7 @@ and is published after commit. Unit tests hand the same handlers :class:`assent.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -18,7 +18,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..contracts import AgentChanged, GuildChanged, Message, OrgChanged, SessionClosed, SessionContext, SessionOpened
-from ..db import session_lock
+from ..db import session_lock, session_locks
 from ..domain import Agent, Guild, Session
 from ..outbox import Outbox
 from ..topics import Topic
@@ -89,6 +89,9 @@ class UnitOfWork(Protocol):
     def store(self, name: str) -> Any: ...
     async def emit(self, topic: Topic, key: str, message: Message) -> None: ...
     async def lock_session(self, session_id: str) -> None: ...
+    def on_commit(self, callback: Callable[[], Awaitable[None]]) -> None:
+        """Run ``callback`` once the transaction has committed (never when it rolls back): live notices."""
+        ...
 
 
 # --- PostgreSQL ----------------------------------------------------------------------------------------
@@ -279,6 +282,8 @@ class SqlUnitOfWork:
     owner: str
     store_factories: dict[str, Callable[[AsyncConnection], Any]] = field(default_factory=dict)
     _stores: dict[str, Any] = field(default_factory=dict)
+    _locked: set[str] = field(default_factory=set)
+    committed: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.sessions = SqlSessions(self.conn, self.tables)
@@ -294,4 +299,15 @@ class SqlUnitOfWork:
         await self.outbox.put(self.conn, topic, key, message)
 
     async def lock_session(self, session_id: str) -> None:
-        await session_lock(self.conn, self.owner, session_id)
+        if session_id not in self._locked:
+            await session_lock(self.conn, self.owner, session_id)
+            self._locked.add(session_id)
+
+    async def lock_sessions(self, session_ids: Iterable[str]) -> None:
+        """Take the locks of several sessions at once, in the one order every transaction uses (no deadlock)."""
+        wanted = sorted(set(session_ids) - self._locked)
+        await session_locks(self.conn, self.owner, wanted)
+        self._locked.update(wanted)
+
+    def on_commit(self, callback: Callable[[], Awaitable[None]]) -> None:
+        self.committed.append(callback)
