@@ -23,13 +23,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
+import contextlib
 import json
 import os
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -38,7 +44,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from sqlalchemy.engine import make_url
 
 from assent.coach import CoachClient
-from assent_devstack.system import build_system
+from assent_devstack.system import ServiceProcess, build_system, free_port
 
 TOKEN = "bench-token"
 ORG = "bench"
@@ -112,6 +118,15 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
 async def sse_events(http: httpx.AsyncClient, url: str, into: asyncio.Queue[tuple[str, dict]]) -> None:
     async with http.stream("GET", url, timeout=None) as response:
         name = ""
@@ -122,93 +137,322 @@ async def sse_events(http: httpx.AsyncClient, url: str, into: asyncio.Queue[tupl
                 await into.put((name, json.loads(line[6:])))
 
 
-async def session_rounds(
-    http: httpx.AsyncClient, coach: CoachClient, *, rounds: int | None = None, until: float | None = None
-) -> dict[str, list[float]]:
-    """Approval rounds, one after another, in a session of its own on an agent of its own.
+class BenchSession:
+    """A session of its own on an agent of its own, running approval rounds one after another."""
 
-    Runs ``rounds`` measured rounds (after 10 to warm up), or as many as fit before ``until``.
-    """
-    legs: dict[str, list[float]] = {"propose → visible": [], "apply → 200": [], "round": []}
-    n = uuid.uuid4().hex[:8]
-    created = await http.post("/api/workspace/orgs", json={"org_id": ORG, "name": "Bench"})
-    if created.status_code != 409:  # the token's organisation, made by the first session
-        created.raise_for_status()
-    for path, body in (
-        ("/api/workspace/guilds", {"guild_id": f"g{n}", "org_id": ORG, "name": "Bench"}),
-        ("/api/workspace/agents", {"agent_id": f"a{n}", "org_id": ORG, "guild_id": f"g{n}", "name": "B"}),
-    ):
-        (await http.post(path, json=body)).raise_for_status()
-    session = await coach.open_session(org_id=ORG, source_guild_id=f"g{n}", operator_user_id="bench")
-    while (await http.get(f"/api/studio/sessions/{session.session_id}/pending")).status_code == 404:
-        await asyncio.sleep(0.01)  # the session's stream is its organisation's once the gateway knows it
-    events: asyncio.Queue[tuple[str, dict]] = asyncio.Queue()
-    reader = asyncio.create_task(sse_events(http, f"/api/studio/sessions/{session.session_id}/events", events))
-    try:
-        assert (await events.get())[0] == "ready"
-        warm_up = 10 if rounds is not None else 0
-        i = 0
-        while (rounds is not None and i < rounds + warm_up) or (until is not None and time.perf_counter() < until):
-            turn = session.begin_turn()
+    def __init__(self, http: httpx.AsyncClient, coach: CoachClient) -> None:
+        self.http, self.coach = http, coach
+        self.n = uuid.uuid4().hex[:8]
+        self.rounds = 0
+        self.events: asyncio.Queue[tuple[str, dict]] = asyncio.Queue()
+
+    async def open(self) -> None:
+        http, n = self.http, self.n
+        created = await http.post("/api/workspace/orgs", json={"org_id": ORG, "name": "Bench"})
+        if created.status_code != 409:  # the token's organisation, made by the first session
+            created.raise_for_status()
+        for path, body in (
+            ("/api/workspace/guilds", {"guild_id": f"g{n}", "org_id": ORG, "name": "Bench"}),
+            ("/api/workspace/agents", {"agent_id": f"a{n}", "org_id": ORG, "guild_id": f"g{n}", "name": "B"}),
+        ):
+            (await http.post(path, json=body)).raise_for_status()
+        self.session = await self.coach.open_session(org_id=ORG, source_guild_id=f"g{n}", operator_user_id="bench")
+        self.base = f"/api/studio/sessions/{self.session.session_id}"
+        while (await http.get(f"{self.base}/pending")).status_code == 404:
+            await asyncio.sleep(0.01)  # the session's stream is its organisation's once the gateway knows it
+        self.reader = asyncio.create_task(sse_events(http, f"{self.base}/events", self.events))
+        assert (await self.events.get())[0] == "ready"
+
+    async def close(self) -> None:
+        self.reader.cancel()
+
+    async def run(
+        self, *, rounds: int | None = None, until: float | None = None, warm_up: int = 0
+    ) -> dict[str, list[float]]:
+        """``rounds`` measured rounds after ``warm_up`` ones, or as many as start before ``until``."""
+        legs: dict[str, list[float]] = {"propose → visible": [], "apply → 200": [], "round": []}
+        done_here = 0
+        while (rounds is not None and done_here < rounds + warm_up) or (
+            until is not None and time.perf_counter() < until
+        ):
+            i = self.rounds
+            turn = self.session.begin_turn()
             start = time.perf_counter()
             call = await turn.send(
                 "studio_edit_memory",
-                {"agent_id": f"a{n}", "content": f"line {i}\n" * 20, "base_version": i, "reason": "bench"},
+                {"agent_id": f"a{self.n}", "content": f"line {i}\n" * 20, "base_version": i, "reason": "bench"},
             )
-            url = f"/api/studio/sessions/{session.session_id}/edits/{call.seq}"
+            url = f"{self.base}/edits/{call.seq}"
             while True:
-                name, event = await events.get()
+                name, event = await self.events.get()
                 if name == "request.proposed" and event["seq"] == call.seq:
                     break
             visible = time.perf_counter()
             await turn.result(call)
             await turn.end_step()
-            while (await events.get())[0] != "turn.step_ended":
+            while (await self.events.get())[0] != "turn.step_ended":
                 pass  # the operator decides a paused turn, as in the product
             applying = time.perf_counter()
-            answer = await http.post(url, json={"decision": "apply"})
+            answer = await self.http.post(url, json={"decision": "apply"})
             applied = time.perf_counter()
             assert answer.status_code == 200, answer.text
             await turn.continuation()
-            done = time.perf_counter()
-            if i == 0:
-                assert (await http.get(url)).json()["status"] == "applied"
-            if i >= warm_up:
+            finished = time.perf_counter()
+            if done_here >= warm_up:
                 legs["propose → visible"].append(visible - start)
                 legs["apply → 200"].append(applied - applying)
-                legs["round"].append((visible - start) + (done - applying))
-            i += 1
+                legs["round"].append((visible - start) + (finished - applying))
+            self.rounds += 1
+            done_here += 1
+        return legs
+
+    async def settled(self) -> bool:
+        """Nothing is left pending in the session."""
+        body = (await self.http.get(f"{self.base}/pending")).json()
+        return not body["items"]
+
+
+async def continuations(bootstrap: str, topic: str) -> collections.Counter[tuple[str, str, int]]:
+    """How many ``TurnContinuation`` messages the topic holds per (session, turn, step), read from the start."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest")
+    await consumer.start()
+    counts: collections.Counter[tuple[str, str, int]] = collections.Counter()
+    try:
+        partitions = consumer.assignment()
+        while not partitions:
+            await asyncio.sleep(0.05)
+            partitions = consumer.assignment()
+        ends = await consumer.end_offsets(list(partitions))
+        async def behind() -> bool:
+            return any([await consumer.position(tp) < end for tp, end in ends.items()])
+
+        while await behind():
+            for records in (await consumer.getmany(timeout_ms=1000)).values():
+                for record in records:
+                    body = json.loads(record.value)
+                    counts[(body["session_id"], body["turn_id"], body["step"])] += 1
     finally:
-        reader.cancel()
-    return legs
+        await consumer.stop()
+    return counts
 
 
-async def approval_rounds(
-    system_url: str, kafka: str, prefix: str, rounds: int, concurrency: int, seconds: float
-) -> tuple[dict[str, list[float]], list[float], float]:
-    """Sequential rounds for latency, then ``concurrency`` sessions at once for ``seconds`` for throughput."""
-    limits = httpx.Limits(max_connections=4 * concurrency + 10)
-    headers = {"Authorization": f"Bearer {TOKEN}"}
-    async with (
-        httpx.AsyncClient(base_url=system_url, headers=headers, limits=limits, timeout=60) as http,
-        CoachClient(kafka, topic_prefix=prefix) as coach,
-    ):
-        legs = await session_rounds(http, coach, rounds=rounds)
-        started = time.perf_counter()
-        loaded = await asyncio.gather(
-            *(session_rounds(http, coach, until=started + seconds) for _ in range(concurrency))
+@dataclass
+class Load:
+    """What one throughput run measured."""
+
+    replicas: int
+    sessions: int
+    seconds: float
+    rounds: int
+    round_ms: tuple[float, float]
+    cpu_ms_per_round: dict[str, float]
+    rss_after: dict[str, float]
+
+    @property
+    def per_second(self) -> float:
+        return self.rounds / self.seconds
+
+
+class Bench:
+    """The system under test, its clients, and the measurements taken from it."""
+
+    def __init__(self, system: Any, kafka: str, prefix: str, database_url: str) -> None:
+        self.system, self.kafka, self.prefix, self.database_url = system, kafka, prefix, database_url
+        self.replicas: dict[str, list[Any]] = {name: [p] for name, p in system.processes.items()}
+        self.headers = {"Authorization": f"Bearer {TOKEN}"}
+        self.sessions: list[BenchSession] = []
+
+    def pids(self) -> dict[str, list[int]]:
+        return {name: [p.process.pid for p in ps if p.process] for name, ps in self.replicas.items()}
+
+    def rss(self) -> dict[str, float]:
+        """Per service, the largest RSS among its replicas (MiB)."""
+        return {name: max(rss_mib(pid) for pid in pids) for name, pids in self.pids().items()}
+
+    def add_replicas(self) -> None:
+        """Start a second process of every service (same database, topics and consumer groups)."""
+        for processes in self.replicas.values():
+            first = processes[0]
+            second = ServiceProcess(first.module, free_port(), first.env, first.log_path.with_suffix(".2.log"))
+            second.start()
+            processes.append(second)
+
+    def stop_replicas(self) -> None:
+        for processes in self.replicas.values():
+            for extra in processes[1:]:
+                extra.stop()
+            del processes[1:]
+
+    @asynccontextmanager
+    async def clients(self, concurrency: int) -> AsyncIterator[tuple[list[httpx.AsyncClient], CoachClient]]:
+        limits = httpx.Limits(max_connections=4 * concurrency + 10)
+        gateways = [p.url for p in self.replicas["gateway"]]
+        async with contextlib.AsyncExitStack() as stack:
+            https = [
+                await stack.enter_async_context(
+                    httpx.AsyncClient(base_url=url, headers=self.headers, limits=limits, timeout=60)
+                )
+                for url in gateways
+            ]
+            coach = await stack.enter_async_context(CoachClient(self.kafka, topic_prefix=self.prefix))
+            yield https, coach
+
+    async def latency(self, rounds: int) -> dict[str, list[float]]:
+        async with self.clients(1) as (https, coach):
+            session = BenchSession(https[0], coach)
+            await session.open()
+            try:
+                legs = await session.run(rounds=rounds, warm_up=10)
+                pending = []
+                for _ in range(rounds):
+                    start = time.perf_counter()
+                    (await https[0].get(f"{session.base}/pending")).raise_for_status()
+                    pending.append(time.perf_counter() - start)
+                legs["GET …/pending"] = pending
+                assert await session.settled()
+            finally:
+                await session.close()
+            return legs
+
+    async def throughput(self, concurrency: int, seconds: float) -> Load:
+        """``concurrency`` sessions (spread over the gateway replicas) run rounds at once for ``seconds``."""
+        async with self.clients(concurrency) as (https, coach):
+            sessions = [BenchSession(https[i % len(https)], coach) for i in range(concurrency)]
+            await asyncio.gather(*(s.open() for s in sessions))
+            try:
+                await asyncio.gather(*(s.run(rounds=1) for s in sessions))  # every session warm
+                pids = self.pids()
+                cpu_before = {name: sum(cpu_seconds(pid) for pid in ps) for name, ps in pids.items()}
+                cpu_before["bench client"] = time.process_time()
+                before = sum(s.rounds for s in sessions)
+                started = time.perf_counter()
+                loaded = await asyncio.gather(*(s.run(until=started + seconds) for s in sessions))
+                elapsed = time.perf_counter() - started
+                rounds = sum(s.rounds for s in sessions) - before
+                cpu_after = {name: sum(cpu_seconds(pid) for pid in ps) for name, ps in pids.items()}
+                cpu_after["bench client"] = time.process_time()
+                settled = await asyncio.gather(*(s.settled() for s in sessions))
+                assert all(settled), "a request was left pending"
+                self.sessions += sessions
+            finally:
+                for s in sessions:
+                    await s.close()
+        samples = [sample for worker in loaded for sample in worker["round"]]
+        return Load(
+            replicas=len(https),
+            sessions=concurrency,
+            seconds=elapsed,
+            rounds=rounds,
+            round_ms=ms(samples),
+            cpu_ms_per_round={k: 1000 * (cpu_after[k] - cpu_before[k]) / rounds for k in cpu_before},
+            rss_after=self.rss(),
         )
-        elapsed = time.perf_counter() - started
-    under_load = [sample for worker in loaded for sample in worker["round"]]
-    return legs, under_load, len(under_load) / elapsed
+
+    async def exactly_once(self) -> tuple[int, int]:
+        """Every round of every session continued its turn exactly once: (turns, continuations) on the topic."""
+        counts = await continuations(self.kafka, f"{self.prefix}studio.continuations")
+        ours = {s.session.session_id: s.rounds for s in self.sessions}
+        mine = {key: n for key, n in counts.items() if key[0] in ours}
+        assert all(n == 1 for n in mine.values()), "a turn was continued more than once"
+        assert len(mine) == sum(ours.values()), f"{sum(ours.values())} rounds but {len(mine)} continued turns"
+        return len(mine), sum(mine.values())
+
+
+PRELOAD = {
+    # Resolved requests of finished sessions, their decisions and turns, and the inbox rows of their messages,
+    # in the gateway's projection and in the owner's tables: what a year of use leaves behind.
+    "gateway.sessions": """
+        INSERT INTO gateway.sessions (session_id, org_id, source_guild_id, operator_user_id, closed_at)
+        SELECT 'old-' || s, 'old-org-' || (s % 100), 'old-guild', 'someone', now()
+        FROM generate_series(0, :n / 10 - 1) AS s""",
+    "gateway.requests": """
+        INSERT INTO gateway.requests (session_id, seq, proposal_id, tool_call_id, turn_id, step, tool,
+            kind, action, section, agent_id, target, base, proposed_hash, lines, widens, reason, card, trace,
+            status, resolved_by, resolved_at, result)
+        SELECT 'old-' || (i / 10), i % 10, 'old-p-' || i, 'old-c-' || i, 'old-t-' || i, 1, 'studio_edit_memory',
+            'memory', 'update', 'Memory', 'old-agent-' || (i % 1000), '{"label": "Memory"}', '{}', 'h',
+            '{"added": 1, "removed": 1}', false, 'old', '{}', '{}', 'applied', 'someone', now(), '{}'
+        FROM generate_series(0, :n - 1) AS i""",
+    "gateway.decisions": """
+        INSERT INTO gateway.decisions (decision_id, session_id, seq, proposal_id, decision, actor, via,
+            outcome, outcome_at, message_id)
+        SELECT 'old-d-' || i, 'old-' || (i / 10), i % 10, 'old-p-' || i, 'apply', 'someone', 'http', '{}', now(),
+            gen_random_uuid()
+        FROM generate_series(0, :n - 1) AS i""",
+    "gateway.turns": """
+        INSERT INTO gateway.turns (session_id, turn_id, step, tool_call_ids, continued_at, sends)
+        SELECT 'old-' || (i / 10), 'old-t-' || i, 1, jsonb_build_array('old-c-' || i), now(), 1
+        FROM generate_series(0, :n - 1) AS i""",
+    "gateway.inbox": """
+        INSERT INTO gateway.inbox (consumer, message_id)
+        SELECT 'gateway:' || (ARRAY['proposals.proposed', 'proposals.applied', 'studio.turns'])[1 + i % 3],
+            gen_random_uuid()
+        FROM generate_series(0, :n - 1) AS i""",
+    "edits.sessions": """
+        INSERT INTO edits.sessions (session_id, org_id, source_guild_id, operator_user_id, closed_at)
+        SELECT 'old-' || s, 'old-org-' || (s % 100), 'old-guild', 'someone', now()
+        FROM generate_series(0, :n / 10 - 1) AS s""",
+    "edits.proposals": """
+        INSERT INTO edits.proposals (proposal_id, session_id, seq, turn_id, step, tool_call_id, tool, kind,
+            action, agent_id, target, base, proposed_hash, payload, result, status, resolved_by, resolved_at)
+        SELECT 'old-p-' || i, 'old-' || (i / 10), i % 10, 'old-t-' || i, 1, 'old-c-' || i, 'studio_edit_memory',
+            'memory', 'update', 'old-agent-' || (i % 1000), '{}', '{}', 'h', '{}', '{}', 'applied', 'someone', now()
+        FROM generate_series(0, :n - 1) AS i""",
+    "edits.inbox": """
+        INSERT INTO edits.inbox (consumer, message_id)
+        SELECT 'edits:' || (ARRAY['edits.tool-calls', 'proposals.decided', 'studio.sessions'])[1 + i % 3],
+            gen_random_uuid()
+        FROM generate_series(0, :n - 1) AS i""",
+}
+
+
+async def preload(database_url: str, n: int) -> float:
+    """Load ``n`` resolved requests, decisions, turns and inbox rows per service; returns the seconds it took."""
+    url = make_url(database_url)
+    conn = await asyncpg.connect(
+        host=url.host, port=url.port, user=url.username, password=url.password, database=url.database
+    )
+    started = time.perf_counter()
+    try:
+        for table, statement in PRELOAD.items():
+            await conn.execute(statement.replace(":n", str(n)))
+            await conn.execute(f"ANALYZE {table}")
+    finally:
+        await conn.close()
+    return time.perf_counter() - started
+
+
+def print_legs(title: str, legs: dict[str, list[float]], floor: tuple[float, float]) -> None:
+    print(f"\n{title}")
+    print(f"{'measure':<28}{'p50 ms':>10}{'p99 ms':>10}{'p50 / floor':>14}{'p99 / floor':>14}")
+    for leg, samples in legs.items():
+        p50, p99 = ms(samples)
+        if leg == "GET …/pending":
+            print(f"{leg:<28}{p50:>10.2f}{p99:>10.2f}")
+            continue
+        f50, f99 = floor if leg != "round" else (2 * floor[0], 2 * floor[1])
+        print(f"{leg:<28}{p50:>10.2f}{p99:>10.2f}{p50 / f50:>13.1f}x{p99 / f99:>13.1f}x")
+
+
+def print_load(load: Load) -> None:
+    cpu = ", ".join(f"{name} {value:.1f}" for name, value in load.cpu_ms_per_round.items())
+    print(
+        f"  {load.replicas} replica(s) of each service, {load.sessions} sessions at once for {load.seconds:.0f} s:"
+        f" {load.per_second:.0f} rounds/s (round p50 {load.round_ms[0]:.0f} ms, p99 {load.round_ms[1]:.0f} ms)"
+    )
+    print(f"    CPU ms per round: {cpu}")
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--concurrency", type=int, default=8, help="sessions at once for the throughput run")
-    parser.add_argument("--seconds", type=float, default=10.0, help="length of the throughput run")
+    parser.add_argument("--rounds", type=int, default=200, help="sequential rounds for the latency figures")
+    parser.add_argument("--concurrency", type=int, default=64, help="sessions at once for the throughput runs")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each throughput run")
     parser.add_argument("--no-telemetry", action="store_true", help="run the services with OTEL_SDK_DISABLED=true")
+    parser.add_argument("--no-replicas", action="store_true", help="skip the run with two replicas of each service")
+    parser.add_argument(
+        "--preload", type=int, default=0, metavar="N", help="then load N resolved requests and measure again"
+    )
     args = parser.parse_args()
 
     devstack = None
@@ -240,42 +484,57 @@ async def main() -> None:
         extra_env={"ASSENT_LOG_LEVEL": "WARNING", **({"OTEL_SDK_DISABLED": "true"} if args.no_telemetry else {})},
     )
     system.start()
+    bench = Bench(system, kafka, f"{name}.", bench_db)
+    loads: list[Load] = []
     try:
         await asyncio.sleep(2)
-        rest = {s.module: rss_mib(s.process.pid) for s in (system.edits, system.gateway) if s.process}
+        rest = bench.rss()
         kafka_rt = await kafka_round_trips(kafka, args.rounds * 2)
         commits = await pg_commits(bench_db, args.rounds * 2)
-        legs, under_load, per_second = await approval_rounds(
-            system.gateway.url, kafka, f"{name}.", args.rounds, args.concurrency, args.seconds
-        )
-        busy = {s.module: rss_mib(s.process.pid) for s in (system.edits, system.gateway) if s.process}
+        legs = await bench.latency(args.rounds)
+        for _ in range(2):  # twice in a row: memory must not grow from one to the next
+            loads.append(await bench.throughput(args.concurrency, args.seconds))
+        if not args.no_replicas:
+            bench.add_replicas()
+            loads.append(await bench.throughput(args.concurrency, args.seconds))
+            bench.stop_replicas()
+        turns, sent = await bench.exactly_once()
+        preloaded: dict[str, list[float]] | None = None
+        if args.preload:
+            took = await preload(bench_db, args.preload)
+            print(f"(preloaded {args.preload:,} resolved requests, decisions, turns and inbox rows in {took:.0f} s)")
+            preloaded = await bench.latency(args.rounds)
     finally:
+        bench.stop_replicas()
         system.stop()
         if devstack is not None:
             devstack.stop()
 
     k50, k99 = ms(kafka_rt)
     c50, c99 = ms(commits)
-    floor50, floor99 = 2 * k50 + 2 * c50, 2 * k99 + 2 * c99
-    print(f"\nApproval round, {args.rounds} rounds, one replica per service, {os.cpu_count()} cores\n")
-    print(f"{'measure':<28}{'p50 ms':>10}{'p99 ms':>10}{'p50 / floor':>14}{'p99 / floor':>14}")
+    floor = (2 * k50 + 2 * c50, 2 * k99 + 2 * c99)
+    print(f"\nApproval round on {os.cpu_count()} cores; telemetry {'off' if args.no_telemetry else 'on'}")
     print(f"{'raw Kafka round trip':<28}{k50:>10.2f}{k99:>10.2f}")
     print(f"{'raw asyncpg commit':<28}{c50:>10.2f}{c99:>10.2f}")
-    print(f"{'leg floor (2 RT + 2 commit)':<28}{floor50:>10.2f}{floor99:>10.2f}")
-    for leg, samples in legs.items():
-        p50, p99 = ms(samples)
-        f50, f99 = (floor50, floor99) if leg != "round" else (2 * floor50, 2 * floor99)
-        print(f"{leg:<28}{p50:>10.2f}{p99:>10.2f}{p50 / f50:>13.1f}x{p99 / f99:>13.1f}x")
-    l50, l99 = ms(under_load)
+    print(f"{'leg floor (2 RT + 2 commit)':<28}{floor[0]:>10.2f}{floor[1]:>10.2f}")
+    print_legs(f"Latency: {args.rounds} rounds one after another, one replica of each service", legs, floor)
+    if preloaded is not None:
+        print_legs(f"The same after preloading {args.preload:,} resolved requests", preloaded, floor)
+        for leg in ("round", "GET …/pending"):
+            before, after = ms(legs[leg])[0], ms(preloaded[leg])[0]
+            print(f"  {leg} p50: {before:.2f} ms empty, {after:.2f} ms preloaded ({100 * (after / before - 1):+.0f}%)")
+    print("\nThroughput (every apply answered 200, nothing left pending):")
+    for load in loads:
+        print_load(load)
+    print(f"  every turn continued exactly once: {turns} paused turns, {sent} continuations on the topic")
+    print("\nMemory (RSS MiB, the largest replica):")
+    for service in rest:
+        runs = " / ".join(f"{load.rss_after[service]:.0f}" for load in loads[:2])
+        growth = loads[1].rss_after[service] - loads[0].rss_after[service]
+        print(f"  {service:<10} at rest {rest[service]:.0f}, after run 1 / run 2 {runs} (growth {growth:+.1f})")
     print(
-        f"\nSustained: {per_second:.0f} rounds/s with {args.concurrency} sessions at once for {args.seconds:.0f} s"
-        f" (round p50 {l50:.1f} ms, p99 {l99:.1f} ms; nothing lost: every round's apply answered 200 and its"
-        " turn continued)"
-    )
-    print("\nTargets (DESIGN §6): round p50 ≤ 10 ms, p99 ≤ 25 ms; each leg within 3x of its floor; 1,000 rounds/s.")
-    print(
-        "RSS MiB at rest / after the run (target < 150 at rest): "
-        + ", ".join(f"{m} {rest[m]:.0f} / {busy[m]:.0f}" for m in rest)
+        "\nTargets: ≥ 300 rounds/s sustained with 64 sessions; round p50 ≤ 20 ms, p99 ≤ 40 ms; each leg within 3x"
+        " of its floor; preloaded within 20% of empty; RSS < 150 MiB at rest, < 250 MiB after load, no growth."
     )
     sys.stdout.flush()
 

@@ -28,6 +28,7 @@ import random
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import asyncpg
@@ -224,14 +225,35 @@ def subscribe(
         for record, item in batch:
             await one_by_one(record, item)
 
-    broker.subscriber(
+    subscriber = broker.subscriber(
         source,
         batch=True,
         max_records=max_records,
-        batch_timeout_ms=200,
+        batch_timeout_ms=_POLL_MS,
         decoder=_raw_body,
         group_id=group_id,
         auto_offset_reset="earliest",
         ack_policy=AckPolicy.NACK_ON_ERROR,
         title=f"{group_id}:{source}",
-    )(on_batch)
+    )
+    subscriber(on_batch)
+    _poll_without_pause(subscriber)
+
+
+_POLL_MS = 500
+
+
+def _poll_without_pause(subscriber: Any) -> None:
+    """Make a batch subscriber wait for its next fetch without pausing in between.
+
+    FastStream's batch subscriber waits up to ``batch_timeout_ms`` for records and, when none came, sleeps
+    ``batch_timeout_ms`` more before it asks again: a message arriving during that sleep waits for it (up to
+    half a second here), on every hop. aiokafka's ``getmany`` already returns as soon as a record arrives and
+    blocks otherwise, so asking again at once costs one wake-up per ``_POLL_MS`` while idle.
+    """
+
+    async def get_msg(consumer: Any) -> tuple[Any, ...]:
+        fetched = await consumer.getmany(timeout_ms=subscriber.batch_timeout_ms, max_records=subscriber.max_records)
+        return tuple(chain.from_iterable(fetched.values()))
+
+    subscriber.get_msg = get_msg
