@@ -172,7 +172,22 @@ class SourceKind(ProposalKind):
                 "then ask again",
             )
         origin: paths.Origin = "builder" if self._channel(call) == "builder" else "agent"
+        await self._waiting(call, uow)  # the reply's first call fixes the proposal it builds on
         return Context(agent, source, deployment.source_version, origin)
+
+    @staticmethod
+    async def _waiting(call: Call, uow: UnitOfWork) -> tuple[StoredProposal | None, str | None]:
+        """The chat's waiting proposal now, and the one this reply (turn) builds on: the chat's waiting proposal
+        when the reply made its first call, or the last one the reply made itself."""
+        store = repo(uow)
+        session_id = call.message.session_id
+        waiting_id = await store.waiting(session_id)
+        waiting = await uow.proposals.get(waiting_id) if waiting_id is not None else None
+        current = waiting if waiting is not None and waiting.status == "pending" else None
+        baseline = await store.turn_baseline(
+            session_id, call.message.turn_id, None if current is None else current.proposal_id
+        )
+        return current, baseline
 
     # --- read tools ---------------------------------------------------------------------------------
 
@@ -248,12 +263,7 @@ class SourceKind(ProposalKind):
         message = call.message
         session_id = message.session_id
         await uow.lock_session(session_id)
-        waiting_id = await store.waiting(session_id)
-        waiting = await uow.proposals.get(waiting_id) if waiting_id is not None else None
-        predecessor = waiting if waiting is not None and waiting.status == "pending" else None
-        baseline_id = await store.turn_baseline(
-            session_id, message.turn_id, None if predecessor is None else predecessor.proposal_id
-        )
+        predecessor, baseline_id = await self._waiting(call, uow)
         baseline = await uow.proposals.get(baseline_id) if baseline_id is not None else None
         if baseline is not None and baseline.status != "pending":
             return Refusal(
