@@ -24,8 +24,8 @@ FileFormat = Literal["connection", "store", "eval"]
 
 ENV_REFERENCE = re.compile(r"^env:[A-Z_][A-Z0-9_]*$")
 CREDENTIAL_KEY = re.compile(
-    r"(?i)(^|_|-)(token|secret|password|passwd|pass|api_?key|apikey|access_?key|client_?secret|private_?key|"
-    r"credential|credentials|auth_?token|bearer)($|_|-)"
+    r"(?i)(^|_|-)(token|secret|password|passwd|pass|api[_-]?key|access[_-]?key|client[_-]?secret|private[_-]?key|"
+    r"credential|credentials|auth[_-]?token|bearer)($|_|-)"
 )
 SECRET_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
