@@ -177,3 +177,23 @@ def test_the_docs_and_schemas_ship_with_the_service() -> None:
     docs = load_docs()
     assert {"source-layout", "connections", "stores", "evals", "skills", "tools", "proposals"} <= set(docs)
     assert set(SCHEMAS) == {"connection", "store", "eval"}
+
+
+@pytest.mark.parametrize(
+    ("provider", "remote", "link"),
+    [
+        ("github", "https://github.com/acme/ada.git", "https://github.com/acme/ada/compare/main...fix?expand=1"),
+        ("github", "git@github.com:acme/ada.git", "https://github.com/acme/ada/compare/main...fix?expand=1"),
+        ("github", "https://user:pw@github.com/acme/ada", "https://github.com/acme/ada/compare/main...fix?expand=1"),
+        (
+            "gitlab",
+            "https://gitlab.com/acme/ada.git",
+            "https://gitlab.com/acme/ada/-/merge_requests/new?merge_request%5Bsource_branch%5D=fix"
+            "&merge_request%5Btarget_branch%5D=main",
+        ),
+    ],
+)
+def test_pull_and_merge_request_links(provider: str, remote: str, link: str) -> None:
+    from deployer.domain.links import change_request_link
+
+    assert change_request_link(provider, remote, "main", "fix") == link
