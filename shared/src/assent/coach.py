@@ -35,7 +35,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from opentelemetry import trace
 
 from .contracts import (
+    Channel,
     MalformedMessage,
+    Requester,
     SessionClosed,
     SessionContext,
     SessionOpened,
@@ -124,8 +126,18 @@ class CoachClient:
         await self._producer.stop()
 
     async def open_session(
-        self, *, org_id: str, source_guild_id: str, operator_user_id: str, session_id: str | None = None
+        self,
+        *,
+        org_id: str,
+        source_guild_id: str,
+        operator_user_id: str,
+        session_id: str | None = None,
+        channel: Channel = "studio",
+        requester: Requester | None = None,
+        model: str | None = None,
     ) -> CoachSession:
+        """Open a session. ``channel`` says where it runs (an agent's ``web`` or ``api`` chat, the ``builder``
+        chat, ...), ``requester`` who the chat runs for, ``model`` which model runs it; every call carries them."""
         session_id = session_id or f"ses_{uuid.uuid4().hex}"
         await self.publish(
             STUDIO_SESSIONS,
@@ -137,7 +149,14 @@ class CoachClient:
                 operator_user_id=operator_user_id,
             ),
         )
-        context = SessionContext(org_id=org_id, source_guild_id=source_guild_id, operator_user_id=operator_user_id)
+        context = SessionContext(
+            org_id=org_id,
+            source_guild_id=source_guild_id,
+            operator_user_id=operator_user_id,
+            channel=channel,
+            requester=requester,
+            model=model,
+        )
         return CoachSession(self, session_id, context=context)
 
     async def publish(self, topic: Topic, key: str, message: Message) -> None:

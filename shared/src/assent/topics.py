@@ -20,6 +20,7 @@ from .contracts import (
     ProposalProposed,
     SessionClosed,
     SessionOpened,
+    SourceCommitted,
     StepEnded,
     ToolCall,
     ToolResult,
@@ -80,6 +81,8 @@ WORKSPACE_EVENTS = Topic(
     tuple(o for o in (*OWNERS, "gateway") if o != WORKSPACE_OWNER),
     (OrgChanged, GuildChanged, AgentChanged),
 )
+DEPLOYS_EVENTS = Topic("deploys.events", "agent_id", ("deployer",), (), (SourceCommitted,))
+"""What the deployer did to an agent's source: commits of approved proposals (builds and deploys follow)."""
 
 REGISTRY: tuple[Topic, ...] = (
     STUDIO_SESSIONS,
@@ -91,6 +94,7 @@ REGISTRY: tuple[Topic, ...] = (
     PROPOSALS_APPLIED,
     STUDIO_CONTINUATIONS,
     WORKSPACE_EVENTS,
+    DEPLOYS_EVENTS,
 )
 
 TOOL_ROUTES: dict[str, Topic] = {

@@ -80,6 +80,8 @@ class Proposal:
     notes: tuple[str, ...] = ()
     effects: tuple[str, ...] = ()
     widens: bool = False
+    output: dict[str, Any] | None = None
+    """What the tool result says beside the widget (files a proposal left out, ...); None: nothing."""
 
 
 @dataclass(frozen=True)
@@ -268,6 +270,7 @@ class OwnerKit:
         proposal_id = proposal_id_for(call.session_id, call.tool_call_id)
         result = self._result(
             call,
+            Output(proposal.output) if proposal.output is not None else None,
             widget=StudioEditRequest(
                 proposal_id=proposal_id,
                 kind=spec.name,

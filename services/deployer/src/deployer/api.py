@@ -1,0 +1,378 @@
+"""The deployer's internal HTTP API: agents' repositories and deployments, the Proposals page, and issues.
+
+Only the gateway calls it, with its service credential (``runtime.internal_router``). Organisations are walls
+here too: with ``X-Assent-Org`` (the person's organisation), an agent of another organisation is answered 404 with
+the words a missing one gets, and nothing is read or written. Without the header the call is a service's own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import FastAPI, Path, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from assent.contracts import Id
+from assent.domain import Agent, Refusal
+from assent.hashing import line_counts, unified_diff
+from assent.runtime import ServiceRuntime, StoredProposal
+from assent.runtime.uow import UnitOfWork
+from assent.runtime.walls import CallerOrg
+
+from .adapters.git import GitError, GitRepos
+from .adapters.repository import DeployerRepository
+from .domain import checks, paths
+from .domain.proposals import MAX_FILE_CHARS, FileChange, moved_files, text_hash
+from .kinds.source import SourceKind, decode
+
+PathId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
+FileText = Annotated[str, Field(max_length=MAX_FILE_CHARS)]
+FilePath = Annotated[str, Field(min_length=1, max_length=paths.MAX_PATH)]
+
+
+class NotFound(LookupError):
+    pass
+
+
+class Unprocessable(Exception):
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+class RepositoryIn(BaseModel):
+    """Where an agent's source lives. ``hosted``: a repository of Assent (``files``, if any, are its first source
+    version). ``external``: a remote ``url`` with its ``provider``; ``branch`` is the production branch (the
+    remote's default branch when absent)."""
+
+    model_config = ConfigDict(extra="forbid")
+    mode: Literal["hosted", "external"]
+    url: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
+    provider: Literal["github", "gitlab"] | None = None
+    branch: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._/-]+$")] | None = None
+    files: dict[FilePath, FileText] = Field(default_factory=dict, max_length=500)
+    actor: Id
+
+
+class CommitIn(BaseModel):
+    """A person's direct commit onto the production branch (not a proposal); ``null`` deletes a file."""
+
+    model_config = ConfigDict(extra="forbid")
+    files: dict[FilePath, FileText | None] = Field(min_length=1, max_length=500)
+    message: Annotated[str, Field(min_length=1, max_length=4000)]
+    actor: Id
+
+
+class DeploymentIn(BaseModel):
+    """Record a deployment of the agent: of ``source_version`` (default: the production branch's head). With
+    ``records_version: false`` it is a deployment that recorded no source version (an older deploy)."""
+
+    model_config = ConfigDict(extra="forbid")
+    source_version: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")] | None = None
+    records_version: bool = True
+    actor: Id
+
+
+class IssueIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: Annotated[str, Field(min_length=1, max_length=300)]
+    text: Annotated[str, Field(max_length=20_000)] = ""
+    evals: dict[FilePath, FileText] = Field(default_factory=dict, max_length=50)
+    """Regression evals, by path under ``evals/`` (JSON, see ``schemas/eval.schema.json``)."""
+    actor: Id
+
+
+class IssuePatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: Annotated[str, Field(min_length=1, max_length=300)] | None = None
+    text: Annotated[str, Field(max_length=20_000)] | None = None
+    status: Literal["open", "fixed", "closed"] | None = None
+    evals: dict[FilePath, FileText] | None = Field(None, max_length=50)
+    actor: Id
+
+
+def check_evals(evals: Mapping[str, str], schemas: Mapping[checks.FileFormat, Mapping[str, Any]]) -> None:
+    for path, text in evals.items():
+        normal = paths.normalize(path)
+        if isinstance(normal, Refusal):
+            raise Unprocessable(422, normal.message)
+        if checks.file_format(path) != "eval":
+            raise Unprocessable(422, f"{path}: a regression eval is a .json file under evals/")
+        refusal = checks.check_file(path, text, schemas)
+        if refusal is not None:
+            raise Unprocessable(422, refusal.message)
+
+
+def install(app: FastAPI, runtime: ServiceRuntime, repos: GitRepos, kind: SourceKind) -> None:
+    router = runtime.internal_router(tags=["deployer"])
+
+    async def agent_in(uow: UnitOfWork, agent_id: str, org: str | None) -> Agent:
+        agent = await uow.workspace.agent(agent_id)
+        if agent is None or (org is not None and agent.org_id != org):
+            raise NotFound(f"agent {agent_id!r} does not exist")
+        return agent
+
+    def store(uow: UnitOfWork) -> DeployerRepository:
+        return uow.store("deployer")  # type: ignore[no-any-return]
+
+    async def describe(agent_id: str, uow: UnitOfWork) -> dict[str, Any]:
+        source = await store(uow).source(agent_id)
+        if source is None:
+            raise NotFound(f"agent {agent_id!r} has no source repository")
+        deployment = await store(uow).latest_deployment(agent_id)
+        head = await repos.head(source)
+        return {
+            "agent_id": agent_id,
+            "mode": source.mode,
+            "branch": source.branch,
+            "url": source.url,
+            "provider": source.provider,
+            "head": head,
+            "version_number": await repos.count(source, head) if head and source.mode == "hosted" else None,
+            "deployment": None
+            if deployment is None
+            else {
+                "deployment_id": deployment.deployment_id,
+                "source_version": deployment.source_version,
+                "deployed_by": deployment.deployed_by,
+                "deployed_at": deployment.deployed_at.isoformat(),
+            },
+        }
+
+    @router.put("/agents/{agent_id}/repository")
+    async def set_repository(agent_id: PathId, body: RepositoryIn, org: CallerOrg) -> Any:
+        """Create an agent's hosted repository (with its first source version), or attach an external one."""
+        async with runtime.unit_of_work() as uow:
+            agent = await agent_in(uow, agent_id, org)
+            if body.mode == "external":
+                if body.url is None or body.provider is None:
+                    raise Unprocessable(422, "an external source needs its url and its provider (github or gitlab)")
+                if body.files:
+                    raise Unprocessable(422, "an external source's files live in its remote; commit them there")
+                try:
+                    source = await repos.attach_external(agent_id, body.url, body.provider, body.branch)
+                except GitError as exc:
+                    raise Unprocessable(422, f"the remote could not be read: {exc}") from None
+            else:
+                if body.url is not None or body.branch is not None:
+                    raise Unprocessable(422, "a hosted source has no url and no branches")
+                source = await repos.create_hosted(agent_id)
+                if body.files:
+                    async with repos.lock(agent_id):
+                        head = await repos.head(source)
+                        await repos.commit(
+                            source,
+                            head,
+                            dict(body.files),
+                            author=(
+                                body.actor,
+                                body.actor if "@" in body.actor else f"{body.actor}@users.assent.invalid",
+                            ),
+                            message="Initial source\n",
+                        )
+            await store(uow).save_source(source, agent.org_id, body.actor)
+            return await describe(agent_id, uow)
+
+    @router.get("/agents/{agent_id}/repository")
+    async def get_repository(agent_id: PathId, org: CallerOrg) -> Any:
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            return await describe(agent_id, uow)
+
+    @router.post("/agents/{agent_id}/repository/commits", status_code=201)
+    async def commit_directly(agent_id: PathId, body: CommitIn, org: CallerOrg) -> Any:
+        """A person's own commit onto the production branch (a hosted source's next source version)."""
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            source = await store(uow).source(agent_id)
+            if source is None:
+                raise NotFound(f"agent {agent_id!r} has no source repository")
+            async with repos.lock(agent_id):
+                head = await repos.head(source)
+                commit = await repos.commit(
+                    source,
+                    head,
+                    dict(body.files),
+                    author=(body.actor, body.actor if "@" in body.actor else f"{body.actor}@users.assent.invalid"),
+                    message=body.message.rstrip("\n") + "\n",
+                )
+            return {"commit": commit, "branch": source.branch}
+
+    @router.post("/agents/{agent_id}/deployments", status_code=201)
+    async def record_deployment(agent_id: PathId, body: DeploymentIn, org: CallerOrg) -> Any:
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            source = await store(uow).source(agent_id)
+            if source is None:
+                raise NotFound(f"agent {agent_id!r} has no source repository")
+            version = None
+            if body.records_version:
+                version = body.source_version or await repos.head(source)
+                if version is None:
+                    raise Unprocessable(409, "the production branch has no commit to deploy yet")
+                if not await repos.has_commit(source, version):
+                    raise Unprocessable(422, f"commit {version} is not in the agent's repository")
+            deployment = await store(uow).add_deployment(agent_id, version, body.actor)
+            return {"deployment_id": deployment.deployment_id, "agent_id": agent_id, "source_version": version}
+
+    async def page(agent_id: str, uow: UnitOfWork, only: str | None = None) -> dict[str, Any]:
+        rows = await store(uow).proposals_of_agent(agent_id)
+        if only is not None:
+            rows = [(p, at) for p, at in rows if p.proposal_id == only]
+        source = await store(uow).source(agent_id)
+        waiting_paths = sorted({f["path"] for p, _ in rows if p.status == "pending" for f in p.payload["files"]})
+        head_hashes: dict[str, str | None] = {}
+        if source is not None and waiting_paths:
+            head = await repos.head(source)
+            if head is not None:
+                texts = await repos.read(source, head, waiting_paths)
+                head_hashes = {path: text_hash(decode(raw)) for path, raw in texts.items()}
+        issues = {issue.issue_id: issue for issue in await store(uow).issues_of(agent_id)}
+        items = [page_item(p, at, head_hashes, issues) for p, at in rows]
+        waiting = [item for item in items if item["status"] == "pending"]
+        decided = [item for item in items if item["status"] != "pending"]
+        return {
+            "agent_id": agent_id,
+            "counts": {"waiting": len(waiting), "decided": len(decided)},
+            "waiting": waiting,
+            "decided": decided,
+        }
+
+    @router.get("/agents/{agent_id}/proposals")
+    async def proposals(agent_id: PathId, org: CallerOrg) -> Any:
+        """The Proposals page: Waiting and Decided, with the count of each."""
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            return await page(agent_id, uow)
+
+    @router.get("/agents/{agent_id}/proposals/{proposal_id}")
+    async def proposal(agent_id: PathId, proposal_id: PathId, org: CallerOrg) -> Any:
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            found = await page(agent_id, uow, only=proposal_id)
+        items = found["waiting"] + found["decided"]
+        if not items:
+            raise NotFound(f"agent {agent_id!r} has no proposal {proposal_id!r}")
+        return items[0]
+
+    @router.get("/agents/{agent_id}/issues")
+    async def list_issues(agent_id: PathId, org: CallerOrg) -> Any:
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            return {"issues": [issue.as_json() for issue in await store(uow).issues_of(agent_id)]}
+
+    @router.post("/agents/{agent_id}/issues", status_code=201)
+    async def create_issue(agent_id: PathId, body: IssueIn, org: CallerOrg) -> Any:
+        check_evals(body.evals, kind.schemas)
+        async with runtime.unit_of_work() as uow:
+            agent = await agent_in(uow, agent_id, org)
+            issue = await store(uow).add_issue(
+                f"iss_{uuid.uuid4().hex[:16]}",
+                agent_id,
+                agent.org_id,
+                body.title,
+                body.text,
+                dict(body.evals),
+                body.actor,
+            )
+            return issue.as_json()
+
+    @router.get("/agents/{agent_id}/issues/{issue_id}")
+    async def get_issue(agent_id: PathId, issue_id: PathId, org: CallerOrg) -> Any:
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            issue = await store(uow).issue(issue_id)
+            if issue is None or issue.agent_id != agent_id:
+                raise NotFound(f"agent {agent_id!r} has no issue {issue_id!r}")
+            return issue.as_json()
+
+    @router.patch("/agents/{agent_id}/issues/{issue_id}")
+    async def change_issue(agent_id: PathId, issue_id: PathId, body: IssuePatch, org: CallerOrg) -> Any:
+        if body.evals is not None:
+            check_evals(body.evals, kind.schemas)
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            issue = await store(uow).issue(issue_id)
+            if issue is None or issue.agent_id != agent_id:
+                raise NotFound(f"agent {agent_id!r} has no issue {issue_id!r}")
+            fields = body.model_dump(exclude_unset=True, exclude={"actor"})
+            if not fields:
+                return issue.as_json()
+            return (await store(uow).update_issue(issue_id, body.actor, **fields)).as_json()
+
+    app.include_router(router)
+
+    @app.exception_handler(NotFound)
+    async def not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(Unprocessable)
+    async def unprocessable(_: Request, exc: Unprocessable) -> JSONResponse:
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status)
+
+    @app.exception_handler(GitError)
+    async def git_failed(_: Request, exc: GitError) -> JSONResponse:
+        return JSONResponse({"detail": f"the agent's source repository did not answer: {exc}"}, status_code=503)
+
+
+def page_item(
+    proposal: StoredProposal, proposed_at: datetime, head_hashes: Mapping[str, str | None], issues: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One proposal as the Proposals page shows it."""
+    payload = proposal.payload
+    changes = [FileChange.from_json(f) for f in payload["files"]]
+    stale = moved_files(changes, head_hashes) if proposal.status == "pending" else []
+    files = []
+    for change in changes:
+        added, removed = line_counts(change.before or "", change.after or "")
+        files.append(
+            {
+                "path": change.path,
+                "action": change.action,
+                "deleted": change.after is None,
+                "diff": unified_diff(change.before or "", change.after or "", change.path),
+                "lines": {"added": added, "removed": removed},
+                "changed_since": change.path in stale,
+            }
+        )
+    issue = issues.get(payload.get("issue_id") or "")
+    resolution = proposal.resolution or {}
+    chat = payload.get("chat")
+    return {
+        "proposal_id": proposal.proposal_id,
+        "session_id": proposal.session_id,
+        "seq": proposal.seq,
+        "status": proposal.status,
+        "reason": payload["reason"],
+        "model": payload.get("model"),
+        "asked_by": payload.get("asked_by"),
+        "origin": payload["origin"],
+        "chat": None
+        if chat is None
+        else {"session_id": chat, "link": f"/api/studio/sessions/{chat}/pending", "label": "View chat"},
+        "from_builder_chat": payload["origin"] == "builder",
+        "label": "From the builder chat" if payload["origin"] == "builder" else "View chat",
+        "fix_for_issue": None
+        if issue is None
+        else {
+            "issue_id": issue.issue_id,
+            "number": issue.number,
+            "title": issue.title,
+            "link": f"/api/workspace/agents/{proposal.agent_id}/issues/{issue.issue_id}",
+            "label": "Fix for issue",
+        },
+        "source_version": payload["source_version"],
+        "files": files,
+        "changed_since": stale,
+        "actions": (["discard"] if stale else ["approve", "discard"]) if proposal.status == "pending" else [],
+        "proposed_at": proposed_at.isoformat(),
+        "resolved_by": proposal.resolved_by,
+        "resolved_at": None if proposal.resolved_at is None else proposal.resolved_at.isoformat(),
+        "commit": resolution.get("commit"),
+        "deployed": resolution.get("deployed") if proposal.status == "approved" else None,
+        "replaced_by": resolution.get("replaced_by"),
+    }

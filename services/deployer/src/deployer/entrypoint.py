@@ -1,0 +1,37 @@
+"""Wires the deployer: the source kind on the shared runtime, its read copy of the workspace, and its internal
+API (repositories, deployments, the Proposals page, issues)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from assent.runtime import OwnerKit, ServiceRuntime
+
+from . import api
+from .adapters import tables
+from .adapters.formats import load_docs, load_schemas
+from .adapters.git import GitRepos
+from .adapters.repository import DeployerRepository
+from .kinds.source import SourceKind
+from .settings import DeployerSettings
+
+MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+
+
+def create_app(settings: DeployerSettings) -> FastAPI:
+    runtime = ServiceRuntime(
+        settings,
+        tables=tables.shared,
+        migrations=MIGRATIONS,
+        schema=tables.SCHEMA,
+        stores={"deployer": DeployerRepository},
+    )
+    repos = GitRepos(settings.repos_root)
+    kind = SourceKind(repos, load_schemas(), load_docs())
+    runtime.serve_kinds(OwnerKit(settings.service_name, [kind], max_result_bytes=settings.max_message_bytes))
+    runtime.keep_workspace_copy()
+    app = runtime.app(title="Assent deployer service (internal)")
+    api.install(app, runtime, repos, kind)
+    return app

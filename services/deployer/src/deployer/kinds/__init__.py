@@ -1,0 +1,1 @@
+"""The deployer's proposal kinds."""

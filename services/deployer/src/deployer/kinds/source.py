@@ -1,0 +1,570 @@
+"""The ``source`` kind: ``list_repo_files``, ``read_repo_file``, ``read_docs`` and ``propose_source_change``.
+
+The tools exist only in an agent's web or API chat and in the builder chat (``SessionContext.channel``), never in
+a local-dev run, a channel session (Slack, ...) or a coach's Studio session; and only for an agent whose active
+deployment recorded its source version, at which every file is read (otherwise "redeploy first"). A proposal
+replaces whole files, each read by the deployer itself; the path rules, the secret and format checks and the rules
+of one waiting proposal per chat are in :mod:`deployer.domain`. Approving commits onto the production branch as
+the approver, once every file still holds the text that was read (else 409 naming the file; the proposal stays
+waiting, and only discarding it is offered), and announces the commit (``SourceCommitted``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from assent.contracts import (
+    CardField,
+    DecisionMade,
+    EditBase,
+    EditTarget,
+    Id,
+    LineCounts,
+    ProposalOutcome,
+    SourceCommitted,
+)
+from assent.domain import Agent, Refusal
+from assent.hashing import line_counts
+from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
+from assent.runtime.kit import proposal_id_for
+from assent.runtime.uow import UnitOfWork
+from assent.topics import DEPLOYS_EVENTS, PROPOSALS_APPLIED
+
+from ..adapters.git import BranchMoved, GitError, GitRepos, Source
+from ..adapters.repository import DeployerRepository
+from ..domain import checks, paths
+from ..domain.proposals import (
+    MAX_FILE_CHARS,
+    FileChange,
+    carry_over,
+    drop_unchanged,
+    files_hash,
+    fit_budget,
+    moved_files,
+    text_hash,
+    who_asked,
+)
+
+SOURCE_CHANNELS = ("web", "api", "builder")
+FilePath = Annotated[str, Field(min_length=1, max_length=paths.MAX_PATH)]
+
+
+class ListRepoFiles(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agent_id: Id
+
+
+class ReadRepoFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agent_id: Id
+    path: FilePath
+
+
+class ReadDocs(BaseModel):
+    """No ``page``: the index of pages. A page by name (``connections``) or path (``/guide/connections``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    page: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+
+
+class ProposedFile(BaseModel):
+    """One whole file: its new text, or ``content: null`` to delete it."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: FilePath
+    content: Annotated[str, Field(max_length=MAX_FILE_CHARS)] | None
+
+
+class ProposeSourceChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agent_id: Id
+    files: list[ProposedFile] = Field(min_length=1, max_length=200)
+    reason: Annotated[str, Field(min_length=1, max_length=4000)]
+    issue_id: Id | None = None
+    """The issue this proposal fixes: it shows "Fix for issue" with a link, and commits the issue's evals."""
+
+
+@dataclass(frozen=True)
+class Context:
+    agent: Agent
+    source: Source
+    version: str
+    origin: paths.Origin
+
+
+def repo(uow: UnitOfWork) -> DeployerRepository:
+    return uow.store("deployer")  # type: ignore[no-any-return]
+
+
+def decode(raw: bytes | None) -> str | None:
+    """A file's text, or None when it is not UTF-8 text or too large to read."""
+    if raw is None or len(raw) > 4 * MAX_FILE_CHARS:
+        return None
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        return None
+    return text if len(text) <= MAX_FILE_CHARS and "\x00" not in text else None
+
+
+def unavailable(exc: GitError) -> Refusal:
+    return Refusal(503, "repository_unavailable", f"the agent's source repository did not answer: {exc}")
+
+
+class SourceKind(ProposalKind):
+    name = "source"
+
+    def __init__(
+        self, repos: GitRepos, schemas: Mapping[checks.FileFormat, Mapping[str, Any]], docs: Mapping[str, str]
+    ):
+        self.repos = repos
+        self.schemas = schemas
+        self.docs = docs
+
+    def tools(self) -> dict[str, Tool]:
+        return {
+            "list_repo_files": Tool(ListRepoFiles, self.list_files),
+            "read_repo_file": Tool(ReadRepoFile, self.read_file),
+            "read_docs": Tool(ReadDocs, self.read_docs),
+            "propose_source_change": Tool(ProposeSourceChange, self.propose),
+        }
+
+    # --- where the tools exist ----------------------------------------------------------------------
+
+    @staticmethod
+    def _channel(call: Call) -> str:
+        return call.message.session.channel if call.message.session is not None else "studio"
+
+    def _available(self, call: Call) -> Refusal | None:
+        channel = self._channel(call)
+        if channel in SOURCE_CHANNELS:
+            return None
+        return Refusal(
+            422,
+            "tool_unavailable",
+            f"{call.message.tool} is not available in a {channel} session: source tools exist only in the web and "
+            "API chat of an agent deployed on Assent, and in the builder chat",
+        )
+
+    async def _context(self, call: Call, agent_id: str, uow: UnitOfWork) -> Context | Refusal:
+        refusal = self._available(call)
+        if refusal is not None:
+            return refusal
+        agent = await uow.workspace.agent(agent_id)
+        if agent is None or agent.org_id != call.session.org_id:
+            return Refusal(404, "unknown_agent", f"agent {agent_id!r} does not exist in this organisation")
+        store = repo(uow)
+        source = await store.source(agent_id)
+        if source is None:
+            return Refusal(404, "no_source", f"agent {agent_id!r} has no source repository")
+        deployment = await store.latest_deployment(agent_id)
+        if deployment is None or deployment.source_version is None:
+            return Refusal(
+                409,
+                "redeploy_first",
+                f"agent {agent_id!r}'s deployment did not record its source version; redeploy the agent first, "
+                "then ask again",
+            )
+        origin: paths.Origin = "builder" if self._channel(call) == "builder" else "agent"
+        await self._waiting(call, uow)  # the reply's first call fixes the proposal it builds on
+        return Context(agent, source, deployment.source_version, origin)
+
+    @staticmethod
+    async def _waiting(call: Call, uow: UnitOfWork) -> tuple[StoredProposal | None, str | None]:
+        """The chat's waiting proposal now, and the one this reply (turn) builds on: the chat's waiting proposal
+        when the reply made its first call, or the last one the reply made itself."""
+        store = repo(uow)
+        session_id = call.message.session_id
+        waiting_id = await store.waiting(session_id)
+        waiting = await uow.proposals.get(waiting_id) if waiting_id is not None else None
+        current = waiting if waiting is not None and waiting.status == "pending" else None
+        baseline = await store.turn_baseline(
+            session_id, call.message.turn_id, None if current is None else current.proposal_id
+        )
+        return current, baseline
+
+    # --- read tools ---------------------------------------------------------------------------------
+
+    async def list_files(self, call: Call, args: ListRepoFiles, uow: UnitOfWork) -> Output | Refusal:
+        """Every file at the deployed version; the builder chat also gets the text of the files that fit its
+        read budget (the others are listed by path only)."""
+        ctx = await self._context(call, args.agent_id, uow)
+        if isinstance(ctx, Refusal):
+            return ctx
+        try:
+            entries = await self.repos.tree(ctx.source, ctx.version)
+            data: dict[str, Any] = {
+                "agent_id": args.agent_id,
+                "source_version": ctx.version,
+                "files": [{"path": e.path, "size": e.size} for e in entries],
+                "layout": paths.layout(e.path for e in entries),
+            }
+            if ctx.origin == "builder":
+                small = [e.path for e in entries if e.size <= 4 * MAX_FILE_CHARS]
+                texts = {p: decode(raw) for p, raw in (await self.repos.read(ctx.source, ctx.version, small)).items()}
+        except GitError as exc:
+            return unavailable(exc)
+        if ctx.origin == "builder":
+            readable = [(p, len(text)) for p, text in texts.items() if text is not None]
+            read, listed = fit_budget(readable)
+            unreadable = sorted(e.path for e in entries if texts.get(e.path) is None)
+            data["contents"] = {p: texts[p] for p in read}
+            data["listed_only"] = sorted([*listed, *unreadable])
+            await repo(uow).record_reads(call.message.session_id, {p: text_hash(texts[p]) for p in read}, ctx.version)
+        return Output(data)
+
+    async def read_file(self, call: Call, args: ReadRepoFile, uow: UnitOfWork) -> Output | Refusal:
+        ctx = await self._context(call, args.agent_id, uow)
+        if isinstance(ctx, Refusal):
+            return ctx
+        path = paths.normalize(args.path)
+        if isinstance(path, Refusal):
+            return path
+        try:
+            raw = (await self.repos.read(ctx.source, ctx.version, [path]))[path]
+        except GitError as exc:
+            return unavailable(exc)
+        if raw is None:
+            return Refusal(404, "unknown_file", f"{path} does not exist at source version {ctx.version[:12]}")
+        text = decode(raw)
+        if text is None:
+            return Refusal(
+                413,
+                "file_too_large",
+                f"{path} cannot be read: it is not text, or larger than {MAX_FILE_CHARS} characters",
+            )
+        await repo(uow).record_reads(call.message.session_id, {path: text_hash(text)}, ctx.version)
+        return Output({"path": path, "source_version": ctx.version, "content": text, "hash": text_hash(text)})
+
+    async def read_docs(self, call: Call, args: ReadDocs, uow: UnitOfWork) -> Output | Refusal:
+        refusal = self._available(call)
+        if refusal is not None:
+            return refusal
+        if args.page is None:
+            return Output({"pages": [{"page": name, "title": _title(text)} for name, text in self.docs.items()]})
+        name = args.page.strip("/").removeprefix("guide/").removesuffix(".md")
+        if name not in self.docs:
+            return Refusal(404, "unknown_page", f"there is no page {args.page!r}; the pages are {', '.join(self.docs)}")
+        return Output({"page": name, "title": _title(self.docs[name]), "content": self.docs[name]})
+
+    # --- proposing ----------------------------------------------------------------------------------
+
+    async def propose(self, call: Call, args: ProposeSourceChange, uow: UnitOfWork) -> Proposal | Refusal:
+        ctx = await self._context(call, args.agent_id, uow)
+        if isinstance(ctx, Refusal):
+            return ctx
+        store = repo(uow)
+        message = call.message
+        session_id = message.session_id
+        await uow.lock_session(session_id)
+        predecessor, baseline_id = await self._waiting(call, uow)
+        baseline = await uow.proposals.get(baseline_id) if baseline_id is not None else None
+        if baseline is not None and baseline.status != "pending":
+            return Refusal(
+                409,
+                "proposal_decided",
+                f"nothing was proposed: this chat's proposal {baseline.proposal_id} was {baseline.status} by "
+                f"{baseline.resolved_by} while this reply was running; ask again to build on the current source",
+            )
+        issue = None
+        if args.issue_id is not None:
+            issue = await store.issue(args.issue_id)
+            if issue is None or issue.agent_id != args.agent_id:
+                return Refusal(404, "unknown_issue", f"agent {args.agent_id!r} has no issue {args.issue_id!r}")
+        try:
+            reviewed = await self._review(ctx, args.files, session_id, store)
+            if isinstance(reviewed, Refusal):
+                return reviewed
+            previous = [FileChange.from_json(f) for f in predecessor.payload["files"]] if predecessor else []
+            named = {change.path for change in reviewed}
+            others = [change.path for change in previous if change.path not in named]
+            head = await self.repos.head(ctx.source)
+            head_texts = (
+                {p: decode(raw) for p, raw in (await self.repos.read(ctx.source, head, others)).items()}
+                if head is not None
+                else dict.fromkeys(others)
+            )
+        except GitError as exc:
+            return unavailable(exc)
+        kept, left_out = carry_over(previous, named, {p: text_hash(text) for p, text in head_texts.items()})
+        changes = sorted([*drop_unchanged(reviewed), *kept], key=lambda c: c.path)
+        if not changes:
+            also = f"; left out because they changed in the repository: {', '.join(left_out)}" if left_out else ""
+            return Refusal(
+                422, "nothing_to_propose", f"the proposal changes nothing: every file already holds that text{also}"
+            )
+        proposal_id = proposal_id_for(session_id, message.tool_call_id)
+        if predecessor is not None:
+            await self._replace(predecessor, proposal_id, call, uow)
+        await store.set_waiting(session_id, proposal_id)
+        await store.set_turn_baseline(session_id, message.turn_id, proposal_id)
+        return self._proposal(ctx, args, call, changes, left_out, head_texts, predecessor, issue)
+
+    async def _review(
+        self, ctx: Context, files: Sequence[ProposedFile], session_id: str, store: DeployerRepository
+    ) -> list[FileChange] | Refusal:
+        """Each proposed file against the path rules, the deployed text and the checks, in the order given."""
+        entries = {e.path: e.size for e in await self.repos.tree(ctx.source, ctx.version)}
+        loads = paths.layout(entries)
+        named: list[str] = []
+        for file in files:
+            path = paths.normalize(file.path)
+            if isinstance(path, Refusal):
+                return path
+            if path in named:
+                return Refusal(422, "duplicate_path", f"{path} is named twice; a proposal holds each file once")
+            refusal = paths.check_path(ctx.origin, path, loads, exists=path in entries)
+            if refusal is not None:
+                return refusal
+            named.append(path)
+        raws = await self.repos.read(ctx.source, ctx.version, named)
+        reads = await store.reads(session_id) if any(f.content is None for f in files) else {}
+        changes = []
+        for path, file in zip(named, files, strict=True):
+            raw = raws[path]
+            before = decode(raw)
+            if raw is not None and before is None:
+                return Refusal(
+                    413,
+                    "file_too_large",
+                    f"{path} cannot be changed or deleted: it is not text, or larger than {MAX_FILE_CHARS} characters",
+                )
+            if file.content is None:
+                if before is None:
+                    return Refusal(404, "unknown_file", f"{path} cannot be deleted: it does not exist")
+                if path not in reads:
+                    return Refusal(422, "unread_file", f"{path} cannot be deleted: this chat has not read it")
+            else:
+                refusal = checks.check_file(path, file.content, self.schemas)
+                if refusal is not None:
+                    return refusal
+            changes.append(FileChange(path, before, file.content))
+        return changes
+
+    async def _replace(self, predecessor: StoredProposal, successor: str, call: Call, uow: UnitOfWork) -> None:
+        """The chat's waiting proposal moves to Decided as discarded, through the usual outcome."""
+        now = datetime.now(UTC)
+        actor = call.session.operator_user_id
+        await uow.proposals.update(
+            predecessor.proposal_id,
+            status="discarded",
+            resolved_by=actor,
+            resolved_at=now,
+            stale=False,
+            resolution={"replaced_by": successor},
+        )
+        await uow.emit(
+            PROPOSALS_APPLIED,
+            predecessor.session_id,
+            ProposalOutcome(
+                decision_id="dec_" + uuid.uuid5(uuid.NAMESPACE_URL, f"replaced/{predecessor.proposal_id}").hex,
+                proposal_id=predecessor.proposal_id,
+                session_id=predecessor.session_id,
+                seq=predecessor.seq,
+                kind="source",
+                outcome="discarded",
+                status=200,
+                detail=f"discarded: replaced by {successor}, which holds every file so far",
+                resolved_by=actor,
+                resolved_at=now,
+                effects={"replaced_by": successor},
+                causation_id=call.message.id,
+                correlation_id=call.message.id,
+            ),
+        )
+
+    def _proposal(
+        self,
+        ctx: Context,
+        args: ProposeSourceChange,
+        call: Call,
+        changes: list[FileChange],
+        left_out: list[str],
+        head_texts: Mapping[str, str | None],
+        predecessor: StoredProposal | None,
+        issue: Any,
+    ) -> Proposal:
+        session = call.message.session
+        asked_by = who_asked(
+            session.requester if session is not None else None, call.session.operator_user_id, call.session.org_id
+        )
+        added = removed = 0
+        for change in changes:
+            a, r = line_counts(change.before or "", change.after or "")
+            added, removed = added + a, removed + r
+        builder = ctx.origin == "builder"
+        notes = ["From the builder chat" if builder else f"View chat: session {call.message.session_id}"]
+        notes.append(f"Asked by {asked_by}" if asked_by else "Asked on a token minted with an API key")
+        if issue is not None:
+            notes.append(f"Fix for issue #{issue.number}: {issue.title}")
+        if predecessor is not None:
+            notes.append(f"Replaces {predecessor.proposal_id}")
+        payload = {
+            "org_id": ctx.agent.org_id,
+            "agent_id": ctx.agent.agent_id,
+            "origin": ctx.origin,
+            "source_version": ctx.version,
+            "files": [change.as_json() for change in changes],
+            "reason": args.reason,
+            "asked_by": asked_by,
+            "model": session.model if session is not None else None,
+            "issue_id": None if issue is None else issue.issue_id,
+            "chat": None if builder else call.message.session_id,
+            "replaces": None if predecessor is None else predecessor.proposal_id,
+            "left_out": left_out,
+        }
+        count = len(changes)
+        return Proposal(
+            action="propose",
+            target=EditTarget(
+                kind="source",
+                label=f"Source of {ctx.agent.name}: {count} file{'s' if count != 1 else ''}",
+                agent_id=ctx.agent.agent_id,
+                path=changes[0].path if count == 1 else None,
+            ),
+            base=EditBase(
+                hash=files_hash({c.path: c.base_hash for c in changes}),
+                files={c.path: c.base_hash for c in changes},
+            ),
+            proposed_hash=files_hash({c.path: text_hash(c.after) for c in changes}),
+            lines=LineCounts(added=added, removed=removed),
+            reason=args.reason,
+            before="".join(c.before or "" for c in changes),
+            after="".join(c.after or "" for c in changes),
+            fields=tuple(CardField(name=c.path, before=c.before, after=c.after) for c in changes),
+            notes=tuple(notes),
+            payload=payload,
+            output={
+                "files": [{"path": c.path, "action": c.action} for c in changes],
+                "replaces": payload["replaces"],
+                "left_out": [{"path": p, "repository_content": head_texts.get(p)} for p in left_out],
+                "review": f"/api/agents/{ctx.agent.agent_id}/proposals",
+            },
+        )
+
+    # --- the card and approving -----------------------------------------------------------------------
+
+    async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
+        changes = [FileChange.from_json(f) for f in proposal.payload["files"]]
+        source = await repo(uow).source(proposal.payload["agent_id"])
+        texts: dict[str, str | None] = {}
+        if source is not None:
+            head = await self.repos.head(source)
+            if head is not None:
+                texts = {
+                    p: decode(raw)
+                    for p, raw in (await self.repos.read(source, head, [c.path for c in changes])).items()
+                }
+        hashes = {c.path: text_hash(texts.get(c.path)) for c in changes}
+        moved = moved_files(changes, hashes)
+        notes = (
+            (f"Changed in the repository since it was proposed: {', '.join(moved)}; only discarding is offered",)
+            if moved and proposal.status == "pending"
+            else ()
+        )
+        return LiveView(
+            hash=files_hash(hashes),
+            version=None,
+            fields=tuple(CardField(name=c.path, before=texts.get(c.path), after=c.after) for c in changes),
+            notes=notes,
+        )
+
+    async def apply(
+        self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork
+    ) -> Applied | Stale | Refusal:
+        payload = proposal.payload
+        store = repo(uow)
+        source = await store.source(payload["agent_id"])
+        if source is None:
+            return Refusal(404, "no_source", f"agent {payload['agent_id']!r} has no source repository")
+        changes = [FileChange.from_json(f) for f in payload["files"]]
+        issue = await store.issue(payload["issue_id"]) if payload.get("issue_id") else None
+        marker = f"Assent-Proposal: {proposal.proposal_id}"
+        try:
+            async with self.repos.lock(source.agent_id):
+                head = await self.repos.head(source)
+                commit = await self.repos.commit_naming(source, marker)  # a redelivered approval committed already
+                if commit is None:
+                    paths_ = [c.path for c in changes]
+                    texts = await self.repos.read(source, head, paths_) if head is not None else {}
+                    moved = moved_files(changes, {p: text_hash(decode(texts.get(p))) for p in paths_})
+                    if moved:
+                        return Stale(
+                            f"{', '.join(moved)} changed in the repository since it was proposed; approving would "
+                            "overwrite that change. The proposal stays waiting and can only be discarded: ask for the "
+                            "change again",
+                            {"stale_files": moved},
+                        )
+                    writes: dict[str, str | None] = {c.path: c.after for c in changes}
+                    if issue is not None:
+                        writes.update({p: text for p, text in issue.evals.items() if p not in writes})
+                    commit = await self.repos.commit(
+                        source,
+                        head,
+                        writes,
+                        author=(
+                            decision.actor,
+                            decision.actor if "@" in decision.actor else f"{decision.actor}@users.assent.invalid",
+                        ),
+                        message=commit_message(proposal, payload, decision.actor, issue, marker),
+                    )
+                number = await self.repos.count(source, commit) if source.mode == "hosted" else None
+        except BranchMoved:
+            return Stale("the production branch moved while committing; nothing was committed, approve again")
+        except GitError as exc:
+            return unavailable(exc)
+        if issue is not None:
+            await store.update_issue(issue.issue_id, decision.actor, status="fixed")
+        await uow.emit(
+            DEPLOYS_EVENTS,
+            source.agent_id,
+            SourceCommitted(
+                org_id=payload["org_id"],
+                agent_id=source.agent_id,
+                proposal_id=proposal.proposal_id,
+                source_version=commit,
+                branch=source.branch,
+                mode=source.mode,
+                version_number=number,
+                author=decision.actor,
+                asked_by=payload.get("asked_by"),
+                issue_id=payload.get("issue_id"),
+                files=tuple(c.path for c in changes),
+                causation_id=decision.id,
+                correlation_id=decision.correlation_id or decision.id,
+            ),
+        )
+        where = f"source version {number}" if number is not None else f"{source.branch}"
+        return Applied(
+            f"approved; committed {commit[:12]} onto {where}",
+            None,
+            {"commit": commit, "branch": source.branch, "version_number": number, "deployed": False},
+        )
+
+
+def commit_message(proposal: StoredProposal, payload: Mapping[str, Any], approver: str, issue: Any, marker: str) -> str:
+    asked = payload.get("asked_by") or "a chat on an API key"
+    lines = [
+        payload["reason"].strip().splitlines()[0][:72] if payload["reason"].strip() else "Source proposal",
+        "",
+        payload["reason"].strip(),
+        "",
+        f"Proposal: {proposal.proposal_id}",
+        f"Asked by: {asked}",
+        f"Approved by: {approver}",
+    ]
+    if issue is not None:
+        lines.append(f"Fixes issue #{issue.number}: {issue.title}")
+    lines += ["", marker, ""]
+    return "\n".join(lines)
+
+
+def _title(text: str) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first.lstrip("# ").strip()

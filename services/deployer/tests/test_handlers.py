@@ -1,0 +1,223 @@
+"""The source kind's handlers on the proposal kit, with an in-memory unit of work and real git repositories in a
+temporary folder."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assent.contracts import (
+    DecisionMade,
+    ProposalOutcome,
+    ProposalProposed,
+    Requester,
+    SessionContext,
+    SourceCommitted,
+    ToolCall,
+    ToolResult,
+)
+from assent.domain import Agent, Guild
+from assent.runtime import OwnerKit
+from assent.testing import FakeUnitOfWork, FakeWorkspace
+from deployer.adapters.formats import load_docs, load_schemas
+from deployer.adapters.git import GitRepos, Source
+from deployer.adapters.repository import Deployment, Issue
+from deployer.kinds.source import SourceKind
+
+FILES = {"skills/refunds.md": "# Refunds\n", "knowledge/policy.md": "Five days.\n", "amodal.json": "{}\n"}
+
+
+class FakeDeployerRepository:
+    """The handlers' view of the deployer's tables, as dicts."""
+
+    def __init__(self) -> None:
+        self.sources: dict[str, Source] = {}
+        self.deployments: dict[str, Deployment] = {}
+        self.chats: dict[str, str] = {}
+        self.turns: dict[tuple[str, str], str | None] = {}
+        self.read_hashes: dict[str, dict[str, str | None]] = {}
+        self.issues: dict[str, Issue] = {}
+
+    async def source(self, agent_id: str) -> Source | None:
+        return self.sources.get(agent_id)
+
+    async def latest_deployment(self, agent_id: str) -> Deployment | None:
+        return self.deployments.get(agent_id)
+
+    async def waiting(self, session_id: str) -> str | None:
+        return self.chats.get(session_id)
+
+    async def set_waiting(self, session_id: str, proposal_id: str) -> None:
+        self.chats[session_id] = proposal_id
+
+    async def turn_baseline(self, session_id: str, turn_id: str, current: str | None) -> str | None:
+        return self.turns.setdefault((session_id, turn_id), current)
+
+    async def set_turn_baseline(self, session_id: str, turn_id: str, proposal_id: str) -> None:
+        self.turns[(session_id, turn_id)] = proposal_id
+
+    async def record_reads(self, session_id: str, hashes: dict[str, str | None], source_version: str) -> None:
+        self.read_hashes.setdefault(session_id, {}).update(hashes)
+
+    async def reads(self, session_id: str) -> dict[str, str | None]:
+        return dict(self.read_hashes.get(session_id, {}))
+
+    async def issue(self, issue_id: str) -> Issue | None:
+        return self.issues.get(issue_id)
+
+    async def update_issue(self, issue_id: str, actor: str, **fields: Any) -> Issue:
+        self.issues[issue_id] = dataclasses.replace(self.issues[issue_id], **fields, updated_by=actor)
+        return self.issues[issue_id]
+
+
+@dataclasses.dataclass
+class Rig:
+    kit: OwnerKit
+    uow: FakeUnitOfWork
+    store: FakeDeployerRepository
+    repos: GitRepos
+    source: Source
+    seq: itertools.count[int]
+
+    async def call(self, tool: str, arguments: dict[str, Any], *, turn: str = "t1", channel: str = "web") -> ToolResult:
+        self.uow.clear()
+        context = SessionContext(
+            org_id="acme",
+            source_guild_id="g1",
+            operator_user_id="olga",
+            channel=channel,  # type: ignore[arg-type]
+            requester=Requester(user_id="u_sam", email="sam@acme.example", org_id="acme"),
+            model="m1",
+        )
+        n = next(self.seq)
+        message = ToolCall(
+            session_id="s1",
+            seq=n,
+            turn_id=turn,
+            step=0,
+            tool_call_id=f"call_{n}",
+            tool=tool,
+            arguments=arguments,
+            session=context,
+        )
+        await self.kit.on_tool_call(message, self.uow)  # type: ignore[arg-type]
+        (result,) = self.uow.messages(ToolResult)
+        return result
+
+    async def decide(self, proposal_id: str, decision: str) -> ProposalOutcome:
+        self.uow.clear()
+        held = self.uow.proposals.proposals[proposal_id]
+        message = DecisionMade(
+            decision_id=f"dec_{proposal_id}_{decision}",
+            proposal_id=proposal_id,
+            session_id=held.session_id,
+            seq=held.seq,
+            kind="source",
+            decision=decision,  # type: ignore[arg-type]
+            actor="dana@acme.example",
+        )
+        await self.kit.on_decision(message, self.uow)  # type: ignore[arg-type]
+        (outcome,) = self.uow.messages(ProposalOutcome)
+        return outcome
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> Rig:
+    repos = GitRepos(tmp_path / "repos")
+    source = await repos.create_hosted("ada")
+    first = await repos.commit(source, None, FILES, author=("olga", "olga@acme.example"), message="first\n")
+    store = FakeDeployerRepository()
+    store.sources["ada"] = source
+    store.deployments["ada"] = Deployment(1, "ada", first, "olga", datetime.now(UTC))
+    workspace = FakeWorkspace({"acme": "Acme"}, [Guild("g1", "acme", "Support")], [Agent("ada", "acme", "g1", "Ada")])
+    uow = FakeUnitOfWork(workspace=workspace, stores={"deployer": store})
+    kit = OwnerKit("deployer", [SourceKind(repos, load_schemas(), load_docs())])
+    return Rig(kit, uow, store, repos, source, itertools.count(1))
+
+
+async def propose(rig: Rig, changes: dict[str, str | None], *, turn: str = "t1", channel: str = "web") -> ToolResult:
+    body = [{"path": p, "content": c} for p, c in changes.items()]
+    return await rig.call(
+        "propose_source_change", {"agent_id": "ada", "files": body, "reason": "asked"}, turn=turn, channel=channel
+    )
+
+
+async def test_a_proposal_is_recorded_with_its_files_requester_and_model(rig: Rig) -> None:
+    result = await propose(rig, {"skills/refunds.md": "# Refunds\nConfirm.\n"})
+    assert result.ok and result.widget is not None
+    (proposed,) = rig.uow.messages(ProposalProposed)
+    assert (
+        proposed.kind == "source" and proposed.section == "Source" and proposed.card.apply_label == "Approve and deploy"
+    )
+    assert proposed.base.files is not None and list(proposed.base.files) == ["skills/refunds.md"]
+    held = rig.uow.proposals.proposals[result.widget.proposal_id]
+    assert held.payload["asked_by"] == "sam@acme.example" and held.payload["model"] == "m1"
+    assert held.payload["chat"] == "s1" and held.payload["origin"] == "agent"
+
+
+async def test_tools_are_refused_outside_web_api_and_builder_chat_and_before_a_recorded_version(rig: Rig) -> None:
+    for channel in ("local-dev", "channel", "studio"):
+        result = await rig.call("list_repo_files", {"agent_id": "ada"}, channel=channel)
+        assert result.error is not None and result.error.code == "tool_unavailable"
+    rig.store.deployments["ada"] = Deployment(2, "ada", None, "olga", datetime.now(UTC))
+    result = await propose(rig, {"skills/refunds.md": "x\n"})
+    assert result.error is not None and result.error.code == "redeploy_first"
+    assert rig.uow.messages(ProposalProposed) == []
+
+
+async def test_a_new_proposal_replaces_the_waiting_one_through_an_outcome(rig: Rig) -> None:
+    first = await propose(rig, {"skills/refunds.md": "# Refunds\nv2\n"})
+    second = await propose(rig, {"knowledge/policy.md": "Three days.\n"}, turn="t2")
+    assert first.widget is not None and second.widget is not None and second.output is not None
+    assert second.output["replaces"] == first.widget.proposal_id
+    (outcome,) = rig.uow.messages(ProposalOutcome)
+    assert outcome.proposal_id == first.widget.proposal_id and outcome.outcome == "discarded"
+    assert rig.uow.proposals.proposals[first.widget.proposal_id].status == "discarded"
+    (proposed,) = rig.uow.messages(ProposalProposed)
+    assert [f.name for f in proposed.card.fields] == ["knowledge/policy.md", "skills/refunds.md"]
+
+
+async def test_a_reply_that_outlived_its_waiting_proposal_proposes_nothing(rig: Rig) -> None:
+    first = await propose(rig, {"skills/refunds.md": "# Refunds\nv2\n"})
+    assert first.widget is not None
+    await rig.call("read_repo_file", {"agent_id": "ada", "path": "amodal.json"}, turn="t2")
+    assert (await rig.decide(first.widget.proposal_id, "discard")).outcome == "discarded"
+    late = await propose(rig, {"knowledge/policy.md": "Three days.\n"}, turn="t2")
+    assert late.error is not None and late.error.code == "proposal_decided"
+    fresh = await propose(rig, {"knowledge/policy.md": "Three days.\n"}, turn="t3")
+    assert fresh.ok and fresh.output is not None and fresh.output["replaces"] is None
+
+
+async def test_approving_commits_as_the_approver_and_announces_it(rig: Rig) -> None:
+    result = await propose(rig, {"skills/refunds.md": "# Refunds\nv2\n"})
+    assert result.widget is not None
+    outcome = await rig.decide(result.widget.proposal_id, "approve")
+    assert outcome.outcome == "approved" and outcome.status == 200
+    commit = outcome.effects["commit"]
+    assert await rig.repos.head(rig.source) == commit and outcome.effects["version_number"] == 2
+    assert (await rig.repos.read(rig.source, commit, ["skills/refunds.md"]))["skills/refunds.md"] == b"# Refunds\nv2\n"
+    (event,) = rig.uow.messages(SourceCommitted)
+    assert event.source_version == commit and event.author == "dana@acme.example"
+    assert event.asked_by == "sam@acme.example"
+
+
+async def test_approving_after_the_file_moved_is_stale_and_changes_nothing(rig: Rig) -> None:
+    result = await propose(rig, {"skills/refunds.md": "# Refunds\nv2\n"})
+    assert result.widget is not None
+    head = await rig.repos.head(rig.source)
+    moved = await rig.repos.commit(
+        rig.source, head, {"skills/refunds.md": "by hand\n"}, author=("x", "x@acme.example"), message="m\n"
+    )
+    outcome = await rig.decide(result.widget.proposal_id, "approve")
+    assert outcome.outcome == "stale" and outcome.status == 409 and "skills/refunds.md" in outcome.detail
+    assert await rig.repos.head(rig.source) == moved
+    assert rig.uow.proposals.proposals[result.widget.proposal_id].status == "pending"
+    assert rig.uow.messages(SourceCommitted) == []
+    card = await rig.kit.live_card(result.widget.proposal_id, rig.uow)
+    assert card is not None and card.stale and "skills/refunds.md" in card.notes[0]
+    assert (await rig.decide(result.widget.proposal_id, "discard")).outcome == "discarded"
