@@ -223,6 +223,7 @@ async def continuations(bootstrap: str, topic: str) -> collections.Counter[tuple
             await asyncio.sleep(0.05)
             partitions = consumer.assignment()
         ends = await consumer.end_offsets(list(partitions))
+
         async def behind() -> bool:
             return any([await consumer.position(tp) < end for tp, end in ends.items()])
 
