@@ -49,7 +49,7 @@ def outbox_table(metadata: MetaData) -> Table:
         Column("key", Text, nullable=False),
         Column("payload", LargeBinary, nullable=False),
         Column("headers", JSONB, nullable=False),
-        Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+        Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.clock_timestamp()),
     )
 
 
@@ -120,8 +120,9 @@ class Outbox:
 class OutboxRelay:
     """Publishes this process's committed rows at once, and sweeps rows left behind by anyone.
 
-    Several relays (replicas) may share one table: a sweep takes rows ``FOR UPDATE SKIP LOCKED``, and only
-    rows older than ``sweep_after`` so as not to race a live process's fast path.
+    Several relays (replicas) may share one table. The fast path deletes its rows before publishing them and
+    commits after; a sweep takes rows ``FOR UPDATE SKIP LOCKED``, only rows older than ``sweep_after`` (counted
+    from the row's insert, not its transaction's start) so that it leaves a live process's rows to it.
     """
 
     def __init__(
@@ -176,20 +177,26 @@ class OutboxRelay:
                 await asyncio.sleep(self.poll_seconds)
 
     async def publish_committed(self) -> None:
-        """Fast path: publish what this process committed, then delete it."""
-        published: list[int] = []
-        try:
-            while self.outbox.committed:
-                batch = self.outbox.committed.popleft()
-                await self._publish(batch)
-                published += [envelope.id for envelope in batch]
-        except Exception:
-            self.outbox.committed.clear()  # left in the table: the sweep publishes them after the grace period
-            raise
-        finally:
-            if published:
-                async with self.engine.begin() as conn:
-                    await conn.execute(self.outbox.table.delete().where(self.outbox.table.c.id.in_(published)))
+        """Fast path: publish what this process committed, holding the rows (deleted, uncommitted) meanwhile.
+
+        The rows are deleted first, in a transaction that commits only once Kafka has acknowledged them: a
+        sweep on another replica skips them while they are locked and never sees them afterwards, so no row
+        is published by two relays at once. When publishing fails, the transaction rolls back and the rows
+        stay for the sweep.
+        """
+        if not self.outbox.committed:
+            return
+        batches = list(self.outbox.committed)
+        self.outbox.committed.clear()
+        envelopes = {envelope.id: envelope for batch in batches for envelope in batch}
+        table = self.outbox.table
+        async with self.engine.begin() as conn:
+            held = set(
+                (
+                    await conn.execute(table.delete().where(table.c.id.in_(list(envelopes))).returning(table.c.id))
+                ).scalars()
+            )
+            await self._publish([envelope for id_, envelope in envelopes.items() if id_ in held])
 
     async def sweep(self) -> int:
         """Publish and delete one batch of rows older than the grace period; returns how many."""

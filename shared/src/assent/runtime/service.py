@@ -196,7 +196,8 @@ class ServiceRuntime:
         self.kit = kit
         self.consume(STUDIO_SESSIONS, kit.on_session_event, label="session")
         self.consume(TOOL_CALLS[self.service], kit.on_tool_call, label="tool_call")
-        self.consume(PROPOSALS_DECIDED, kit.on_decision, label="decision")
+        # Every owner reads the one decisions topic; another owner's decisions are passed over unopened.
+        self.consume(PROPOSALS_DECIDED, kit.on_decision, label="decision", when=lambda d: d.kind in kit.kinds)
         router = self.internal_router(tags=["internal"])
 
         @router.get("/proposals/{proposal_id}/live", response_model=LiveCard)

@@ -1,0 +1,198 @@
+"""Batches against the real servers: what one fetch returns is handled in one transaction, a failing message
+is dead-lettered without losing the rest of its batch, and two outbox relays never publish a row twice."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from sqlalchemy import MetaData, func, select
+from sqlalchemy.engine import make_url
+
+from assent.contracts import StepEnded
+from assent.db import create_engine
+from assent.messaging import ensure_topics, make_broker, start_broker
+from assent.outbox import Outbox, OutboxRelay, outbox_table
+from assent.runtime.consumer import FailurePolicy, Received, subscribe
+from assent.topics import STUDIO_TURNS
+from tests.conftest import Endpoints, create_database
+
+pytestmark = pytest.mark.integration
+
+FAST = FailurePolicy(max_attempts=2, backoff_initial=0.01, backoff_max=0.02)
+
+
+def step(n: int, session: str = "s") -> StepEnded:
+    return StepEnded(session_id=session, turn_id="t", step=n, tool_call_ids=("c",))
+
+
+async def _connect(database_url: str) -> asyncpg.Connection:
+    url = make_url(database_url)
+    return await asyncpg.connect(
+        host=url.host, port=url.port, user=url.username, password=url.password, database=url.database
+    )
+
+
+async def _topic_values(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    """Every value on ``topic`` once at least ``expected`` have arrived (read from the start)."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest")
+    await consumer.start()
+    values: list[bytes] = []
+    try:
+        async with asyncio.timeout(20):
+            while len(values) < expected:
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    values += [record.value for record in records]
+        # Anything beyond ``expected`` that is already there arrives with the next fetch.
+        for records in (await consumer.getmany(timeout_ms=500)).values():
+            values += [record.value for record in records]
+    finally:
+        await consumer.stop()
+    return values
+
+
+async def test_a_fetch_is_one_batch_and_a_failing_message_leaves_the_rest_committed(endpoints: Endpoints) -> None:
+    prefix = f"batch{uuid.uuid4().hex[:8]}."
+    database_url = await create_database(endpoints.database_url, prefix.rstrip("."))
+    db = await _connect(database_url)
+    await db.execute("CREATE TABLE handled (step int PRIMARY KEY)")
+    await ensure_topics(endpoints.kafka, prefix)
+    topic = STUDIO_TURNS.full_name(prefix)
+
+    # Twenty messages wait before the consumer starts, so its first fetch returns them together.
+    messages = [step(n) for n in range(20)]
+    producer = AIOKafkaProducer(bootstrap_servers=endpoints.kafka)
+    await producer.start()
+    try:
+        for message in messages:
+            await producer.send_and_wait(topic, message.to_bytes(), key=b"s", partition=0)
+    finally:
+        await producer.stop()
+
+    batches: list[list[int]] = []
+    pool = await asyncpg.create_pool(**_pool_args(database_url))
+
+    async def handler(batch: Sequence[Received]) -> None:
+        steps = [item.message.step for item in batch]  # type: ignore[attr-defined]
+        batches.append(steps)
+        async with pool.acquire() as conn, conn.transaction():
+            for n in steps:
+                await conn.execute("INSERT INTO handled VALUES ($1)", n)
+                if n == 13:
+                    raise ValueError("step 13 cannot be handled")
+
+    broker = make_broker(endpoints.kafka, client_id="batch-test", idempotent=False)
+    subscribe(broker, STUDIO_TURNS, prefix=prefix, group_id=f"{prefix}g", handler=handler, policy=FAST)
+    await start_broker(broker)
+    try:
+        dead = await _topic_values(endpoints.kafka, STUDIO_TURNS.dlq_name(prefix), 1)
+        assert dead == [messages[13].to_bytes()]
+        handled = sorted(await db.fetchval("SELECT array_agg(step) FROM handled") or [])
+        assert handled == [n for n in range(20) if n != 13], "every other message committed, once"
+        assert len(batches[0]) > 1, f"the first fetch was not one batch: {batches}"
+        assert 13 in batches[0] and [13] in batches and batches.count([13]) == FAST.max_attempts
+    finally:
+        await broker.stop()
+        await pool.close()
+        await db.close()
+
+
+def _pool_args(database_url: str) -> dict[str, Any]:
+    url = make_url(database_url)
+    return {
+        "host": url.host,
+        "port": url.port,
+        "user": url.username,
+        "password": url.password,
+        "database": url.database,
+    }
+
+
+class _HeldBroker:
+    """A real broker whose publishing waits until the test lets it go on."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self.publishing = asyncio.Event()
+        self.go_on = asyncio.Event()
+
+    async def publish(self, *args: Any, **kwargs: Any) -> Any:
+        self.publishing.set()
+        await self.go_on.wait()
+        return await self.broker.publish(*args, **kwargs)
+
+
+async def test_two_relays_never_publish_a_row_twice(endpoints: Endpoints) -> None:
+    prefix = f"relay{uuid.uuid4().hex[:8]}."
+    database_url = await create_database(endpoints.database_url, prefix.rstrip("."))
+    await ensure_topics(endpoints.kafka, prefix)
+    metadata = MetaData(schema="public")
+    table = outbox_table(metadata)
+    engine = create_engine(database_url)
+    async with engine.begin() as conn:
+        await conn.run_sync(metadata.create_all)
+    broker = make_broker(endpoints.kafka, client_id="relay-test", idempotent=False)
+    await broker.connect()
+    held = _HeldBroker(broker)
+    outbox = Outbox(table, prefix)
+    mine = OutboxRelay(engine, outbox, held, sweep_after=timedelta(0))  # type: ignore[arg-type]
+    other = OutboxRelay(engine, Outbox(table, prefix), broker, sweep_after=timedelta(0))
+    try:
+        sent = [step(n, session=prefix) for n in range(5)]
+        async with outbox.transaction(engine) as conn:
+            for message in sent:
+                await outbox.put(conn, STUDIO_TURNS, "s", message)
+        publishing = asyncio.create_task(mine.publish_committed())
+        await asyncio.wait_for(held.publishing.wait(), 10)
+        # The other replica sweeps with no grace period at all while this one is still publishing.
+        assert await other.sweep() == 0
+        held.go_on.set()
+        await publishing
+        assert await other.sweep() == 0
+        async with engine.connect() as conn:
+            assert (await conn.scalar(select(func.count()).select_from(table))) == 0
+        values = await _topic_values(endpoints.kafka, STUDIO_TURNS.full_name(prefix), 5)
+        assert sorted(values) == sorted(message.to_bytes() for message in sent)
+    finally:
+        await broker.stop()
+        await engine.dispose()
+
+
+async def test_rows_a_relay_failed_to_publish_stay_for_the_sweep(endpoints: Endpoints) -> None:
+    prefix = f"relay{uuid.uuid4().hex[:8]}."
+    database_url = await create_database(endpoints.database_url, prefix.rstrip("."))
+    await ensure_topics(endpoints.kafka, prefix)
+    metadata = MetaData(schema="public")
+    table = outbox_table(metadata)
+    engine = create_engine(database_url)
+    async with engine.begin() as conn:
+        await conn.run_sync(metadata.create_all)
+    broker = make_broker(endpoints.kafka, client_id="relay-test", idempotent=False)
+    await broker.connect()
+
+    class Refusing:
+        async def publish(self, *args: Any, **kwargs: Any) -> Any:
+            raise ConnectionError("the broker is unreachable")
+
+    outbox = Outbox(table, prefix)
+    failing = OutboxRelay(engine, outbox, Refusing())  # type: ignore[arg-type]
+    sweeper = OutboxRelay(engine, Outbox(table, prefix), broker, sweep_after=timedelta(0))
+    try:
+        sent = [step(n, session=prefix) for n in range(3)]
+        async with outbox.transaction(engine) as conn:
+            for message in sent:
+                await outbox.put(conn, STUDIO_TURNS, "s", message)
+        with pytest.raises(ConnectionError):
+            await failing.publish_committed()
+        assert await sweeper.sweep() == 3
+        values = await _topic_values(endpoints.kafka, STUDIO_TURNS.full_name(prefix), 3)
+        assert sorted(values) == sorted(message.to_bytes() for message in sent)
+    finally:
+        await broker.stop()
+        await engine.dispose()
