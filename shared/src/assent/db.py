@@ -10,12 +10,16 @@ from alembic.config import Config
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from .faults import record_statements
+
 
 def create_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
     """The service's engine. Tables name their schema explicitly, so no ``search_path`` is relied on."""
     # No pre-ping: it costs a round trip per checkout on the hot path; a dead connection fails the handler,
     # which is retried from the same offset.
-    return create_async_engine(database_url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=3600)
+    engine = create_async_engine(database_url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=3600)
+    record_statements(engine)
+    return engine
 
 
 async def migrate(

@@ -3,14 +3,21 @@
 ``ASSENT_CRASH_AT`` names one point (for example ``edits.decision.before_commit``); a process that reaches
 it kills itself with SIGKILL, exactly as ``kill -9`` would, so tests can prove that nothing is lost or
 applied twice. ``ASSENT_FAIL_AT`` names a point where the handler raises instead, as a bug would, so tests
-can prove a failing message is retried a bounded number of times, dead-lettered, and passed. Both are unset
-in every real deployment, where :func:`crash_point` and :func:`fail_point` do nothing.
+can prove a failing message is retried a bounded number of times, dead-lettered, and passed.
+``ASSENT_RECORD_SQL`` names a file prefix: every distinct statement a service sends to PostgreSQL is appended
+to ``<prefix>.<pid>`` (text only, never parameters), so a test can ``EXPLAIN`` the hot path. All three are
+unset in every real deployment, where :func:`crash_point`, :func:`fail_point` and :func:`record_statements`
+do nothing.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 
 def crash_point(name: str) -> None:
@@ -25,3 +32,20 @@ class InjectedFailure(RuntimeError):
 def fail_point(name: str) -> None:
     if os.environ.get("ASSENT_FAIL_AT") == name:
         raise InjectedFailure(f"failure injected at {name}")
+
+
+def record_statements(engine: AsyncEngine) -> None:
+    """With ``ASSENT_RECORD_SQL`` set, append each distinct statement ``engine`` executes to the named file."""
+    prefix = os.environ.get("ASSENT_RECORD_SQL")
+    if not prefix:
+        return
+    path = f"{prefix}.{os.getpid()}"
+    seen: set[str] = set()
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        if statement not in seen:
+            seen.add(statement)
+            with open(path, "a", encoding="utf-8") as file:
+                file.write(" ".join(statement.split()) + "\n")
+
+    event.listen(engine.sync_engine, "before_cursor_execute", record)
