@@ -6,17 +6,42 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
+from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 from faststream.kafka import KafkaBroker
 from faststream.kafka.opentelemetry import KafkaTelemetryMiddleware
+from faststream.opentelemetry.middleware import BaseTelemetryMiddleware
 from opentelemetry.sdk.trace import TracerProvider
 
 from .kafka_security import KafkaSecurity, explain_auth_failure, kafka_kwargs
 from .topics import REGISTRY, Topic
 
 log = logging.getLogger(__name__)
+
+
+class _PublishSpans(BaseTelemetryMiddleware[Any]):
+    async def consume_scope(self, call_next: Any, msg: Any) -> Any:
+        return await call_next(msg)
+
+
+class PublishTelemetry(KafkaTelemetryMiddleware):
+    """FastStream's Kafka telemetry on the publishing side only (a span per publish, ``traceparent`` in headers).
+
+    Consumers open one span per message themselves, continuing that message's trace
+    (:class:`assent.runtime.consumer.Received`); FastStream's span for a whole batch would start a trace of
+    its own for every fetch.
+    """
+
+    def __call__(self, msg: Any | None, /, *, context: Any) -> BaseTelemetryMiddleware[Any]:
+        return _PublishSpans(
+            msg,
+            tracer=self._tracer,
+            metrics_container=self._metrics,
+            settings_provider_factory=self._settings_provider_factory,
+            context=context,
+        )
 
 
 def make_broker(
@@ -38,7 +63,7 @@ def make_broker(
         enable_idempotence=idempotent,
         acks="all" if idempotent else 1,
         linger_ms=0,
-        middlewares=(KafkaTelemetryMiddleware(tracer_provider=tracer_provider),),
+        middlewares=(PublishTelemetry(tracer_provider=tracer_provider),),
         logger=log,
         log_level=logging.DEBUG,  # one line per message is too costly at INFO on the hot path
         graceful_timeout=5.0,

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry import trace
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select, true
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -226,34 +226,55 @@ def _event(name: str, session_id: str, **fields: Any) -> dict[str, Any]:
     return {"event": name, "session_id": session_id, **fields}
 
 
+_awaited = func.jsonb_array_elements_text(t.turns.c.tool_call_ids).table_valued("value").lateral("awaited")
+_PAUSED = (
+    select(
+        t.turns.c.turn_id,
+        t.turns.c.step,
+        t.turns.c.tool_call_ids,
+        _awaited.c.value.label("awaited"),
+        t.requests.c.seq.label("request_seq"),
+        t.requests.c.proposal_id,
+        t.requests.c.kind,
+        t.requests.c.target["label"].astext.label("label"),
+        t.requests.c.status,
+        t.requests.c.resolved_by,
+        t.refused_calls.c.seq.label("refused_seq"),
+        t.refused_calls.c.error["code"].astext.label("error_code"),
+    )
+    .select_from(t.turns)
+    .join(_awaited, true())
+    .outerjoin(t.requests, t.requests.c.tool_call_id == _awaited.c.value)
+    .outerjoin(t.refused_calls, t.refused_calls.c.tool_call_id == _awaited.c.value)
+    .where(t.turns.c.session_id == bindparam("session_id"), t.turns.c.continued_at.is_(None))
+    .order_by(t.turns.c.ended_at, t.turns.c.turn_id, t.turns.c.step)
+)
+"""The session's paused turns, one row per awaited call, with that call's request or refusal (if any)."""
+
+
 async def _settle_turns(uow: SqlUnitOfWork, session_id: str) -> list[dict[str, Any]]:
     """Settle the session's paused turns in ``uow`` (which holds the session lock); returns the live events
     to announce once its transaction commits."""
     conn = uow.conn
     events: list[dict[str, Any]] = []
-    open_turns = (
-        await conn.execute(select(t.turns).where(t.turns.c.session_id == session_id, t.turns.c.continued_at.is_(None)))
-    ).all()
-    for turn in open_turns:
-        waited: list[str] = list(turn.tool_call_ids)
-        rows = (await conn.execute(select(t.requests).where(t.requests.c.tool_call_id.in_(waited)))).all()
-        requests = {
-            row.tool_call_id: RequestState(
-                row.tool_call_id, row.seq, row.proposal_id, row.kind, row.target["label"], row.status, row.resolved_by
+    turns: dict[tuple[str, int], tuple[list[str], dict[str, RequestState], dict[str, RefusedCall]]] = {}
+    # One read: each paused turn with what it waits on, each awaited call's request or refusal beside it.
+    for row in await conn.execute(_PAUSED, {"session_id": session_id}):
+        waited, requests, refused = turns.setdefault((row.turn_id, row.step), (list(row.tool_call_ids), {}, {}))
+        if row.request_seq is not None:
+            requests[row.awaited] = RequestState(
+                row.awaited, row.request_seq, row.proposal_id, row.kind, row.label, row.status, row.resolved_by
             )
-            for row in rows
-        }
-        refused_rows = (
-            await conn.execute(select(t.refused_calls).where(t.refused_calls.c.tool_call_id.in_(waited)))
-        ).all()
-        refused = {row.tool_call_id: RefusedCall(row.tool_call_id, row.seq, row.error["code"]) for row in refused_rows}
+        if row.refused_seq is not None:
+            refused[row.awaited] = RefusedCall(row.awaited, row.refused_seq, row.error_code)
+    for (turn_id, step), (waited, requests, refused) in turns.items():
         decisions = settle(waited, requests, refused)
         if decisions is None:
             continue
         continuation = TurnContinuation(
             session_id=session_id,
-            turn_id=turn.turn_id,
-            step=turn.step,
+            turn_id=turn_id,
+            step=step,
             decisions=tuple(decisions),
             text=continuation_text(decisions),
         )
@@ -262,12 +283,12 @@ async def _settle_turns(uow: SqlUnitOfWork, session_id: str) -> list[dict[str, A
             t.turns.update()
             .where(
                 t.turns.c.session_id == session_id,
-                t.turns.c.turn_id == turn.turn_id,
-                t.turns.c.step == turn.step,
+                t.turns.c.turn_id == turn_id,
+                t.turns.c.step == step,
             )
             .values(continued_at=datetime.now(UTC), continuation=continuation.model_dump(mode="json"), sends=1)
         )
-        events.append(_event("turn.continued", session_id, turn_id=turn.turn_id, step=turn.step))
+        events.append(_event("turn.continued", session_id, turn_id=turn_id, step=step))
     return events
 
 
