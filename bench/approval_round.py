@@ -123,9 +123,30 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time the process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """User plus system CPU time the process has used so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def machine_busy_seconds() -> float:
+    """CPU time all cores of the machine have spent busy so far (everything but idle and I/O wait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / TICKS
+
+
+def with_children(pid: int) -> list[int]:
+    """``pid`` and its direct children (PostgreSQL's backends are children of its postmaster)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                children.append(int(stat.parent.name))
+        except (FileNotFoundError, ValueError):
+            continue
+    return [pid, *children]
 
 
 async def sse_events(http: httpx.AsyncClient, url: str, into: asyncio.Queue[tuple[str, dict]]) -> None:
@@ -258,8 +279,9 @@ class Load:
 class Bench:
     """The system under test, its clients, and the measurements taken from it."""
 
-    def __init__(self, system: Any, kafka: str, prefix: str, database_url: str) -> None:
+    def __init__(self, system: Any, kafka: str, prefix: str, database_url: str, servers: Any = None) -> None:
         self.system, self.kafka, self.prefix, self.database_url = system, kafka, prefix, database_url
+        self.servers = servers  # the devstack this benchmark started, if it did: its CPU is counted too
         self.replicas: dict[str, list[Any]] = {name: [p] for name, p in system.processes.items()}
         self.headers = {"Authorization": f"Bearer {TOKEN}"}
         self.sessions: list[BenchSession] = []
@@ -324,8 +346,13 @@ class Bench:
             try:
                 await asyncio.gather(*(s.run(rounds=1) for s in sessions))  # every session warm
                 pids = self.pids()
+                if self.servers is not None:
+                    pids["Kafka"] = list(self.servers.kafka.pids)
+                    pids["PostgreSQL"] = with_children(self.servers.postgres.pids[0])
+                    pids["Redis"] = list(self.servers.redis.pids)
                 cpu_before = {name: sum(cpu_seconds(pid) for pid in ps) for name, ps in pids.items()}
                 cpu_before["bench client"] = time.process_time()
+                cpu_before["whole machine"] = machine_busy_seconds()
                 before = sum(s.rounds for s in sessions)
                 started = time.perf_counter()
                 loaded = await asyncio.gather(*(s.run(until=started + seconds) for s in sessions))
@@ -333,6 +360,7 @@ class Bench:
                 rounds = sum(s.rounds for s in sessions) - before
                 cpu_after = {name: sum(cpu_seconds(pid) for pid in ps) for name, ps in pids.items()}
                 cpu_after["bench client"] = time.process_time()
+                cpu_after["whole machine"] = machine_busy_seconds()
                 settled = await asyncio.gather(*(s.settled() for s in sessions))
                 assert all(settled), "a request was left pending"
                 self.sessions += sessions
@@ -422,7 +450,7 @@ async def main() -> None:
         extra_env={"ASSENT_LOG_LEVEL": "WARNING", **({"OTEL_SDK_DISABLED": "true"} if args.no_telemetry else {})},
     )
     system.start()
-    bench = Bench(system, kafka, f"{name}.", bench_db)
+    bench = Bench(system, kafka, f"{name}.", bench_db, devstack)
     loads: list[Load] = []
     try:
         await asyncio.sleep(2)
