@@ -88,7 +88,7 @@ async def test_a_fetch_is_one_batch_and_a_failing_message_leaves_the_rest_commit
                     raise ValueError("step 13 cannot be handled")
 
     broker = make_broker(endpoints.kafka, client_id="batch-test", idempotent=False)
-    subscribe(broker, STUDIO_TURNS, prefix=prefix, group_id=f"{prefix}g", handler=handler, policy=FAST)
+    subscribe(broker, {STUDIO_TURNS: handler}, prefix=prefix, group_id=f"{prefix}g", policy=FAST)
     await start_broker(broker)
     try:
         dead = await _topic_values(endpoints.kafka, STUDIO_TURNS.dlq_name(prefix), 1)

@@ -16,7 +16,6 @@ from redis.asyncio import Redis
 
 from assent.contracts import ToolCall
 from assent.telemetry import trace_id_of
-from assent.topics import PROPOSALS_APPLIED
 from tests.conftest import Stack, new_world, running_stack, wait_for
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 
@@ -138,14 +137,12 @@ async def test_one_trace_spans_tool_call_proposal_decision_and_outcome(stack: St
 
 
 async def outcome_consumers_settled_at(stack: Stack, members: int) -> bool:
-    """Whether the gateways' consumer group of the outcomes topic is stable with ``members`` members."""
+    """Whether the gateways' consumer group (one for every topic they read) is stable with ``members`` members."""
     admin = AIOKafkaAdminClient(bootstrap_servers=stack.endpoints.kafka)
     await admin.start()
     try:
         (group_id,) = [
-            group_id
-            for group_id, _ in await admin.list_consumer_groups()
-            if group_id.startswith(stack.prefix) and group_id.endswith(PROPOSALS_APPLIED.name)
+            group_id for group_id, _ in await admin.list_consumer_groups() if group_id == f"{stack.prefix}gateway"
         ]
         (response,) = await admin.describe_consumer_groups([group_id])
         (group,) = response.to_object()["groups"]

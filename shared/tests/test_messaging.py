@@ -41,7 +41,7 @@ async def test_good_bad_and_hopeless_messages() -> None:
             raise ConnectionRefusedError("the database is down")
         handled.append(message)
 
-    subscribe(broker, STUDIO_TURNS, prefix="p.", group_id="g", handler=handler, policy=FAST)
+    subscribe(broker, {STUDIO_TURNS: handler}, prefix="p.", group_id="g", policy=FAST)
     before = DEAD_LETTERED.labels("studio.turns", "g", "handler_failed")._value.get()
 
     @broker.subscriber(STUDIO_TURNS.dlq_name("p."))

@@ -99,6 +99,7 @@ class ServiceRuntime:
         self.policy = policy or FailurePolicy(max_attempts=settings.handler_max_attempts)
         self.kit: OwnerKit | None = None
         self._routers: list[APIRouter] = []
+        self._routes: dict[Topic, Callable[[Sequence[Received]], Awaitable[None]]] = {}
 
     # --- the internal API ---------------------------------------------------------------------------
 
@@ -141,7 +142,8 @@ class ServiceRuntime:
         after_commit: Callable[[Any], Awaitable[None]] | None = None,
         when: Callable[[Any], bool] | None = None,
     ) -> None:
-        """Consume ``topic`` in this service's consumer group for it: each fetched batch in one unit of work.
+        """Consume ``topic`` in this service's consumer group (one consumer for all the topics a service reads):
+        what a fetch returns of the topic, in one unit of work.
 
         For a batch the runtime, in one transaction: takes the session lock of every session its messages
         name (one statement, in a fixed order, so batches of different consumers cannot deadlock; a
@@ -154,7 +156,6 @@ class ServiceRuntime:
         (without ``after_commit``). A failing batch is handled again message by message, under
         :class:`~assent.runtime.consumer.FailurePolicy`.
         """
-        prefix = self.settings.topic_prefix
         consumer = f"{self.service}:{topic.name}"
         label = label or topic.name
 
@@ -182,15 +183,9 @@ class ServiceRuntime:
             for callback in uow.committed:  # after the messages' own notices: what handling them caused
                 await callback()
 
-        subscribe(
-            self.broker,
-            topic,
-            prefix=prefix,
-            group_id=f"{prefix}{consumer}",
-            handler=handle,
-            policy=self.policy,
-            tracer_provider=self.provider,
-        )
+        if topic in self._routes:
+            raise ValueError(f"{topic.name} is consumed once per service")
+        self._routes[topic] = handle
 
     def serve_kinds(self, kit: OwnerKit) -> None:
         """Serve an owner's kinds: its tool calls, the decisions on them, the sessions, the live-view API."""
@@ -250,6 +245,15 @@ class ServiceRuntime:
                 security=self.settings.kafka_security(),
             )
             async with extra() if extra is not None else _nothing():
+                if self._routes:
+                    subscribe(
+                        self.broker,
+                        self._routes,
+                        prefix=self.settings.topic_prefix,
+                        group_id=f"{self.settings.topic_prefix}{self.service}",
+                        policy=self.policy,
+                        tracer_provider=self.provider,
+                    )
                 await start_broker(self.broker)
                 self.relay.start()
                 pruner = asyncio.create_task(self._prune_inbox(), name="inbox-pruner")
