@@ -26,7 +26,10 @@ from assent.runtime import OwnerKit
 from assent.testing import FakeUnitOfWork, FakeWorkspace
 from deployer.adapters.formats import load_docs, load_schemas
 from deployer.adapters.git import GitRepos, Source
-from deployer.adapters.repository import Deployment, Issue
+from deployer.adapters.artifacts import Artifacts
+from deployer.adapters.repository import Build, Deploy, Deployment, DeploySettings, Issue
+from deployer.adapters.targets import Targets
+from deployer.deploys import Deploys
 from deployer.kinds.source import SourceKind
 
 FILES = {"skills/refunds.md": "# Refunds\n", "knowledge/policy.md": "Five days.\n", "amodal.json": "{}\n"}
@@ -42,6 +45,12 @@ class FakeDeployerRepository:
         self.turns: dict[tuple[str, str], str | None] = {}
         self.read_hashes: dict[str, dict[str, str | None]] = {}
         self.issues: dict[str, Issue] = {}
+        self.settings: dict[str, DeploySettings] = {}
+        self.builds: dict[str, Build] = {}
+        self.build_triggers: dict[str, set[tuple[str, str]]] = {}
+        self.deploys: dict[str, Deploy] = {}
+        self.activity: list[tuple[str, str | None, str]] = []
+        self.jobs: list[tuple[str, str]] = []
 
     async def source(self, agent_id: str) -> Source | None:
         return self.sources.get(agent_id)
@@ -73,6 +82,44 @@ class FakeDeployerRepository:
     async def update_issue(self, issue_id: str, actor: str, **fields: Any) -> Issue:
         self.issues[issue_id] = dataclasses.replace(self.issues[issue_id], **fields, updated_by=actor)
         return self.issues[issue_id]
+
+    # --- builds and deploys ---
+
+    async def deploy_settings(self, agent_id: str) -> DeploySettings:
+        return self.settings.get(agent_id, DeploySettings(agent_id))
+
+    async def ensure_build(
+        self, build_id: str, agent_id: str, org_id: str, commit: str, trigger: str, ref: str, actor: str | None
+    ) -> tuple[Build, bool]:
+        found = next((b for b in self.builds.values() if (b.agent_id, b.source_version) == (agent_id, commit)), None)
+        made = found is None
+        if found is None:
+            now = datetime.now(UTC)
+            found = Build(build_id, agent_id, org_id, commit, "queued", None, "", None, 0, now, None, None)
+            self.builds[build_id] = found
+            self.jobs.append(("build", build_id))
+        self.build_triggers.setdefault(found.build_id, set()).add((trigger, ref))
+        return found, made
+
+    async def deploy(self, deploy_id: str, *, for_update: bool = False) -> Deploy | None:
+        return self.deploys.get(deploy_id)
+
+    async def add_deploy(self, **values: Any) -> Deploy:
+        now = datetime.now(UTC)
+        fields = {"error": None, "attempts": 0, "promoted_by": None, "created_at": now}
+        deploy = Deploy(**{**fields, "started_at": None, "live_at": None, **values})
+        return self.deploys.setdefault(deploy.deploy_id, deploy)
+
+    async def add_activity(
+        self, org_id: str, agent_id: str, what: str, who: str | None, detail: str, links: Any
+    ) -> None:
+        self.activity.append((what, who, detail))
+
+    async def link_fix(self, issue_id: str, deploy_id: str) -> None:
+        self.issues[issue_id] = dataclasses.replace(self.issues[issue_id], fix_deploy_id=deploy_id)
+
+    async def enqueue(self, kind: str, ref: str) -> None:
+        self.jobs.append((kind, ref))
 
 
 @dataclasses.dataclass
@@ -109,7 +156,7 @@ class Rig:
         (result,) = self.uow.messages(ToolResult)
         return result
 
-    async def decide(self, proposal_id: str, decision: str) -> ProposalOutcome:
+    async def decide(self, proposal_id: str, decision: str, **options: Any) -> ProposalOutcome:
         self.uow.clear()
         held = self.uow.proposals.proposals[proposal_id]
         message = DecisionMade(
@@ -120,6 +167,7 @@ class Rig:
             kind="source",
             decision=decision,  # type: ignore[arg-type]
             actor="dana@acme.example",
+            options=options,
         )
         await self.kit.on_decision(message, self.uow)  # type: ignore[arg-type]
         (outcome,) = self.uow.messages(ProposalOutcome)
@@ -136,7 +184,8 @@ async def rig(tmp_path: Path) -> Rig:
     store.deployments["ada"] = Deployment(1, "ada", first, "olga", datetime.now(UTC))
     workspace = FakeWorkspace({"acme": "Acme"}, [Guild("g1", "acme", "Support")], [Agent("ada", "acme", "g1", "Ada")])
     uow = FakeUnitOfWork(workspace=workspace, stores={"deployer": store})
-    kit = OwnerKit("deployer", [SourceKind(repos, load_schemas(), load_docs())])
+    deploys = Deploys(repos, Artifacts(tmp_path / "artifacts"), Targets(tmp_path / "live", {"kind": "local"}), {})
+    kit = OwnerKit("deployer", [SourceKind(repos, load_schemas(), load_docs(), deploys)])
     return Rig(kit, uow, store, repos, source, itertools.count(1))
 
 
