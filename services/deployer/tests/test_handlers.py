@@ -24,9 +24,9 @@ from assent.contracts import (
 from assent.domain import Agent, Guild
 from assent.runtime import OwnerKit
 from assent.testing import FakeUnitOfWork, FakeWorkspace
+from deployer.adapters.artifacts import Artifacts
 from deployer.adapters.formats import load_docs, load_schemas
 from deployer.adapters.git import GitRepos, Source
-from deployer.adapters.artifacts import Artifacts
 from deployer.adapters.repository import Build, Deploy, Deployment, DeploySettings, Issue
 from deployer.adapters.targets import Targets
 from deployer.deploys import Deploys

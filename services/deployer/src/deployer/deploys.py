@@ -140,6 +140,7 @@ class Deploys:
             "build": f"/api/agents/{source.agent_id}/builds/{build.build_id}",
             "commit": commit,
             "proposal": None if proposal_id is None else f"/api/agents/{source.agent_id}/proposals/{proposal_id}",
+            "proposal_id": proposal_id,
         }
         await repo.add_activity(
             org_id, source.agent_id, "deploy", actor, f"deploy of {commit[:12]} requested ({target})", links
@@ -197,7 +198,11 @@ class Deploys:
             "deploy failed",
             None,
             error,
-            {"deploy": f"/api/agents/{deploy.agent_id}/deploys/{deploy.deploy_id}", "commit": deploy.source_version},
+            {
+                "deploy": f"/api/agents/{deploy.agent_id}/deploys/{deploy.deploy_id}",
+                "commit": deploy.source_version,
+                "proposal_id": deploy.proposal_id,
+            },
         )
         return failed
 

@@ -398,8 +398,9 @@ class DeploysRepository:
                 "what": r.what,
                 "when": r.at.isoformat(),
                 "agent_id": r.agent_id,
+                "proposal_id": r.links.get("proposal_id"),
                 "detail": r.detail,
-                "links": r.links,
+                "links": {k: v for k, v in r.links.items() if k != "proposal_id"},
             }
             for r in rows
         ]
