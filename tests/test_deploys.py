@@ -230,6 +230,7 @@ async def test_approving_onto_a_new_or_an_existing_branch_commits_there_and_link
     async with stack.http() as http:
         world = await external_world(http, f"file://{remote}", provider)
         production = git("--git-dir", str(remote), "rev-parse", "trunk").strip()
+        web = f"file://{remote}".removesuffix(".git")  # the repository's page: its address without .git
 
         new = await approved(
             http,
@@ -245,10 +246,10 @@ async def test_approving_onto_a_new_or_an_existing_branch_commits_there_and_link
         assert commit == effects["commit"] and parent == production and subject == "Confirm before refunding"
         assert git("--git-dir", str(remote), "rev-parse", "trunk").strip() == production  # production untouched
         if provider == "github":
-            assert effects["link"] == f"file://{remote}/compare/trunk...assent%2Fconfirm?expand=1"
+            assert effects["link"] == f"{web}/compare/trunk...assent%2Fconfirm?expand=1"
             assert "pull request" in new["detail"]
         else:
-            assert effects["link"].startswith(f"file://{remote}/-/merge_requests/new?")
+            assert effects["link"].startswith(f"{web}/-/merge_requests/new?")
             assert "source_branch%5D=assent%2Fconfirm" in effects["link"] and "merge request" in new["detail"]
         item = (await page(http, world.agent_id))["decided"][0]
         assert item["deploy"] == "not deployed" and item["deployed"] is False and item["link"] == effects["link"]
