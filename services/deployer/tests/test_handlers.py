@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -270,3 +271,56 @@ async def test_approving_after_the_file_moved_is_stale_and_changes_nothing(rig: 
     card = await rig.kit.live_card(result.widget.proposal_id, rig.uow)
     assert card is not None and card.stale and "skills/refunds.md" in card.notes[0]
     assert (await rig.decide(result.widget.proposal_id, "discard")).outcome == "discarded"
+
+
+async def test_approving_onto_production_starts_a_build_and_a_deploy_of_the_commit(rig: Rig) -> None:
+    result = await propose(rig, {"skills/refunds.md": "# Refunds\nv2\n"})
+    assert result.widget is not None
+    outcome = await rig.decide(result.widget.proposal_id, "approve")
+    commit, deploy_id = outcome.effects["commit"], outcome.effects["deploy_id"]
+    assert outcome.effects["route"] == "production" and outcome.effects["deploy_status"] == "pending"
+    (deploy,) = rig.store.deploys.values()
+    (build,) = rig.store.builds.values()
+    assert deploy.deploy_id == deploy_id and deploy.build_id == build.build_id and deploy.source_version == commit
+    assert build.source_version == commit
+    assert rig.store.build_triggers[build.build_id] == {("approval", result.widget.proposal_id)}
+    assert rig.store.jobs == [("build", build.build_id)]
+    assert [what for what, _, _ in rig.store.activity] == ["deploy"]
+    (event,) = rig.uow.messages(SourceCommitted)
+    assert event.branch == "main"
+
+
+async def test_a_hosted_source_refuses_a_branch_and_commits_nothing(rig: Rig) -> None:
+    result = await propose(rig, {"skills/refunds.md": "# Refunds\nv2\n"})
+    assert result.widget is not None
+    head = await rig.repos.head(rig.source)
+    outcome = await rig.decide(result.widget.proposal_id, "approve", branch={"kind": "new", "name": "try"})
+    assert outcome.outcome == "refused" and outcome.status == 422 and "no branches" in outcome.detail
+    assert await rig.repos.head(rig.source) == head and rig.store.deploys == {}
+    assert rig.uow.proposals.proposals[result.widget.proposal_id].status == "pending"
+
+
+async def test_an_external_source_commits_onto_a_new_branch_without_deploying(rig: Rig, tmp_path: Path) -> None:
+    remotes = GitRepos(tmp_path / "remotes")  # a bare repository to serve as the remote
+    upstream = await remotes.create_hosted("upstream")
+    await remotes.commit(upstream, None, FILES, author=("o", "o@acme.example"), message="first\n")
+    remote = remotes.path("upstream")
+    shutil.rmtree(rig.repos.path("ada"))  # the agent's source moves from hosted to external
+    source = await rig.repos.attach_external("ada", f"file://{remote}", "gitlab")
+    rig.store.sources["ada"] = source
+    production = await rig.repos.head(source)
+    assert production is not None
+    rig.store.deployments["ada"] = Deployment(3, "ada", production, "olga", datetime.now(UTC))
+    result = await propose(rig, {"skills/refunds.md": "# Refunds\nv2\n"})
+    assert result.widget is not None
+    outcome = await rig.decide(
+        result.widget.proposal_id, "approve", branch={"kind": "new", "name": "fix/refunds"}, message="Refunds v2"
+    )
+    assert outcome.outcome == "approved" and outcome.effects["route"] == "new"
+    commit = outcome.effects["commit"]
+    assert await rig.repos.branch_head(source, "fix/refunds") == commit and await rig.repos.head(source) == production
+    assert outcome.effects["link"] == (
+        f"file://{str(remote).removesuffix('.git')}/-/merge_requests/new?"
+        "merge_request%5Bsource_branch%5D=fix%2Frefunds&merge_request%5Btarget_branch%5D=main"
+    )
+    assert "merge request" in outcome.detail and rig.store.deploys == {} and rig.store.builds == {}
