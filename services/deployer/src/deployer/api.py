@@ -472,7 +472,7 @@ def install(app: FastAPI, runtime: ServiceRuntime, repos: GitRepos, kind: Source
         production branch of a source that builds on push starts (or joins) the build of its commit."""
         try:
             payload = json.loads(body.body)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise Unprocessable(422, "the webhook's body is not JSON") from None
         event = parse_push(provider, payload) if isinstance(payload, dict) else None
         if event is None:
