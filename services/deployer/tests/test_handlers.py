@@ -102,6 +102,9 @@ class FakeDeployerRepository:
         self.build_triggers.setdefault(found.build_id, set()).add((trigger, ref))
         return found, made
 
+    async def build(self, build_id: str, *, for_update: bool = False) -> Build | None:
+        return self.builds.get(build_id)
+
     async def deploy(self, deploy_id: str, *, for_update: bool = False) -> Deploy | None:
         return self.deploys.get(deploy_id)
 

@@ -120,6 +120,8 @@ class Deploys:
         build = await self.request_build(
             uow, source, org_id, commit, "approval" if proposal_id else "manual", proposal_id or deploy_id, actor
         )
+        # Locked: a build finishing now either sees this deploy once committed, or has finished before this reads it.
+        build = await repo.build(build.build_id, for_update=True) or build
         settings = await repo.deploy_settings(source.agent_id)
         target = (settings.target or self.targets.default).get("kind", "local")
         deploy = await repo.add_deploy(
