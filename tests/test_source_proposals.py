@@ -185,9 +185,13 @@ async def test_an_agent_proposes_and_an_admin_approves_onto_the_hosted_source(st
         assert again.status_code == 422, again.text
 
         feed = (await http.get("/api/activity", params={"agent_id": world.agent_id})).json()["entries"]
-        assert [(e["who"], e["what"], e["proposal_id"]) for e in feed] == [(OPERATOR, "approved", pid)]
-        assert feed[0]["links"]["commit"] == commit
-        assert feed[0]["links"]["chat"] == f"/api/studio/sessions/{session.session_id}/pending"
+        assert sorted((e["who"], e["what"], e["proposal_id"]) for e in feed) == [
+            (OPERATOR, "approved", pid),
+            (OPERATOR, "deploy", pid),  # approving onto production deploys
+        ]
+        approval = next(e for e in feed if e["what"] == "approved")
+        assert approval["links"]["commit"] == commit
+        assert approval["links"]["chat"] == f"/api/studio/sessions/{session.session_id}/pending"
 
         events = await stack.records(
             stack.topic("deploys.events"), lambda r: r.value is not None and pid.encode() in r.value
@@ -533,7 +537,9 @@ async def test_who_may_approve_and_discard_and_organisations_are_walls(stack: St
             [
                 ("rita@acme.example", "discarded"),
                 ("dev@acme.example", "approved"),
+                ("dev@acme.example", "deploy"),
                 (editor, "approved"),
+                (editor, "deploy"),
                 (editor, "discarded"),
             ]
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,12 @@ from assent.contracts import (
 from assent.domain import Agent, Guild
 from assent.runtime import OwnerKit
 from assent.testing import FakeUnitOfWork, FakeWorkspace
+from deployer.adapters.artifacts import Artifacts
 from deployer.adapters.formats import load_docs, load_schemas
 from deployer.adapters.git import GitRepos, Source
-from deployer.adapters.repository import Deployment, Issue
+from deployer.adapters.repository import Build, Deploy, Deployment, DeploySettings, Issue
+from deployer.adapters.targets import Targets
+from deployer.deploys import Deploys
 from deployer.kinds.source import SourceKind
 
 FILES = {"skills/refunds.md": "# Refunds\n", "knowledge/policy.md": "Five days.\n", "amodal.json": "{}\n"}
@@ -42,6 +46,12 @@ class FakeDeployerRepository:
         self.turns: dict[tuple[str, str], str | None] = {}
         self.read_hashes: dict[str, dict[str, str | None]] = {}
         self.issues: dict[str, Issue] = {}
+        self.settings: dict[str, DeploySettings] = {}
+        self.builds: dict[str, Build] = {}
+        self.build_triggers: dict[str, set[tuple[str, str]]] = {}
+        self.deploys: dict[str, Deploy] = {}
+        self.activity: list[tuple[str, str | None, str]] = []
+        self.jobs: list[tuple[str, str]] = []
 
     async def source(self, agent_id: str) -> Source | None:
         return self.sources.get(agent_id)
@@ -73,6 +83,47 @@ class FakeDeployerRepository:
     async def update_issue(self, issue_id: str, actor: str, **fields: Any) -> Issue:
         self.issues[issue_id] = dataclasses.replace(self.issues[issue_id], **fields, updated_by=actor)
         return self.issues[issue_id]
+
+    # --- builds and deploys ---
+
+    async def deploy_settings(self, agent_id: str) -> DeploySettings:
+        return self.settings.get(agent_id, DeploySettings(agent_id))
+
+    async def ensure_build(
+        self, build_id: str, agent_id: str, org_id: str, commit: str, trigger: str, ref: str, actor: str | None
+    ) -> tuple[Build, bool]:
+        found = next((b for b in self.builds.values() if (b.agent_id, b.source_version) == (agent_id, commit)), None)
+        made = found is None
+        if found is None:
+            now = datetime.now(UTC)
+            found = Build(build_id, agent_id, org_id, commit, "queued", None, "", None, 0, now, None, None)
+            self.builds[build_id] = found
+            self.jobs.append(("build", build_id))
+        self.build_triggers.setdefault(found.build_id, set()).add((trigger, ref))
+        return found, made
+
+    async def build(self, build_id: str, *, for_update: bool = False) -> Build | None:
+        return self.builds.get(build_id)
+
+    async def deploy(self, deploy_id: str, *, for_update: bool = False) -> Deploy | None:
+        return self.deploys.get(deploy_id)
+
+    async def add_deploy(self, **values: Any) -> Deploy:
+        now = datetime.now(UTC)
+        fields = {"error": None, "attempts": 0, "promoted_by": None, "created_at": now}
+        deploy = Deploy(**{**fields, "started_at": None, "live_at": None, **values})
+        return self.deploys.setdefault(deploy.deploy_id, deploy)
+
+    async def add_activity(
+        self, org_id: str, agent_id: str, what: str, who: str | None, detail: str, links: Any
+    ) -> None:
+        self.activity.append((what, who, detail))
+
+    async def link_fix(self, issue_id: str, deploy_id: str) -> None:
+        self.issues[issue_id] = dataclasses.replace(self.issues[issue_id], fix_deploy_id=deploy_id)
+
+    async def enqueue(self, kind: str, ref: str) -> None:
+        self.jobs.append((kind, ref))
 
 
 @dataclasses.dataclass
@@ -109,7 +160,7 @@ class Rig:
         (result,) = self.uow.messages(ToolResult)
         return result
 
-    async def decide(self, proposal_id: str, decision: str) -> ProposalOutcome:
+    async def decide(self, proposal_id: str, decision: str, **options: Any) -> ProposalOutcome:
         self.uow.clear()
         held = self.uow.proposals.proposals[proposal_id]
         message = DecisionMade(
@@ -120,6 +171,7 @@ class Rig:
             kind="source",
             decision=decision,  # type: ignore[arg-type]
             actor="dana@acme.example",
+            options=options,
         )
         await self.kit.on_decision(message, self.uow)  # type: ignore[arg-type]
         (outcome,) = self.uow.messages(ProposalOutcome)
@@ -136,7 +188,8 @@ async def rig(tmp_path: Path) -> Rig:
     store.deployments["ada"] = Deployment(1, "ada", first, "olga", datetime.now(UTC))
     workspace = FakeWorkspace({"acme": "Acme"}, [Guild("g1", "acme", "Support")], [Agent("ada", "acme", "g1", "Ada")])
     uow = FakeUnitOfWork(workspace=workspace, stores={"deployer": store})
-    kit = OwnerKit("deployer", [SourceKind(repos, load_schemas(), load_docs())])
+    deploys = Deploys(repos, Artifacts(tmp_path / "artifacts"), Targets(tmp_path / "live", {"kind": "local"}), {})
+    kit = OwnerKit("deployer", [SourceKind(repos, load_schemas(), load_docs(), deploys)])
     return Rig(kit, uow, store, repos, source, itertools.count(1))
 
 
@@ -221,3 +274,56 @@ async def test_approving_after_the_file_moved_is_stale_and_changes_nothing(rig: 
     card = await rig.kit.live_card(result.widget.proposal_id, rig.uow)
     assert card is not None and card.stale and "skills/refunds.md" in card.notes[0]
     assert (await rig.decide(result.widget.proposal_id, "discard")).outcome == "discarded"
+
+
+async def test_approving_onto_production_starts_a_build_and_a_deploy_of_the_commit(rig: Rig) -> None:
+    result = await propose(rig, {"skills/refunds.md": "# Refunds\nv2\n"})
+    assert result.widget is not None
+    outcome = await rig.decide(result.widget.proposal_id, "approve")
+    commit, deploy_id = outcome.effects["commit"], outcome.effects["deploy_id"]
+    assert outcome.effects["route"] == "production" and outcome.effects["deploy_status"] == "pending"
+    (deploy,) = rig.store.deploys.values()
+    (build,) = rig.store.builds.values()
+    assert deploy.deploy_id == deploy_id and deploy.build_id == build.build_id and deploy.source_version == commit
+    assert build.source_version == commit
+    assert rig.store.build_triggers[build.build_id] == {("approval", result.widget.proposal_id)}
+    assert rig.store.jobs == [("build", build.build_id)]
+    assert [what for what, _, _ in rig.store.activity] == ["deploy"]
+    (event,) = rig.uow.messages(SourceCommitted)
+    assert event.branch == "main"
+
+
+async def test_a_hosted_source_refuses_a_branch_and_commits_nothing(rig: Rig) -> None:
+    result = await propose(rig, {"skills/refunds.md": "# Refunds\nv2\n"})
+    assert result.widget is not None
+    head = await rig.repos.head(rig.source)
+    outcome = await rig.decide(result.widget.proposal_id, "approve", branch={"kind": "new", "name": "try"})
+    assert outcome.outcome == "refused" and outcome.status == 422 and "no branches" in outcome.detail
+    assert await rig.repos.head(rig.source) == head and rig.store.deploys == {}
+    assert rig.uow.proposals.proposals[result.widget.proposal_id].status == "pending"
+
+
+async def test_an_external_source_commits_onto_a_new_branch_without_deploying(rig: Rig, tmp_path: Path) -> None:
+    remotes = GitRepos(tmp_path / "remotes")  # a bare repository to serve as the remote
+    upstream = await remotes.create_hosted("upstream")
+    await remotes.commit(upstream, None, FILES, author=("o", "o@acme.example"), message="first\n")
+    remote = remotes.path("upstream")
+    shutil.rmtree(rig.repos.path("ada"))  # the agent's source moves from hosted to external
+    source = await rig.repos.attach_external("ada", f"file://{remote}", "gitlab")
+    rig.store.sources["ada"] = source
+    production = await rig.repos.head(source)
+    assert production is not None
+    rig.store.deployments["ada"] = Deployment(3, "ada", production, "olga", datetime.now(UTC))
+    result = await propose(rig, {"skills/refunds.md": "# Refunds\nv2\n"})
+    assert result.widget is not None
+    outcome = await rig.decide(
+        result.widget.proposal_id, "approve", branch={"kind": "new", "name": "fix/refunds"}, message="Refunds v2"
+    )
+    assert outcome.outcome == "approved" and outcome.effects["route"] == "new"
+    commit = outcome.effects["commit"]
+    assert await rig.repos.branch_head(source, "fix/refunds") == commit and await rig.repos.head(source) == production
+    assert outcome.effects["link"] == (
+        f"file://{str(remote).removesuffix('.git')}/-/merge_requests/new?"
+        "merge_request%5Bsource_branch%5D=fix%2Frefunds&merge_request%5Btarget_branch%5D=main"
+    )
+    assert "merge request" in outcome.detail and rig.store.deploys == {} and rig.store.builds == {}

@@ -12,8 +12,16 @@ from dataclasses import dataclass
 
 from .contracts import (
     AgentChanged,
+    BuildFinished,
+    BuildProgressed,
+    BuildStarted,
     DecisionMade,
+    DeployFailed,
+    DeployLive,
+    DeployPromoted,
+    DeployStarted,
     GuildChanged,
+    IssueFixLinked,
     Message,
     OrgChanged,
     ProposalOutcome,
@@ -81,8 +89,25 @@ WORKSPACE_EVENTS = Topic(
     tuple(o for o in (*OWNERS, "gateway") if o != WORKSPACE_OWNER),
     (OrgChanged, GuildChanged, AgentChanged),
 )
-DEPLOYS_EVENTS = Topic("deploys.events", "agent_id", ("deployer",), (), (SourceCommitted,))
-"""What the deployer did to an agent's source: commits of approved proposals (builds and deploys follow)."""
+DEPLOYS_EVENTS = Topic(
+    "deploys.events",
+    "agent_id",
+    ("deployer",),
+    (),
+    (
+        SourceCommitted,
+        BuildStarted,
+        BuildProgressed,
+        BuildFinished,
+        DeployStarted,
+        DeployFailed,
+        DeployPromoted,
+        DeployLive,
+        IssueFixLinked,
+    ),
+)
+"""What the deployer did to an agent's source: commits of approved proposals, builds and their progress, deploys
+(started, failed, promoted, live) and fixes linked to issues."""
 
 REGISTRY: tuple[Topic, ...] = (
     STUDIO_SESSIONS,

@@ -1,5 +1,8 @@
 """The deployer's internal HTTP API: agents' repositories and deployments, the Proposals page, and issues.
 
+The Deploys part: settings (builds on push, auto-promote, target), builds with their log and triggers, deploys
+with promote and retry, the provider's push webhooks (forwarded by the gateway), and the deployer's activity entries.
+
 Only the gateway calls it, with its service credential (``runtime.internal_router``). Organisations are walls
 here too: with ``X-Assent-Org`` (the person's organisation), an agent of another organisation is answered 404 with
 the words a missing one gets, and nothing is read or written. Without the header the call is a service's own.
@@ -7,12 +10,13 @@ the words a missing one gets, and nothing is read or written. Without the header
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Path, Request
+from fastapi import FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,8 +28,10 @@ from assent.runtime.uow import UnitOfWork
 from assent.runtime.walls import CallerOrg
 
 from .adapters.git import GitError, GitRepos
-from .adapters.repository import DeployerRepository
+from .adapters.repository import Build, Deploy, DeployerRepository
+from .deploys import Deploys
 from .domain import checks, paths
+from .domain.deploys import github_signature_ok, gitlab_token_ok, parse_push, repository_key
 from .domain.proposals import MAX_FILE_CHARS, FileChange, moved_files, text_hash
 from .kinds.source import SourceKind, decode
 
@@ -107,7 +113,50 @@ def check_evals(evals: Mapping[str, str], schemas: Mapping[checks.FileFormat, Ma
             raise Unprocessable(422, refusal.message)
 
 
-def install(app: FastAPI, runtime: ServiceRuntime, repos: GitRepos, kind: SourceKind) -> None:
+class DeploySettingsIn(BaseModel):
+    """An agent's Deploys settings; a field left out keeps its value. ``webhook_secret``: the secret of the
+    provider's push webhook (GitHub signs with it, GitLab sends it as its token); it is never shown again.
+    ``target``: ``{"kind": "local"}``, ``{"kind": "webhook", "url", "token"?}`` or ``{"kind": "kubernetes",
+    "namespace"?, "deployment", "container", "image"}``; null: the service's default."""
+
+    model_config = ConfigDict(extra="forbid")
+    builds_on_push: bool | None = None
+    auto_promote: bool | None = None
+    target: dict[str, Annotated[str, Field(max_length=2000)]] | None = None
+    webhook_secret: Annotated[str, Field(min_length=16, max_length=200)] | None = None
+    actor: Id
+
+
+class BuildIn(BaseModel):
+    """Build a commit (default: the production branch's head) by hand."""
+
+    model_config = ConfigDict(extra="forbid")
+    source_version: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")] | None = None
+    actor: Id
+
+
+class ActorIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    actor: Id
+
+
+class PushIn(BaseModel):
+    """A provider's push webhook as the gateway received it: the body's exact text and the headers that
+    authenticate it."""
+
+    model_config = ConfigDict(extra="forbid")
+    body: Annotated[str, Field(max_length=5_000_000)]
+    signature: Annotated[str, Field(max_length=500)] | None = None
+    token: Annotated[str, Field(max_length=500)] | None = None
+    event: Annotated[str, Field(max_length=100)] | None = None
+    delivery: Annotated[str, Field(max_length=200)] | None = None
+
+
+def refused(refusal: Refusal) -> Unprocessable:
+    return Unprocessable(refusal.status, refusal.message)
+
+
+def install(app: FastAPI, runtime: ServiceRuntime, repos: GitRepos, kind: SourceKind, deploys: Deploys) -> None:
     router = runtime.internal_router(tags=["deployer"])
 
     async def agent_in(uow: UnitOfWork, agent_id: str, org: str | None) -> Agent:
@@ -124,6 +173,7 @@ def install(app: FastAPI, runtime: ServiceRuntime, repos: GitRepos, kind: Source
         if source is None:
             raise NotFound(f"agent {agent_id!r} has no source repository")
         deployment = await store(uow).latest_deployment(agent_id)
+        live = next((d for d in await store(uow).deploys_of(agent_id) if d.status == "live"), None)
         head = await repos.head(source)
         return {
             "agent_id": agent_id,
@@ -141,6 +191,7 @@ def install(app: FastAPI, runtime: ServiceRuntime, repos: GitRepos, kind: Source
                 "deployed_by": deployment.deployed_by,
                 "deployed_at": deployment.deployed_at.isoformat(),
             },
+            "live": None if live is None else live.as_json(),
         }
 
     @router.put("/agents/{agent_id}/repository")
@@ -232,7 +283,8 @@ def install(app: FastAPI, runtime: ServiceRuntime, repos: GitRepos, kind: Source
                 texts = await repos.read(source, head, waiting_paths)
                 head_hashes = {path: text_hash(decode(raw)) for path, raw in texts.items()}
         issues = {issue.issue_id: issue for issue in await store(uow).issues_of(agent_id)}
-        items = [page_item(p, at, head_hashes, issues) for p, at in rows]
+        by_proposal = {d.proposal_id: d for d in await store(uow).deploys_of(agent_id) if d.proposal_id}
+        items = [page_item(p, at, head_hashes, issues, by_proposal.get(p.proposal_id)) for p, at in rows]
         waiting = [item for item in items if item["status"] == "pending"]
         decided = [item for item in items if item["status"] != "pending"]
         return {
@@ -304,6 +356,180 @@ def install(app: FastAPI, runtime: ServiceRuntime, repos: GitRepos, kind: Source
                 return issue.as_json()
             return (await store(uow).update_issue(issue_id, body.actor, **fields)).as_json()
 
+    # --- Deploys: settings, builds, deploys, promotion, push webhooks, activity -------------------------------
+
+    @router.get("/agents/{agent_id}/deploy-settings")
+    async def get_deploy_settings(agent_id: PathId, org: CallerOrg) -> Any:
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            await source_of(uow, agent_id)
+            return (await store(uow).deploy_settings(agent_id)).as_json()
+
+    @router.put("/agents/{agent_id}/deploy-settings")
+    async def set_deploy_settings(agent_id: PathId, body: DeploySettingsIn, org: CallerOrg) -> Any:
+        """Builds on push (needs a webhook secret for the push webhook; the poller needs none), auto-promote and
+        the deploy target."""
+        fields = body.model_dump(exclude_unset=True, exclude={"actor"})
+        if body.target is not None:
+            why = deploys.targets.refusal(body.target)
+            if why is not None:
+                raise Unprocessable(422, why)
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            source = await source_of(uow, agent_id)
+            if fields.get("builds_on_push") and source.mode == "hosted":
+                raise Unprocessable(422, "a hosted source is built when a proposal is approved; it has no pushes")
+            if fields.get("builds_on_push"):
+                fields.setdefault("last_seen_head", await repos.head(source))
+            return (await store(uow).save_deploy_settings(agent_id, body.actor, **fields)).as_json()
+
+    async def source_of(uow: UnitOfWork, agent_id: str) -> Any:
+        source = await store(uow).source(agent_id)
+        if source is None:
+            raise NotFound(f"agent {agent_id!r} has no source repository")
+        return source
+
+    async def build_json(uow: UnitOfWork, build: Build, *, log: bool = False) -> dict[str, Any]:
+        data = build.as_json(await store(uow).triggers(build.build_id), log=log)
+        data["deploys"] = [
+            d.deploy_id for d in await store(uow).deploys_of(build.agent_id) if d.build_id == build.build_id
+        ]
+        return data
+
+    @router.get("/agents/{agent_id}/builds")
+    async def list_builds(agent_id: PathId, org: CallerOrg) -> Any:
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            return {"builds": [await build_json(uow, b) for b in await store(uow).builds_of(agent_id)]}
+
+    @router.get("/agents/{agent_id}/builds/{build_id}")
+    async def read_build(agent_id: PathId, build_id: PathId, org: CallerOrg) -> Any:
+        """A build with its status, triggers, deploys and log."""
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            build = await store(uow).build(build_id)
+            if build is None or build.agent_id != agent_id:
+                raise NotFound(f"agent {agent_id!r} has no build {build_id!r}")
+            return await build_json(uow, build, log=True)
+
+    @router.post("/agents/{agent_id}/builds", status_code=202)
+    async def start_build(agent_id: PathId, body: BuildIn, org: CallerOrg) -> Any:
+        async with runtime.unit_of_work() as uow:
+            agent = await agent_in(uow, agent_id, org)
+            source = await source_of(uow, agent_id)
+            commit = body.source_version or await repos.head(source)
+            if commit is None:
+                raise Unprocessable(409, "the production branch has no commit to build yet")
+            if not await repos.has_commit(source, commit):
+                raise Unprocessable(422, f"commit {commit} is not in the agent's repository")
+            build = await deploys.request_build(uow, source, agent.org_id, commit, "manual", body.actor, body.actor)
+            return await build_json(uow, build)
+
+    @router.get("/agents/{agent_id}/deploys")
+    async def list_deploys(agent_id: PathId, org: CallerOrg) -> Any:
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            return {"deploys": [d.as_json() for d in await store(uow).deploys_of(agent_id)]}
+
+    async def deploy_in(uow: UnitOfWork, agent_id: str, deploy_id: str) -> Deploy:
+        deploy = await store(uow).deploy(deploy_id)
+        if deploy is None or deploy.agent_id != agent_id:
+            raise NotFound(f"agent {agent_id!r} has no deploy {deploy_id!r}")
+        return deploy
+
+    @router.get("/agents/{agent_id}/deploys/{deploy_id}")
+    async def read_deploy(agent_id: PathId, deploy_id: PathId, org: CallerOrg) -> Any:
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            return (await deploy_in(uow, agent_id, deploy_id)).as_json()
+
+    @router.post("/agents/{agent_id}/deploys/{deploy_id}/promote")
+    async def promote(agent_id: PathId, deploy_id: PathId, body: ActorIn, org: CallerOrg) -> Any:
+        """Make a started deploy live (when auto-promote is off)."""
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            await deploy_in(uow, agent_id, deploy_id)
+            done = await deploys.promote(uow, deploy_id, body.actor)
+            if isinstance(done, Refusal):
+                raise refused(done)
+            return done.as_json()
+
+    @router.post("/agents/{agent_id}/deploys/{deploy_id}/retry", status_code=202)
+    async def retry(agent_id: PathId, deploy_id: PathId, body: ActorIn, org: CallerOrg) -> Any:
+        """Start again a deploy that did not start (its commit stays)."""
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            await deploy_in(uow, agent_id, deploy_id)
+            done = await deploys.retry(uow, deploy_id)
+            if isinstance(done, Refusal):
+                raise refused(done)
+            return done.as_json()
+
+    @router.post("/webhooks/{provider}", status_code=202)
+    async def push(provider: Literal["github", "gitlab"], body: PushIn) -> Any:
+        """A provider's push: 404 when no agent's source has the repository's address, 403 when the signature
+        (GitHub) or token (GitLab) does not fit that repository's webhook secret; otherwise a push to the
+        production branch of a source that builds on push starts (or joins) the build of its commit."""
+        try:
+            payload = json.loads(body.body)
+        except (ValueError, RecursionError):
+            raise Unprocessable(422, "the webhook's body is not JSON") from None
+        event = parse_push(provider, payload) if isinstance(payload, dict) else None
+        if event is None:
+            raise Unprocessable(422, f"the body is not a {provider} push event")
+        keys = {repository_key(url) for url in event.urls}
+        async with runtime.unit_of_work() as uow:
+            matches = [
+                (source, org_id)
+                for source, org_id in await store(uow).external_sources(provider)
+                if source.url is not None and repository_key(source.url) in keys
+            ]
+            if not matches:
+                raise NotFound("no agent's source is this repository")
+            verified = []
+            for source, org_id in matches:
+                settings = await store(uow).deploy_settings(source.agent_id)
+                secret = settings.webhook_secret
+                ok = secret is not None and (
+                    github_signature_ok(secret, body.body.encode(), body.signature)
+                    if provider == "github"
+                    else gitlab_token_ok(secret, body.token)
+                )
+                if ok:
+                    verified.append((source, org_id, settings))
+            if not verified:
+                what = "signature (X-Hub-Signature-256)" if provider == "github" else "token (X-Gitlab-Token)"
+                raise Unprocessable(403, f"the webhook's {what} does not fit the repository's webhook secret")
+            answers = []
+            for source, org_id, settings in verified:
+                if event.branch != source.branch or event.commit is None:
+                    answers.append({"agent_id": source.agent_id, "ignored": f"not a push to {source.branch}"})
+                    continue
+                if not settings.builds_on_push:
+                    answers.append({"agent_id": source.agent_id, "ignored": "builds on push is off"})
+                    continue
+                await repos.fetch(source)
+                if not await repos.has_commit(source, event.commit):
+                    raise Unprocessable(409, f"commit {event.commit} is not on the remote yet; send the push again")
+                build = await deploys.request_build(
+                    uow, source, org_id, event.commit, "push", body.delivery or event.commit, None
+                )
+                answers.append({"agent_id": source.agent_id, "build_id": build.build_id, "status": build.status})
+            return {"results": answers}
+
+    @router.get("/activity")
+    async def activity(
+        org: CallerOrg,
+        agent_id: Annotated[Id | None, Query()] = None,
+        limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    ) -> Any:
+        """The deployer's activity entries (deploy, deploy failed, promote, link fix) of the caller's
+        organisation, newest first."""
+        if org is None:
+            raise Unprocessable(422, "the activity feed is an organisation's: X-Assent-Org is required")
+        async with runtime.unit_of_work() as uow:
+            return {"entries": await store(uow).activity_of(org, agent_id, limit)}
+
     app.include_router(router)
 
     @app.exception_handler(NotFound)
@@ -320,7 +546,11 @@ def install(app: FastAPI, runtime: ServiceRuntime, repos: GitRepos, kind: Source
 
 
 def page_item(
-    proposal: StoredProposal, proposed_at: datetime, head_hashes: Mapping[str, str | None], issues: Mapping[str, Any]
+    proposal: StoredProposal,
+    proposed_at: datetime,
+    head_hashes: Mapping[str, str | None],
+    issues: Mapping[str, Any],
+    deploy: Deploy | None = None,
 ) -> dict[str, Any]:
     """One proposal as the Proposals page shows it."""
     payload = proposal.payload
@@ -373,6 +603,9 @@ def page_item(
         "resolved_by": proposal.resolved_by,
         "resolved_at": None if proposal.resolved_at is None else proposal.resolved_at.isoformat(),
         "commit": resolution.get("commit"),
-        "deployed": resolution.get("deployed") if proposal.status == "approved" else None,
+        "branch": resolution.get("branch"),
+        "link": resolution.get("link"),
+        "deployed": (deploy is not None and deploy.status == "live") if proposal.status == "approved" else None,
+        "deploy": None if proposal.status != "approved" else "not deployed" if deploy is None else deploy.as_json(),
         "replaced_by": resolution.get("replaced_by"),
     }

@@ -2,6 +2,9 @@
 
 import tempfile
 from pathlib import Path
+from typing import Any
+
+from pydantic import Field
 
 from assent.settings import ServiceSettings
 
@@ -12,7 +15,30 @@ class DeployerSettings(ServiceSettings):
     repos_dir: Path = Path(tempfile.gettempdir()) / "assent-deployer"
     """Where the deployer keeps agents' repositories (``ASSENT_REPOS_DIR``): hosted sources, and its copies of
     external ones. Each system (topic prefix) gets a folder of its own below it."""
+    artifacts_dir: Path = Path(tempfile.gettempdir()) / "assent-artifacts"
+    """Where builds keep their artifacts (``ASSENT_ARTIFACTS_DIR``), one tar per content digest, per system."""
+    local_target_dir: Path = Path(tempfile.gettempdir()) / "assent-local-target"
+    """Where the local deploy target records each agent's staged and live version (``ASSENT_LOCAL_TARGET_DIR``),
+    per system."""
+    deploy_target: dict[str, Any] = Field(default_factory=lambda: {"kind": "local"})
+    """The deploy target of agents whose Deploys settings name none (``ASSENT_DEPLOY_TARGET``, JSON:
+    ``{"kind": "local"}``, ``{"kind": "webhook", "url": ...}``, ``{"kind": "kubernetes", ...}``)."""
+    build_concurrency: int = Field(2, ge=1, le=32)
+    """How many build and deploy jobs one process runs at once (``ASSENT_BUILD_CONCURRENCY``)."""
+    poll_seconds: float = Field(60.0, ge=0)
+    """How often the remotes of sources that build on push are fetched (``ASSENT_POLL_SECONDS``; 0: never)."""
+
+    def _system(self, root: Path) -> Path:
+        return root / (self.topic_prefix.strip(".") or "default")
 
     @property
     def repos_root(self) -> Path:
-        return self.repos_dir / (self.topic_prefix.strip(".") or "default")
+        return self._system(self.repos_dir)
+
+    @property
+    def artifacts_root(self) -> Path:
+        return self._system(self.artifacts_dir)
+
+    @property
+    def local_target_root(self) -> Path:
+        return self._system(self.local_target_dir)

@@ -19,7 +19,7 @@ from assent.contracts import Id, ProposalOutcome, Text
 from assent.hashing import line_counts, unified_diff
 from assent.kinds import KINDS, WORKSPACE_OWNER, decisions_at
 
-from . import handlers, proposals
+from . import deploys, handlers, proposals
 from .adapters.owners import Owners, OwnerUnavailable
 from .auth import Authenticator, Unauthenticated
 from .domain.items import summarize
@@ -450,7 +450,8 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
 
     app.include_router(studio)
     app.include_router(workspace)
-    proposals.install(app, deps, User, forward, may_change_agent)
+    proposals.install(app, deps, User, forward, may_change_agent, owners)
+    deploys.install(app, User, forward, may_change_agent, owners)
 
     @app.exception_handler(handlers.NotFound)
     async def not_found(_: Request, exc: handlers.NotFound) -> JSONResponse:

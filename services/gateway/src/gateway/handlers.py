@@ -332,9 +332,16 @@ async def request_at(deps: Deps, session_id: str, seq: int, org_id: str | None =
     return request
 
 
-async def decide(deps: Deps, request: dict[str, Any], decision: str, actor: str, via: str) -> dict[str, Any]:
+async def decide(
+    deps: Deps,
+    request: dict[str, Any],
+    decision: str,
+    actor: str,
+    via: str,
+    options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Send one decision on ``request`` (from :func:`request_at`) to its owner and return its outcome (a
-    ``ProposalOutcome`` as JSON).
+    ``ProposalOutcome`` as JSON). ``options`` are the decision's choices (a source approval's branch and message).
 
     Raises :class:`Refused` (already resolved, or a decision that does not fit), or :class:`OutcomePending`
     when the owner has not answered within the configured time.
@@ -370,6 +377,7 @@ async def decide(deps: Deps, request: dict[str, Any], decision: str, actor: str,
                     decision=decision,  # type: ignore[arg-type]
                     actor=actor,
                     via=via,
+                    options=options or {},
                 )
                 async with deps.runtime.unit_of_work() as uow:
                     await uow.conn.execute(

@@ -23,6 +23,8 @@ from assent.kinds import KINDS, decisions_at
 
 from . import handlers
 from .adapters import tables as t
+from .adapters.owners import Owners
+from .deploys import deployer_activity
 from .domain.roles import Identity
 from .handlers import Deps
 
@@ -39,10 +41,22 @@ PathId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00-\x1
 Forward = Callable[..., Awaitable[JSONResponse]]
 
 
+class BranchChoice(BaseModel):
+    """Where an approval commits: the production branch (the default: commit and deploy), a ``new`` branch made
+    from it, or an ``existing`` one (commit there, no deploy; the answer links to a pull or merge request)."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["production", "new", "existing"] = "production"
+    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+
+
 class ProposalDecision(BaseModel):
     model_config = ConfigDict(extra="forbid")
     decision: Literal[decisions_at(ENDPOINT)]  # type: ignore[valid-type]
     via: Literal["page", "card", "chat"] = "page"
+    branch: BranchChoice | None = None
+    message: Annotated[str, Field(min_length=1, max_length=4000)] | None = None
+    """The commit message (approving only); the proposal's reason when absent."""
 
 
 FileText = Annotated[str, Field(max_length=160_000)]
@@ -163,6 +177,7 @@ def install(
     user_dependency: Any,
     forward: Forward,
     may_change_agent: Callable[[Identity, str], Awaitable[None]],
+    owners: Owners,
 ) -> None:
     """Add the routes; ``user_dependency`` authenticates (401/403 as everywhere), ``forward`` asks an owner for
     the person (their organisation's wall), ``may_change_agent`` is the workspace's rule for changing an agent."""
@@ -203,7 +218,9 @@ def install(
     async def decide_proposal(
         agent_id: PathId, proposal_id: PathId, body: ProposalDecision, user: User
     ) -> JSONResponse:
-        """Approve (commit onto the production branch) or discard a waiting proposal."""
+        """Approve or discard a waiting proposal. Approving commits onto the production branch and deploys (the
+        default), or onto a ``new`` or ``existing`` branch without deploying (the answer's ``effects.link`` opens
+        the pull or merge request); ``message`` is the commit's message."""
         request = await request_of(deps, agent_id, proposal_id, user.org_id)
         owners, editors = request["owners"], request["editors"]
         if body.decision == APPROVE and not user.may_change_agent(owners, editors):
@@ -214,7 +231,15 @@ def install(
             )
         if body.decision != APPROVE and not user.may_review_feedback(owners, editors):
             raise HTTPException(403, "discarding needs permission to review feedback")
-        outcome = await handlers.decide(deps, request, body.decision, user.user_id, body.via)
+        options: dict[str, Any] = {}
+        if body.decision == APPROVE:
+            if body.branch is not None:
+                options["branch"] = body.branch.model_dump(exclude_none=True)
+            if body.message is not None:
+                options["message"] = body.message
+        elif body.branch is not None or body.message is not None:
+            raise HTTPException(422, "a branch and a commit message go with approving only")
+        outcome = await handlers.decide(deps, request, body.decision, user.user_id, body.via, options)
         status = outcome["status"] if outcome["outcome"] != "failed" else 502
         return JSONResponse(outcome, status_code=status)
 
@@ -224,8 +249,12 @@ def install(
         agent_id: Annotated[Id | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
     ) -> dict[str, Any]:
-        """Approvals and discards of the caller's organisation (who, what, when, links), newest first."""
-        return {"entries": await activity(deps, user.org_id, agent_id, limit)}
+        """Approvals and discards of the caller's organisation, and the deployer's entries (deploy, deploy failed,
+        promote, link fix): who, what, when, links; newest first."""
+        entries = await activity(deps, user.org_id, agent_id, limit)
+        entries += await deployer_activity(owners, user.org_id, agent_id, limit)
+        entries.sort(key=lambda e: str(e["when"]), reverse=True)
+        return {"entries": entries[:limit]}
 
     @router.put("/api/workspace/agents/{agent_id}/repository")
     async def set_repository(agent_id: PathId, body: RepositoryIn, user: User) -> JSONResponse:

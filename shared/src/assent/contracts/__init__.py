@@ -1,6 +1,16 @@
 """Assent's message contracts: one module per topic family, all frozen pydantic v2 models."""
 
-from .deploys import SourceCommitted
+from .deploys import (
+    BuildFinished,
+    BuildProgressed,
+    BuildStarted,
+    DeployFailed,
+    DeployLive,
+    DeployPromoted,
+    DeployStarted,
+    IssueFixLinked,
+    SourceCommitted,
+)
 from .envelope import Id, MalformedMessage, Message, Seq, Text, parse_message, upcaster
 from .proposals import Card, CardField, DecisionMade, ProposalOutcome, ProposalProposed
 from .sessions import SessionClosed, SessionOpened
@@ -11,15 +21,23 @@ from .workspace import AgentChanged, GuildChanged, OrgChanged
 
 __all__ = [
     "AgentChanged",
+    "BuildFinished",
+    "BuildProgressed",
+    "BuildStarted",
     "Card",
     "CardField",
     "Channel",
     "DecisionMade",
     "DecisionSummary",
+    "DeployFailed",
+    "DeployLive",
+    "DeployPromoted",
+    "DeployStarted",
     "EditBase",
     "EditTarget",
     "GuildChanged",
     "Id",
+    "IssueFixLinked",
     "LineCounts",
     "MalformedMessage",
     "Message",

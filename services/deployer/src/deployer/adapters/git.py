@@ -143,6 +143,17 @@ class GitRepos:
             return None
         return out.decode().strip() or None
 
+    async def branch_head(self, source: Source, branch: str, *, fetch: bool = True) -> str | None:
+        """The commit of any ``branch`` of the source now (None: no such branch)."""
+        if fetch:
+            await self.fetch(source)
+        ref = f"refs/heads/{branch}" if source.mode == "hosted" else f"refs/remotes/origin/{branch}"
+        try:
+            out = await self._git(self.path(source.agent_id), "rev-parse", "--verify", "--quiet", ref)
+        except GitError:
+            return None
+        return out.decode().strip() or None
+
     async def has_commit(self, source: Source, commit: str) -> bool:
         try:
             await self._git(self.path(source.agent_id), "cat-file", "-e", f"{commit}^{{commit}}")
@@ -191,9 +202,26 @@ class GitRepos:
             at += size + 1
         return found
 
-    async def commit_naming(self, source: Source, marker: str) -> str | None:
-        """The commit on the production branch whose message holds ``marker`` (a proposal's trailer), if any."""
-        head = await self.head(source, fetch=False)
+    async def blobs(self, source: Source, commit: str) -> list[tuple[str, int, bytes]]:
+        """Every file of ``commit`` as (path, mode, bytes), in path order: what a build checks and packs."""
+        entries = await self.tree(source, commit)
+        out = await self._git(self.path(source.agent_id), "ls-tree", "-r", "-z", commit)
+        modes = {}
+        for record in out.decode().split("\0"):
+            if record:
+                meta, path = record.split("\t", 1)
+                modes[path] = int(meta.split()[0], 8)
+        texts = await self.read(source, commit, [e.path for e in entries])
+        return [(e.path, modes[e.path], texts[e.path] or b"") for e in entries]
+
+    async def commit_naming(self, source: Source, marker: str, branch: str | None = None) -> str | None:
+        """The commit on the production branch (or ``branch``) whose message holds ``marker`` (a proposal's
+        trailer), if any."""
+        head = (
+            await self.head(source, fetch=False)
+            if branch is None
+            else await self.branch_head(source, branch, fetch=False)
+        )
         if head is None:
             return None
         out = await self._git(
@@ -216,10 +244,13 @@ class GitRepos:
         *,
         author: tuple[str, str],
         message: str,
+        branch: str | None = None,
+        new_branch: bool = False,
     ) -> str:
-        """Commit ``changes`` (path -> text, None: delete) on top of ``parent`` and make it the production
-        branch's head: a compare-and-set on a hosted branch, a push without force to an external one.
-        Raises :class:`BranchMoved` when the branch is no longer at ``parent``."""
+        """Commit ``changes`` (path -> text, None: delete) on top of ``parent`` and make it the head of the
+        production branch (or of ``branch``): a compare-and-set on a hosted branch, a push without force to an
+        external one; with ``new_branch`` the branch must not exist yet.
+        Raises :class:`BranchMoved` when the branch is no longer at ``parent`` (or exists already)."""
         repo = self.path(source.agent_id)
         with tempfile.TemporaryDirectory(prefix="assent-index-") as scratch:
             env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
@@ -245,16 +276,19 @@ class GitRepos:
             .decode()
             .strip()
         )
+        target = branch or source.branch
         if source.mode == "hosted":
+            expected = "0" * 40 if new_branch else parent or "0" * 40
             try:
-                await self._git(repo, "update-ref", f"refs/heads/{source.branch}", commit, parent or "0" * 40)
+                await self._git(repo, "update-ref", f"refs/heads/{target}", commit, expected)
             except GitError as exc:
                 raise BranchMoved(str(exc)) from None
             return commit
+        lease = [f"--force-with-lease=refs/heads/{target}:"] if new_branch else []
         try:
-            await self._git(repo, "push", "--quiet", "origin", f"{commit}:refs/heads/{source.branch}")
+            await self._git(repo, "push", "--quiet", *lease, "origin", f"{commit}:refs/heads/{target}")
         except GitError as exc:
-            if "rejected" in str(exc) or "fetch first" in str(exc) or "non-fast-forward" in str(exc):
+            if any(w in str(exc) for w in ("rejected", "fetch first", "non-fast-forward", "stale info")):
                 raise BranchMoved(str(exc)) from None
             raise
         await self.fetch(source)

@@ -39,9 +39,11 @@ class Issue:
     evals: dict[str, str]
     created_by: str
     updated_by: str
+    fix_deploy_id: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "fix_deploy_id": self.fix_deploy_id,
             "issue_id": self.issue_id,
             "agent_id": self.agent_id,
             "number": self.number,
@@ -70,10 +72,341 @@ def _issue(row: Any) -> Issue:
         dict(row.evals),
         row.created_by,
         row.updated_by,
+        row.fix_deploy_id,
     )
 
 
-class DeployerRepository:
+# --- builds, deploys, jobs, activity --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeploySettings:
+    agent_id: str
+    builds_on_push: bool = False
+    auto_promote: bool = True
+    target: dict[str, Any] | None = None
+    webhook_secret: str | None = None
+    last_seen_head: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        target = None if self.target is None else {k: v for k, v in self.target.items() if k != "token"}
+        return {
+            "agent_id": self.agent_id,
+            "builds_on_push": self.builds_on_push,
+            "auto_promote": self.auto_promote,
+            "target": target,
+            "webhook_secret_set": self.webhook_secret is not None,
+        }
+
+
+@dataclass(frozen=True)
+class Build:
+    build_id: str
+    agent_id: str
+    org_id: str
+    source_version: str
+    status: str
+    artifact_digest: str | None
+    log: str
+    error: str | None
+    attempts: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    def as_json(self, triggers: list[dict[str, Any]] | None = None, *, log: bool = False) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "build_id": self.build_id,
+            "agent_id": self.agent_id,
+            "source_version": self.source_version,
+            "status": self.status,
+            "artifact_digest": self.artifact_digest,
+            "error": self.error,
+            "attempts": self.attempts,
+            "created_at": self.created_at.isoformat(),
+            "started_at": None if self.started_at is None else self.started_at.isoformat(),
+            "finished_at": None if self.finished_at is None else self.finished_at.isoformat(),
+        }
+        if triggers is not None:
+            data["triggers"] = triggers
+        if log:
+            data["log"] = self.log
+        return data
+
+
+@dataclass(frozen=True)
+class Deploy:
+    deploy_id: str
+    agent_id: str
+    org_id: str
+    build_id: str
+    source_version: str
+    proposal_id: str | None
+    issue_id: str | None
+    status: str
+    target: str
+    auto_promote: bool
+    error: str | None
+    attempts: int
+    requested_by: str
+    promoted_by: str | None
+    created_at: datetime
+    started_at: datetime | None
+    live_at: datetime | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "deploy_id": self.deploy_id,
+            "agent_id": self.agent_id,
+            "build_id": self.build_id,
+            "source_version": self.source_version,
+            "proposal_id": self.proposal_id,
+            "issue_id": self.issue_id,
+            "status": self.status,
+            "live": self.status == "live",
+            "target": self.target,
+            "auto_promote": self.auto_promote,
+            "error": self.error,
+            "requested_by": self.requested_by,
+            "promoted_by": self.promoted_by,
+            "created_at": self.created_at.isoformat(),
+            "started_at": None if self.started_at is None else self.started_at.isoformat(),
+            "live_at": None if self.live_at is None else self.live_at.isoformat(),
+            "links": {
+                "deploy": f"/api/agents/{self.agent_id}/deploys/{self.deploy_id}",
+                "build": f"/api/agents/{self.agent_id}/builds/{self.build_id}",
+            },
+        }
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: int
+    kind: str
+    ref: str
+    attempts: int
+
+
+class DeploysRepository:
+    """Builds, deploys, jobs, settings and activity (mixed into :class:`DeployerRepository`)."""
+
+    conn: AsyncConnection
+
+    async def deploy_settings(self, agent_id: str) -> DeploySettings:
+        row = (
+            await self.conn.execute(select(t.deploy_settings).where(t.deploy_settings.c.agent_id == agent_id))
+        ).first()
+        if row is None:
+            return DeploySettings(agent_id)
+        return DeploySettings(
+            row.agent_id, row.builds_on_push, row.auto_promote, row.target, row.webhook_secret, row.last_seen_head
+        )
+
+    async def save_deploy_settings(self, agent_id: str, actor: str, **fields: Any) -> DeploySettings:
+        statement = insert(t.deploy_settings).values(agent_id=agent_id, updated_by=actor, **fields)
+        await self.conn.execute(
+            statement.on_conflict_do_update(
+                index_elements=["agent_id"], set_={**fields, "updated_by": actor, "updated_at": func.now()}
+            )
+        )
+        return await self.deploy_settings(agent_id)
+
+    async def sources_building_on_push(self) -> list[tuple[Source, DeploySettings]]:
+        rows = await self.conn.execute(
+            select(t.repositories, t.deploy_settings.c.last_seen_head)
+            .join(t.deploy_settings, t.deploy_settings.c.agent_id == t.repositories.c.agent_id)
+            .where(t.deploy_settings.c.builds_on_push)
+        )
+        return [(_source(row), DeploySettings(row.agent_id, True, last_seen_head=row.last_seen_head)) for row in rows]
+
+    async def external_sources(self, provider: str) -> list[tuple[Source, str]]:
+        """Every external source of ``provider`` with its organisation."""
+        rows = await self.conn.execute(
+            select(t.repositories).where(t.repositories.c.mode == "external", t.repositories.c.provider == provider)
+        )
+        return [(_source(row), row.org_id) for row in rows]
+
+    async def org_of(self, agent_id: str) -> str | None:
+        return await self.conn.scalar(select(t.repositories.c.org_id).where(t.repositories.c.agent_id == agent_id))
+
+    # --- builds -------------------------------------------------------------------------------------
+
+    async def ensure_build(
+        self, build_id: str, agent_id: str, org_id: str, commit: str, trigger: str, ref: str, actor: str | None
+    ) -> tuple[Build, bool]:
+        """The build of ``commit`` (made now, with its job, if there is none: returned True), with ``trigger``
+        recorded. Two callers at once get the same build: the unique constraint decides which one made it."""
+        made = await self.conn.scalar(
+            insert(t.builds)
+            .values(build_id=build_id, agent_id=agent_id, org_id=org_id, source_version=commit, status="queued")
+            .on_conflict_do_nothing(constraint="uq_builds_agent_id_source_version")
+            .returning(t.builds.c.build_id)
+        )
+        build = await self.build_of_commit(agent_id, commit)
+        assert build is not None
+        await self.conn.execute(
+            insert(t.build_triggers)
+            .values(build_id=build.build_id, trigger=trigger, ref=ref, actor=actor)
+            .on_conflict_do_nothing()
+        )
+        if made is not None:
+            await self.enqueue("build", build.build_id)
+        return build, made is not None
+
+    async def build_of_commit(self, agent_id: str, commit: str) -> Build | None:
+        row = (
+            await self.conn.execute(
+                select(t.builds).where(t.builds.c.agent_id == agent_id, t.builds.c.source_version == commit)
+            )
+        ).first()
+        return None if row is None else Build(**row._mapping)
+
+    async def build(self, build_id: str, *, for_update: bool = False) -> Build | None:
+        query = select(t.builds).where(t.builds.c.build_id == build_id)
+        row = (await self.conn.execute(query.with_for_update() if for_update else query)).first()
+        return None if row is None else Build(**row._mapping)
+
+    async def builds_of(self, agent_id: str) -> list[Build]:
+        rows = await self.conn.execute(
+            select(t.builds).where(t.builds.c.agent_id == agent_id).order_by(t.builds.c.created_at.desc())
+        )
+        return [Build(**row._mapping) for row in rows]
+
+    async def triggers(self, build_id: str) -> list[dict[str, Any]]:
+        rows = await self.conn.execute(
+            select(t.build_triggers)
+            .where(t.build_triggers.c.build_id == build_id)
+            .order_by(t.build_triggers.c.created_at, t.build_triggers.c.trigger)
+        )
+        return [{"trigger": r.trigger, "ref": r.ref, "actor": r.actor, "at": r.created_at.isoformat()} for r in rows]
+
+    async def update_build(self, build_id: str, **fields: Any) -> Build:
+        row = (
+            await self.conn.execute(
+                t.builds.update().where(t.builds.c.build_id == build_id).values(**fields).returning(*t.builds.c)
+            )
+        ).one()
+        return Build(**row._mapping)
+
+    # --- deploys ------------------------------------------------------------------------------------
+
+    async def add_deploy(self, **values: Any) -> Deploy:
+        """A new deploy (a redelivered approval finds the one it made: the id is the proposal's)."""
+        await self.conn.execute(insert(t.deploys).values(**values).on_conflict_do_nothing())
+        found = await self.deploy(values["deploy_id"])
+        assert found is not None
+        return found
+
+    async def deploy(self, deploy_id: str, *, for_update: bool = False) -> Deploy | None:
+        query = select(t.deploys).where(t.deploys.c.deploy_id == deploy_id)
+        row = (await self.conn.execute(query.with_for_update() if for_update else query)).first()
+        return None if row is None else Deploy(**row._mapping)
+
+    async def deploys_of(self, agent_id: str) -> list[Deploy]:
+        rows = await self.conn.execute(
+            select(t.deploys).where(t.deploys.c.agent_id == agent_id).order_by(t.deploys.c.created_at.desc())
+        )
+        return [Deploy(**row._mapping) for row in rows]
+
+    async def deploys_of_build(self, build_id: str, status: str) -> list[Deploy]:
+        rows = await self.conn.execute(
+            select(t.deploys)
+            .where(t.deploys.c.build_id == build_id, t.deploys.c.status == status)
+            .order_by(t.deploys.c.created_at)
+            .with_for_update()
+        )
+        return [Deploy(**row._mapping) for row in rows]
+
+    async def update_deploy(self, deploy_id: str, **fields: Any) -> Deploy:
+        row = (
+            await self.conn.execute(
+                t.deploys.update().where(t.deploys.c.deploy_id == deploy_id).values(**fields).returning(*t.deploys.c)
+            )
+        ).one()
+        return Deploy(**row._mapping)
+
+    async def link_fix(self, issue_id: str, deploy_id: str) -> None:
+        await self.conn.execute(
+            t.issues.update().where(t.issues.c.issue_id == issue_id).values(fix_deploy_id=deploy_id)
+        )
+
+    # --- jobs ---------------------------------------------------------------------------------------
+
+    async def enqueue(self, kind: str, ref: str) -> None:
+        """Queue the job (again, when it ran before: a retry)."""
+        statement = insert(t.jobs).values(kind=kind, ref=ref, status="queued")
+        await self.conn.execute(
+            statement.on_conflict_do_update(
+                constraint="uq_jobs_kind_ref",
+                set_={"status": "queued", "attempts": 0, "available_at": func.now(), "last_error": None},
+            )
+        )
+
+    async def claim_job(self) -> Job | None:
+        """The next queued job that no other worker holds, locked for this transaction."""
+        row = (
+            await self.conn.execute(
+                select(t.jobs.c.job_id, t.jobs.c.kind, t.jobs.c.ref, t.jobs.c.attempts)
+                .where(t.jobs.c.status == "queued", t.jobs.c.available_at <= func.now())
+                .order_by(t.jobs.c.job_id)
+                .limit(1)
+                .with_for_update(skip_locked=True)
+            )
+        ).first()
+        return None if row is None else Job(row.job_id, row.kind, row.ref, row.attempts)
+
+    async def finish_job(self, job_id: int, status: str = "done", error: str | None = None) -> None:
+        await self.conn.execute(
+            t.jobs.update().where(t.jobs.c.job_id == job_id).values(status=status, last_error=error)
+        )
+
+    async def postpone_job(self, job_id: int, error: str, seconds: float, give_up_after: int) -> int:
+        """Count a failed attempt; the job waits ``seconds``, or fails after ``give_up_after`` attempts."""
+        attempts = await self.conn.scalar(
+            t.jobs.update()
+            .where(t.jobs.c.job_id == job_id)
+            .values(
+                attempts=t.jobs.c.attempts + 1,
+                last_error=error,
+                available_at=func.now() + func.make_interval(0, 0, 0, 0, 0, 0, seconds),
+            )
+            .returning(t.jobs.c.attempts)
+        )
+        if attempts >= give_up_after:
+            await self.finish_job(job_id, "failed", error)
+        return int(attempts)
+
+    # --- activity -----------------------------------------------------------------------------------
+
+    async def add_activity(
+        self, org_id: str, agent_id: str, what: str, who: str | None, detail: str, links: dict[str, Any]
+    ) -> None:
+        await self.conn.execute(
+            t.activity.insert().values(org_id=org_id, agent_id=agent_id, what=what, who=who, detail=detail, links=links)
+        )
+
+    async def activity_of(self, org_id: str, agent_id: str | None, limit: int) -> list[dict[str, Any]]:
+        query = select(t.activity).where(t.activity.c.org_id == org_id)
+        if agent_id is not None:
+            query = query.where(t.activity.c.agent_id == agent_id)
+        rows = await self.conn.execute(
+            query.order_by(t.activity.c.at.desc(), t.activity.c.activity_id.desc()).limit(limit)
+        )
+        return [
+            {
+                "who": r.who,
+                "what": r.what,
+                "when": r.at.isoformat(),
+                "agent_id": r.agent_id,
+                "proposal_id": r.links.get("proposal_id"),
+                "detail": r.detail,
+                "links": {k: v for k, v in r.links.items() if k != "proposal_id"},
+            }
+            for r in rows
+        ]
+
+
+class DeployerRepository(DeploysRepository):
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
 

@@ -6,7 +6,9 @@ deployment recorded its source version, at which every file is read (otherwise "
 replaces whole files, each read by the deployer itself; the path rules, the secret and format checks and the rules
 of one waiting proposal per chat are in :mod:`deployer.domain`. Approving commits onto the production branch as
 the approver, once every file still holds the text that was read (else 409 naming the file; the proposal stays
-waiting, and only discarding it is offered), and announces the commit (``SourceCommitted``).
+waiting, and only discarding it is offered), announces the commit (``SourceCommitted``) and deploys it
+(:mod:`deployer.deploys`). Onto a new or existing branch it commits there instead, deploys nothing, and answers the
+link that opens a pull or merge request; a hosted source has no branches.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from assent.contracts import (
     SourceCommitted,
 )
 from assent.domain import Agent, Refusal
+from assent.faults import crash_point
 from assent.hashing import line_counts
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.kit import proposal_id_for
@@ -38,7 +41,10 @@ from assent.topics import DEPLOYS_EVENTS, PROPOSALS_APPLIED
 
 from ..adapters.git import BranchMoved, GitError, GitRepos, Source
 from ..adapters.repository import DeployerRepository
+from ..deploys import Deploys, deploy_id_for
 from ..domain import checks, paths
+from ..domain.deploys import approve_route
+from ..domain.links import change_request_link
 from ..domain.proposals import (
     MAX_FILE_CHARS,
     FileChange,
@@ -121,8 +127,13 @@ class SourceKind(ProposalKind):
     name = "source"
 
     def __init__(
-        self, repos: GitRepos, schemas: Mapping[checks.FileFormat, Mapping[str, Any]], docs: Mapping[str, str]
+        self,
+        repos: GitRepos,
+        schemas: Mapping[checks.FileFormat, Mapping[str, Any]],
+        docs: Mapping[str, str],
+        deploys: Deploys,
     ):
+        self.deploys = deploys
         self.repos = repos
         self.schemas = schemas
         self.docs = docs
@@ -478,25 +489,46 @@ class SourceKind(ProposalKind):
     async def apply(
         self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork
     ) -> Applied | Stale | Refusal:
+        """Commit onto the route the approver chose (``decision.options``), then deploy (production only)."""
         payload = proposal.payload
         store = repo(uow)
         source = await store.source(payload["agent_id"])
         if source is None:
             return Refusal(404, "no_source", f"agent {payload['agent_id']!r} has no source repository")
+        route = approve_route(source.mode, source.branch, decision.options)
+        if isinstance(route, Refusal):
+            return route
         changes = [FileChange.from_json(f) for f in payload["files"]]
         issue = await store.issue(payload["issue_id"]) if payload.get("issue_id") else None
         marker = f"Assent-Proposal: {proposal.proposal_id}"
+        on_branch = None if route.kind == "production" else route.branch
         try:
             async with self.repos.lock(source.agent_id):
-                head = await self.repos.head(source)
-                commit = await self.repos.commit_naming(source, marker)  # a redelivered approval committed already
+                production = await self.repos.head(source)
+                # a redelivered approval committed already
+                commit = await self.repos.commit_naming(source, marker, on_branch)
                 if commit is None:
+                    parent = production
+                    if route.kind != "production":
+                        there = await self.repos.branch_head(source, route.branch, fetch=False)
+                        if route.kind == "new" and there is not None:
+                            return Refusal(
+                                409,
+                                "branch_exists",
+                                f"branch {route.branch} exists already: approve onto it as an existing branch, "
+                                "or name a new one",
+                            )
+                        if route.kind == "existing":
+                            if there is None:
+                                return Refusal(404, "unknown_branch", f"the repository has no branch {route.branch}")
+                            parent = there
                     paths_ = [c.path for c in changes]
-                    texts = await self.repos.read(source, head, paths_) if head is not None else {}
+                    texts = await self.repos.read(source, parent, paths_) if parent is not None else {}
                     moved = moved_files(changes, {p: text_hash(decode(texts.get(p))) for p in paths_})
                     if moved:
+                        where = "the repository" if route.kind != "existing" else f"branch {route.branch}"
                         return Stale(
-                            f"{', '.join(moved)} changed in the repository since it was proposed; approving would "
+                            f"{', '.join(moved)} changed in {where} since it was proposed; approving would "
                             "overwrite that change. The proposal stays waiting and can only be discarded: ask for the "
                             "change again",
                             {"stale_files": moved},
@@ -506,21 +538,22 @@ class SourceKind(ProposalKind):
                         writes.update({p: text for p, text in issue.evals.items() if p not in writes})
                     commit = await self.repos.commit(
                         source,
-                        head,
+                        parent,
                         writes,
                         author=(
                             decision.actor,
                             decision.actor if "@" in decision.actor else f"{decision.actor}@users.assent.invalid",
                         ),
-                        message=commit_message(proposal, payload, decision.actor, issue, marker),
+                        message=commit_message(proposal, payload, decision.actor, issue, marker, route.message),
+                        branch=on_branch,
+                        new_branch=route.kind == "new",
                     )
+                    crash_point("deployer.approve.after_commit")
                 number = await self.repos.count(source, commit) if source.mode == "hosted" else None
         except BranchMoved:
-            return Stale("the production branch moved while committing; nothing was committed, approve again")
+            return Stale(f"{route.branch} moved while committing; nothing was committed, approve again")
         except GitError as exc:
             return unavailable(exc)
-        if issue is not None:
-            await store.update_issue(issue.issue_id, decision.actor, status="fixed")
         await uow.emit(
             DEPLOYS_EVENTS,
             source.agent_id,
@@ -529,7 +562,7 @@ class SourceKind(ProposalKind):
                 agent_id=source.agent_id,
                 proposal_id=proposal.proposal_id,
                 source_version=commit,
-                branch=source.branch,
+                branch=route.branch,
                 mode=source.mode,
                 version_number=number,
                 author=decision.actor,
@@ -540,20 +573,64 @@ class SourceKind(ProposalKind):
                 correlation_id=decision.correlation_id or decision.id,
             ),
         )
+        effects: dict[str, Any] = {
+            "commit": commit,
+            "branch": route.branch,
+            "route": route.kind,
+            "version_number": number,
+            "deployed": False,
+        }
+        if not route.deploys:
+            link = (
+                change_request_link(source.provider, source.url, source.branch, route.branch)
+                if source.provider is not None and source.url is not None
+                else None
+            )
+            request = "pull request" if source.provider == "github" else "merge request"
+            effects.update({"link": link, "deploy": "not deployed"})
+            kind = "a new branch" if route.kind == "new" else "branch"
+            return Applied(
+                f"approved; committed {commit[:12]} onto {kind} {route.branch}, not deployed; open a {request}: {link}",
+                None,
+                effects,
+            )
+        if issue is not None:
+            await store.update_issue(issue.issue_id, decision.actor, status="fixed")
+        deploy = await self.deploys.start_deploy(
+            uow,
+            source,
+            payload["org_id"],
+            commit,
+            decision.actor,
+            deploy_id=deploy_id_for(proposal.proposal_id),
+            proposal_id=proposal.proposal_id,
+            issue_id=None if issue is None else issue.issue_id,
+        )
+        effects.update({"deploy_id": deploy.deploy_id, "build_id": deploy.build_id, "deploy_status": deploy.status})
         where = f"source version {number}" if number is not None else f"{source.branch}"
+        if deploy.status == "failed":
+            return Applied(f"approved; {deploy.error}", None, {**effects, "deploy_error": deploy.error})
         return Applied(
-            f"approved; committed {commit[:12]} onto {where}",
+            f"approved; committed {commit[:12]} onto {where}; deploying it (deploy {deploy.deploy_id})",
             None,
-            {"commit": commit, "branch": source.branch, "version_number": number, "deployed": False},
+            effects,
         )
 
 
-def commit_message(proposal: StoredProposal, payload: Mapping[str, Any], approver: str, issue: Any, marker: str) -> str:
+def commit_message(
+    proposal: StoredProposal,
+    payload: Mapping[str, Any],
+    approver: str,
+    issue: Any,
+    marker: str,
+    message: str | None = None,
+) -> str:
+    """The approver's ``message`` (else the reason's first line and the reason), then the proposal's trailers."""
     asked = payload.get("asked_by") or "a chat on an API key"
+    text = (message or "").strip()
+    reason = payload["reason"].strip()
     lines = [
-        payload["reason"].strip().splitlines()[0][:72] if payload["reason"].strip() else "Source proposal",
-        "",
-        payload["reason"].strip(),
+        *([text] if text else [reason.splitlines()[0][:72] if reason else "Source proposal", "", reason]),
         "",
         f"Proposal: {proposal.proposal_id}",
         f"Asked by: {asked}",
