@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -128,7 +130,26 @@ class _HeldBroker:
         return await self.broker.publish(*args, **kwargs)
 
 
-async def test_two_relays_never_publish_a_row_twice(endpoints: Endpoints) -> None:
+@dataclass
+class OutboxWorld:
+    """An outbox table of its own, its engine, a connected broker, and a topic prefix of their own."""
+
+    prefix: str
+    table: Any
+    engine: Any
+    broker: Any
+
+    async def commit(self, outbox: Outbox, n: int) -> list[StepEnded]:
+        """Commit ``n`` messages through ``outbox``; returns them."""
+        sent = [step(i, session=self.prefix) for i in range(n)]
+        async with outbox.transaction(self.engine) as conn:
+            for message in sent:
+                await outbox.put(conn, STUDIO_TURNS, "s", message)
+        return sent
+
+
+@asynccontextmanager
+async def outbox_world(endpoints: Endpoints) -> AsyncIterator[OutboxWorld]:
     prefix = f"relay{uuid.uuid4().hex[:8]}."
     database_url = await create_database(endpoints.database_url, prefix.rstrip("."))
     await ensure_topics(endpoints.kafka, prefix)
@@ -139,15 +160,20 @@ async def test_two_relays_never_publish_a_row_twice(endpoints: Endpoints) -> Non
         await conn.run_sync(metadata.create_all)
     broker = make_broker(endpoints.kafka, client_id="relay-test", idempotent=False)
     await broker.connect()
-    held = _HeldBroker(broker)
-    outbox = Outbox(table, prefix)
-    mine = OutboxRelay(engine, outbox, held, sweep_after=timedelta(0))  # type: ignore[arg-type]
-    other = OutboxRelay(engine, Outbox(table, prefix), broker, sweep_after=timedelta(0))
     try:
-        sent = [step(n, session=prefix) for n in range(5)]
-        async with outbox.transaction(engine) as conn:
-            for message in sent:
-                await outbox.put(conn, STUDIO_TURNS, "s", message)
+        yield OutboxWorld(prefix, table, engine, broker)
+    finally:
+        await broker.stop()
+        await engine.dispose()
+
+
+async def test_two_relays_never_publish_a_row_twice(endpoints: Endpoints) -> None:
+    async with outbox_world(endpoints) as world:
+        held = _HeldBroker(world.broker)
+        outbox = Outbox(world.table, world.prefix)
+        mine = OutboxRelay(world.engine, outbox, held, sweep_after=timedelta(0))  # type: ignore[arg-type]
+        other = OutboxRelay(world.engine, Outbox(world.table, world.prefix), world.broker, sweep_after=timedelta(0))
+        sent = await world.commit(outbox, 5)
         publishing = asyncio.create_task(mine.publish_committed())
         await asyncio.wait_for(held.publishing.wait(), 10)
         # The other replica sweeps with no grace period at all while this one is still publishing.
@@ -155,44 +181,24 @@ async def test_two_relays_never_publish_a_row_twice(endpoints: Endpoints) -> Non
         held.go_on.set()
         await publishing
         assert await other.sweep() == 0
-        async with engine.connect() as conn:
-            assert (await conn.scalar(select(func.count()).select_from(table))) == 0
-        values = await _topic_values(endpoints.kafka, STUDIO_TURNS.full_name(prefix), 5)
+        async with world.engine.connect() as conn:
+            assert (await conn.scalar(select(func.count()).select_from(world.table))) == 0
+        values = await _topic_values(endpoints.kafka, STUDIO_TURNS.full_name(world.prefix), 5)
         assert sorted(values) == sorted(message.to_bytes() for message in sent)
-    finally:
-        await broker.stop()
-        await engine.dispose()
 
 
 async def test_rows_a_relay_failed_to_publish_stay_for_the_sweep(endpoints: Endpoints) -> None:
-    prefix = f"relay{uuid.uuid4().hex[:8]}."
-    database_url = await create_database(endpoints.database_url, prefix.rstrip("."))
-    await ensure_topics(endpoints.kafka, prefix)
-    metadata = MetaData(schema="public")
-    table = outbox_table(metadata)
-    engine = create_engine(database_url)
-    async with engine.begin() as conn:
-        await conn.run_sync(metadata.create_all)
-    broker = make_broker(endpoints.kafka, client_id="relay-test", idempotent=False)
-    await broker.connect()
-
     class Refusing:
         async def publish(self, *args: Any, **kwargs: Any) -> Any:
             raise ConnectionError("the broker is unreachable")
 
-    outbox = Outbox(table, prefix)
-    failing = OutboxRelay(engine, outbox, Refusing())  # type: ignore[arg-type]
-    sweeper = OutboxRelay(engine, Outbox(table, prefix), broker, sweep_after=timedelta(0))
-    try:
-        sent = [step(n, session=prefix) for n in range(3)]
-        async with outbox.transaction(engine) as conn:
-            for message in sent:
-                await outbox.put(conn, STUDIO_TURNS, "s", message)
+    async with outbox_world(endpoints) as world:
+        outbox = Outbox(world.table, world.prefix)
+        failing = OutboxRelay(world.engine, outbox, Refusing())  # type: ignore[arg-type]
+        sweeper = OutboxRelay(world.engine, Outbox(world.table, world.prefix), world.broker, sweep_after=timedelta(0))
+        sent = await world.commit(outbox, 3)
         with pytest.raises(ConnectionError):
             await failing.publish_committed()
         assert await sweeper.sweep() == 3
-        values = await _topic_values(endpoints.kafka, STUDIO_TURNS.full_name(prefix), 3)
+        values = await _topic_values(endpoints.kafka, STUDIO_TURNS.full_name(world.prefix), 3)
         assert sorted(values) == sorted(message.to_bytes() for message in sent)
-    finally:
-        await broker.stop()
-        await engine.dispose()
