@@ -6,6 +6,7 @@ trace context flows through messages, but nothing is exported.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 from opentelemetry import context as otel_context
@@ -25,9 +26,11 @@ def setup_telemetry(service_name: str, otlp_endpoint: str | None) -> TracerProvi
             BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint.rstrip("/") + "/v1/traces"))
         )
     trace.set_tracer_provider(provider)
-    from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() != "true":
+        # With the SDK off every span is a no-op: wrapping each statement would cost and record nothing.
+        from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
 
-    AsyncPGInstrumentor().instrument(tracer_provider=provider)
+        AsyncPGInstrumentor().instrument(tracer_provider=provider)
     return provider
 
 
