@@ -8,7 +8,7 @@ UV_VERSION := 0.13.8
 
 SERVICES := $(shell sed -n 's/^name = "\(.*\)"/\1/p' services.toml)
 
-.PHONY: help uv install run test test-unit test-integration lint format bench up down status images k8s clean
+.PHONY: help uv install run test test-unit test-integration lint format bench bench-preload up down status images k8s clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,8 +39,11 @@ format: install ## Format the code with ruff
 	@$(UV) run --frozen ruff check --fix .
 	@$(UV) run --frozen ruff format .
 
-bench: install ## Measure the approval round against raw Kafka and PostgreSQL baselines
-	@$(UV) run --frozen python bench/approval_round.py
+bench: install ## Measure the approval round against raw Kafka and PostgreSQL baselines (options: ARGS="--help")
+	@$(UV) run --frozen python bench/approval_round.py $(ARGS)
+
+bench-preload: install ## The benchmark, then again after loading a million resolved requests (costs stay flat)
+	@$(UV) run --frozen python bench/approval_round.py --preload 1000000 $(ARGS)
 
 up: install ## Start Kafka, PostgreSQL and Redis in the background (endpoints in .devstack/env)
 	@$(UV) run --frozen python -m assent_devstack up --state-dir .devstack
