@@ -425,3 +425,14 @@ async def test_a_builder_call_is_refused_when_its_requester_cannot_edit_the_sour
     # an agent's own chat on an API key is still served
     result = await rig.call("list_repo_files", {"agent_id": "ada"}, channel="api", requester=Requester(user_id=None))
     assert result.ok
+
+
+async def test_approving_a_deletion_removes_the_file_from_the_bare_repository(rig: Rig) -> None:
+    read = await rig.call("read_repo_file", {"agent_id": "ada", "path": "knowledge/policy.md"}, channel="builder")
+    assert read.ok
+    result = await propose(rig, {"knowledge/policy.md": None}, channel="builder")
+    assert result.widget is not None
+    outcome = await rig.decide(result.widget.proposal_id, "approve")
+    assert outcome.outcome == "approved", outcome.detail
+    commit = outcome.effects["commit"]
+    assert [e.path for e in await rig.repos.tree(rig.source, commit)] == ["amodal.json", "skills/refunds.md"]
