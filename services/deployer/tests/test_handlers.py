@@ -34,6 +34,7 @@ from deployer.deploys import Deploys
 from deployer.kinds.source import SourceKind
 
 FILES = {"skills/refunds.md": "# Refunds\n", "knowledge/policy.md": "Five days.\n", "amodal.json": "{}\n"}
+SAM = Requester(user_id="u_sam", email="sam@acme.example", org_id="acme")
 
 
 class FakeDeployerRepository:
@@ -44,6 +45,7 @@ class FakeDeployerRepository:
         self.deployments: dict[str, Deployment] = {}
         self.chats: dict[str, str] = {}
         self.turns: dict[tuple[str, str], str | None] = {}
+        self.failed_calls: dict[tuple[str, str], list[str]] = {}
         self.read_hashes: dict[str, dict[str, str | None]] = {}
         self.issues: dict[str, Issue] = {}
         self.settings: dict[str, DeploySettings] = {}
@@ -70,6 +72,12 @@ class FakeDeployerRepository:
 
     async def set_turn_baseline(self, session_id: str, turn_id: str, proposal_id: str) -> None:
         self.turns[(session_id, turn_id)] = proposal_id
+
+    async def turn_failure(self, session_id: str, turn_id: str, tool_call_id: str) -> int:
+        failed = self.failed_calls.setdefault((session_id, turn_id), [])
+        if tool_call_id not in failed:
+            failed.append(tool_call_id)
+        return failed.index(tool_call_id)
 
     async def record_reads(self, session_id: str, hashes: dict[str, str | None], source_version: str) -> None:
         self.read_hashes.setdefault(session_id, {}).update(hashes)
@@ -135,14 +143,23 @@ class Rig:
     source: Source
     seq: itertools.count[int]
 
-    async def call(self, tool: str, arguments: dict[str, Any], *, turn: str = "t1", channel: str = "web") -> ToolResult:
+    async def call(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        turn: str = "t1",
+        channel: str = "web",
+        requester: Requester | None = SAM,
+        tool_call_id: str | None = None,
+    ) -> ToolResult:
         self.uow.clear()
         context = SessionContext(
             org_id="acme",
             source_guild_id="g1",
             operator_user_id="olga",
             channel=channel,  # type: ignore[arg-type]
-            requester=Requester(user_id="u_sam", email="sam@acme.example", org_id="acme"),
+            requester=requester,
             model="m1",
         )
         n = next(self.seq)
@@ -151,7 +168,7 @@ class Rig:
             seq=n,
             turn_id=turn,
             step=0,
-            tool_call_id=f"call_{n}",
+            tool_call_id=tool_call_id or f"call_{n}",
             tool=tool,
             arguments=arguments,
             session=context,
@@ -186,17 +203,25 @@ async def rig(tmp_path: Path) -> Rig:
     store = FakeDeployerRepository()
     store.sources["ada"] = source
     store.deployments["ada"] = Deployment(1, "ada", first, "olga", datetime.now(UTC))
-    workspace = FakeWorkspace({"acme": "Acme"}, [Guild("g1", "acme", "Support")], [Agent("ada", "acme", "g1", "Ada")])
+    workspace = FakeWorkspace(
+        {"acme": "Acme"}, [Guild("g1", "acme", "Support")], [Agent("ada", "acme", "g1", "Ada", editors=("u_ed",))]
+    )
     uow = FakeUnitOfWork(workspace=workspace, stores={"deployer": store})
     deploys = Deploys(repos, Artifacts(tmp_path / "artifacts"), Targets(tmp_path / "live", {"kind": "local"}), {})
     kit = OwnerKit("deployer", [SourceKind(repos, load_schemas(), load_docs(), deploys)])
     return Rig(kit, uow, store, repos, source, itertools.count(1))
 
 
-async def propose(rig: Rig, changes: dict[str, str | None], *, turn: str = "t1", channel: str = "web") -> ToolResult:
+async def propose(
+    rig: Rig, changes: dict[str, str | None], *, turn: str = "t1", channel: str = "web", **call: Any
+) -> ToolResult:
     body = [{"path": p, "content": c} for p, c in changes.items()]
     return await rig.call(
-        "propose_source_change", {"agent_id": "ada", "files": body, "reason": "asked"}, turn=turn, channel=channel
+        "propose_source_change",
+        {"agent_id": "ada", "files": body, "reason": "asked"},
+        turn=turn,
+        channel=channel,
+        **call,
     )
 
 
@@ -327,3 +352,87 @@ async def test_an_external_source_commits_onto_a_new_branch_without_deploying(ri
         "merge_request%5Bsource_branch%5D=fix%2Frefunds&merge_request%5Btarget_branch%5D=main"
     )
     assert "merge request" in outcome.detail and rig.store.deploys == {} and rig.store.builds == {}
+
+
+# --- the builder chat: who may use it, and its one chance to fix a file per reply ---------------------------------
+
+BAD_JSON = {"stores/orders.json": "{not json"}
+GOOD_STORE = {
+    "stores/orders.json": '{"name": "orders", "entity": {"name": "Order", "key": "{id}", "schema": {"id": {"type": "string"}}}}'
+}
+
+
+async def test_the_builder_gets_one_chance_per_reply_to_fix_a_file(rig: Rig) -> None:
+    first = await propose(rig, BAD_JSON, channel="builder", turn="t1")
+    second = await propose(rig, {"amodal.json": "[1,"}, channel="builder", turn="t1")
+    third = await propose(rig, BAD_JSON, channel="builder", turn="t1")
+    assert first.error is not None and first.error.code == "invalid_json"
+    assert "stores/orders.json" in first.error.message and "one more try" in first.error.message
+    assert not first.error.message.startswith("nothing was proposed")
+    for later, path in ((second, "amodal.json"), (third, "stores/orders.json")):
+        assert later.error is not None and later.error.code == "invalid_json"
+        assert later.error.message.startswith("nothing was proposed: ") and path in later.error.message
+    assert rig.store.failed_calls[("s1", "t1")] == ["call_1", "call_2", "call_3"]
+    fresh = await propose(rig, BAD_JSON, channel="builder", turn="t2")
+    assert fresh.error is not None and "one more try" in fresh.error.message
+    fixed = await propose(rig, GOOD_STORE, channel="builder", turn="t2")
+    assert fixed.ok and fixed.widget is not None
+    assert len(rig.uow.proposals.proposals) == 1
+
+
+async def test_a_call_sent_again_keeps_its_place_among_the_replys_failures(rig: Rig) -> None:
+    first = await propose(rig, BAD_JSON, channel="builder", tool_call_id="call_a")
+    again = await propose(rig, BAD_JSON, channel="builder", tool_call_id="call_a")
+    assert first.error is not None and again.error is not None
+    assert again.error.message == first.error.message and "one more try" in again.error.message
+    second = await propose(rig, BAD_JSON, channel="builder", tool_call_id="call_b")
+    second_again = await propose(rig, BAD_JSON, channel="builder", tool_call_id="call_b")
+    assert second.error is not None and second_again.error is not None
+    assert (
+        second.error.message.startswith("nothing was proposed") and second_again.error.message == second.error.message
+    )
+    assert rig.store.failed_calls[("s1", "t1")] == ["call_a", "call_b"]
+
+
+async def test_path_refusals_and_an_agents_own_chat_do_not_use_the_chance(rig: Rig) -> None:
+    refused = await propose(rig, {".env": "A=1\n"}, channel="builder")
+    assert (
+        refused.error is not None
+        and refused.error.code == "path_refused"
+        and "one more try" not in refused.error.message
+    )
+    agent = await propose(rig, {"skills/keys.md": "sk-ant-abcdefghijklmnopqrstuvwxyz012345\n"}, turn="t9")
+    assert agent.error is not None and agent.error.code == "secret_value" and "one more try" not in agent.error.message
+    assert rig.store.failed_calls == {}
+    first = await propose(rig, BAD_JSON, channel="builder")
+    assert first.error is not None and "one more try" in first.error.message
+
+
+async def test_a_builder_call_is_refused_when_its_requester_cannot_edit_the_source(rig: Rig) -> None:
+    for requester in (
+        Requester(user_id=None),
+        Requester(user_id="u_x", email="x@other.example", org_id="other"),
+    ):
+        result = await rig.call("list_repo_files", {"agent_id": "ada"}, channel="builder", requester=requester)
+        assert result.error is not None and result.error.code == "builder_not_allowed", result
+        assert result.error.status == 403
+        result = await propose(rig, GOOD_STORE, channel="builder", requester=requester)
+        assert result.error is not None and result.error.code == "builder_not_allowed"
+    assert rig.uow.proposals.proposals == {}
+    for requester in (SAM, Requester(user_id="u_ed", org_id="other"), None):
+        result = await rig.call("list_repo_files", {"agent_id": "ada"}, channel="builder", requester=requester)
+        assert result.ok, result
+    # an agent's own chat on an API key is still served
+    result = await rig.call("list_repo_files", {"agent_id": "ada"}, channel="api", requester=Requester(user_id=None))
+    assert result.ok
+
+
+async def test_approving_a_deletion_removes_the_file_from_the_bare_repository(rig: Rig) -> None:
+    read = await rig.call("read_repo_file", {"agent_id": "ada", "path": "knowledge/policy.md"}, channel="builder")
+    assert read.ok
+    result = await propose(rig, {"knowledge/policy.md": None}, channel="builder")
+    assert result.widget is not None
+    outcome = await rig.decide(result.widget.proposal_id, "approve")
+    assert outcome.outcome == "approved", outcome.detail
+    commit = outcome.effects["commit"]
+    assert [e.path for e in await rig.repos.tree(rig.source, commit)] == ["amodal.json", "skills/refunds.md"]

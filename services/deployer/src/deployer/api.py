@@ -30,7 +30,7 @@ from assent.runtime.walls import CallerOrg
 from .adapters.git import GitError, GitRepos
 from .adapters.repository import Build, Deploy, DeployerRepository
 from .deploys import Deploys
-from .domain import checks, paths
+from .domain import builder, checks, paths
 from .domain.deploys import github_signature_ok, gitlab_token_ok, parse_push, repository_key
 from .domain.proposals import MAX_FILE_CHARS, FileChange, moved_files, text_hash
 from .kinds.source import SourceKind, decode
@@ -269,6 +269,39 @@ def install(app: FastAPI, runtime: ServiceRuntime, repos: GitRepos, kind: Source
                     raise Unprocessable(422, f"commit {version} is not in the agent's repository")
             deployment = await store(uow).add_deployment(agent_id, version, body.actor)
             return {"deployment_id": deployment.deployment_id, "agent_id": agent_id, "source_version": version}
+
+    @router.get("/agents/{agent_id}/builder-chat")
+    async def builder_chat(agent_id: PathId, org: CallerOrg) -> Any:
+        """Whether the agent shows the builder chat: its active deployment declares ``propose_source_change`` (read
+        at the version it recorded), or it has a proposal from chat. Who may use it is the gateway's part."""
+        async with runtime.unit_of_work() as uow:
+            await agent_in(uow, agent_id, org)
+            source = await store(uow).source(agent_id)
+            deployment = await store(uow).latest_deployment(agent_id)
+            from_chat = await store(uow).has_chat_proposal(agent_id)
+        version = None if deployment is None else deployment.source_version
+        declared: list[builder.Declaration] = []
+        if source is not None and version is not None:
+            tree = [entry.path for entry in await repos.tree(source, version)]
+            wanted = builder.candidate_paths(tree)
+            texts = {path: decode(raw) for path, raw in (await repos.read(source, version, wanted)).items()}
+            declared = builder.declarations(texts)
+        shown, reason = builder.shown_reason(declared, from_chat)
+        if version is None and not shown:
+            if source is None:
+                reason = "the agent has no source repository"
+            elif deployment is None:
+                reason = "the agent is not deployed"
+            else:
+                reason = "the agent's active deployment recorded no source version; redeploy it"
+        return {
+            "agent_id": agent_id,
+            "shown": shown,
+            "reason": reason,
+            "source_version": version,
+            "declared_in": [{"agent": d.agent, "path": d.path} for d in declared],
+            "has_chat_proposal": from_chat,
+        }
 
     async def page(agent_id: str, uow: UnitOfWork, only: str | None = None) -> dict[str, Any]:
         rows = await store(uow).proposals_of_agent(agent_id)

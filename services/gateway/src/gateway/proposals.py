@@ -243,6 +243,30 @@ def install(
         status = outcome["status"] if outcome["outcome"] != "failed" else 502
         return JSONResponse(outcome, status_code=status)
 
+    @router.get("/api/agents/{agent_id}/builder-chat")
+    async def builder_chat(agent_id: PathId, user: User) -> JSONResponse:
+        """Whether Studio shows the builder chat of the agent to the caller: only to people with permission to edit
+        its source (admin or developer, or the agent's owner or editor), and only when its active deployment
+        declares ``propose_source_change`` or it already has a proposal from chat (the owner reads the declaration
+        at the deployed version). ``{"shown", "reason", ...}``; another organisation's agent is 404."""
+        if not user.may_write_workspace():
+            agent = await handlers.agent_copy(deps, agent_id)
+            if agent is None or agent.org_id != user.org_id:
+                raise handlers.NotFound(f"agent {agent_id!r} does not exist")
+            if not user.may_change_agent(agent.owners, agent.editors):
+                return JSONResponse(
+                    {
+                        "agent_id": agent_id,
+                        "shown": False,
+                        "reason": "the builder chat is only for people with permission to edit the agent's source: "
+                        "an admin or developer, or the agent's owner or editor",
+                    }
+                )
+        reply = await owners.call(
+            SOURCE_OWNER, "GET", f"/internal/agents/{agent_id}/builder-chat", None, org=user.org_id
+        )
+        return JSONResponse(reply.body, status_code=reply.status)
+
     @router.get("/api/activity")
     async def activity_feed(
         user: User,

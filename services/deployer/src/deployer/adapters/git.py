@@ -257,8 +257,9 @@ class GitRepos:
             if parent is not None:
                 await self._git(repo, "read-tree", parent, env=env)
             for path, text in sorted(changes.items()):
-                if text is None:
-                    await self._git(repo, "update-index", "--force-remove", "--", path, env=env)
+                if text is None:  # mode 0 removes the entry; --force-remove would need a work tree
+                    removal = f"0 {'0' * 40}\t{path}\n".encode()
+                    await self._git(repo, "update-index", "--index-info", stdin=removal, env=env)
                     continue
                 blob = (await self._git(repo, "hash-object", "-w", "--stdin", stdin=text.encode())).decode().strip()
                 await self._git(repo, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)

@@ -487,6 +487,17 @@ class DeployerRepository(DeploysRepository):
             .values(baseline_proposal_id=proposal_id)
         )
 
+    async def turn_failure(self, session_id: str, turn_id: str, tool_call_id: str) -> int:
+        """How many of the reply's calls a file check refused before ``tool_call_id``, recording it when it is new
+        (a call sent again keeps its place). The reply's row exists (:meth:`turn_baseline`); the session is locked."""
+        c = t.chat_turns.c
+        where = (c.session_id == session_id, c.turn_id == turn_id)
+        failed = list(await self.conn.scalar(select(c.failed_calls).where(*where).with_for_update()) or [])
+        if tool_call_id in failed:
+            return failed.index(tool_call_id)
+        await self.conn.execute(t.chat_turns.update().where(*where).values(failed_calls=[*failed, tool_call_id]))
+        return len(failed)
+
     async def record_reads(self, session_id: str, hashes: dict[str, str | None], source_version: str) -> None:
         if not hashes:
             return
@@ -519,6 +530,17 @@ class DeployerRepository(DeploysRepository):
         )
         fields = StoredProposal.__dataclass_fields__
         return [(StoredProposal(**{name: getattr(row, name) for name in fields}), row.created_at) for row in rows]
+
+    async def has_chat_proposal(self, agent_id: str) -> bool:
+        """Whether the agent has a source proposal from chat (an agent's chat or the builder chat), whatever its
+        status; an issue's fix is not one."""
+        p = t.proposals
+        found = await self.conn.scalar(
+            select(p.c.proposal_id)
+            .where(p.c.agent_id == agent_id, p.c.kind == "source", p.c.payload["issue_id"].astext.is_(None))
+            .limit(1)
+        )
+        return found is not None
 
     # --- issues ---------------------------------------------------------------------------------------
 

@@ -68,9 +68,11 @@ chat_turns = Table(
     Column("session_id", Text, primary_key=True),
     Column("turn_id", Text, primary_key=True),
     Column("baseline_proposal_id", Text),
+    Column("failed_calls", JSONB, nullable=False, server_default="[]"),
 )
 """The chat's waiting proposal when a reply (a turn) started, then the one the reply made: a reply that finishes
-after it was decided proposes nothing."""
+after it was decided proposes nothing. ``failed_calls``: the tool call ids of the reply's builder proposals that a
+file check refused, in order (the first gets one more try; a call sent again finds its place)."""
 
 chat_reads = Table(
     "chat_reads",

@@ -9,6 +9,9 @@ the approver, once every file still holds the text that was read (else 409 namin
 waiting, and only discarding it is offered), announces the commit (``SourceCommitted``) and deploys it
 (:mod:`deployer.deploys`). Onto a new or existing branch it commits there instead, deploys nothing, and answers the
 link that opens a pull or merge request; a hosted source has no branches.
+
+In the builder chat, a call whose requester cannot be allowed to edit the agent's source is refused, and a file
+that fails its checks gets one more try within the reply (:mod:`deployer.domain.builder`).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from assent.topics import DEPLOYS_EVENTS, PROPOSALS_APPLIED
 from ..adapters.git import BranchMoved, GitError, GitRepos, Source
 from ..adapters.repository import DeployerRepository
 from ..deploys import Deploys, deploy_id_for
-from ..domain import checks, paths
+from ..domain import builder, checks, paths
 from ..domain.deploys import approve_route
 from ..domain.links import change_request_link
 from ..domain.proposals import (
@@ -183,6 +186,17 @@ class SourceKind(ProposalKind):
                 "then ask again",
             )
         origin: paths.Origin = "builder" if self._channel(call) == "builder" else "agent"
+        if origin == "builder":
+            session = call.message.session
+            refusal = builder.requester_refusal(
+                session.requester if session is not None else None,
+                call.session.org_id,
+                agent_id,
+                agent.owners,
+                agent.editors,
+            )
+            if refusal is not None:
+                return refusal
         await self._waiting(call, uow)  # the reply's first call fixes the proposal it builds on
         return Context(agent, source, deployment.source_version, origin)
 
@@ -291,6 +305,9 @@ class SourceKind(ProposalKind):
         try:
             reviewed = await self._review(ctx, args.files, session_id, store)
             if isinstance(reviewed, Refusal):
+                if ctx.origin == "builder" and reviewed.code in builder.FILE_CHECKS:
+                    earlier = await store.turn_failure(session_id, message.turn_id, message.tool_call_id)
+                    return builder.one_chance(reviewed, earlier)
                 return reviewed
             previous = [FileChange.from_json(f) for f in predecessor.payload["files"]] if predecessor else []
             named = {change.path for change in reviewed}
@@ -409,8 +426,8 @@ class SourceKind(ProposalKind):
         for change in changes:
             a, r = line_counts(change.before or "", change.after or "")
             added, removed = added + a, removed + r
-        builder = ctx.origin == "builder"
-        notes = ["From the builder chat" if builder else f"View chat: session {call.message.session_id}"]
+        from_builder = ctx.origin == "builder"
+        notes = ["From the builder chat" if from_builder else f"View chat: session {call.message.session_id}"]
         notes.append(f"Asked by {asked_by}" if asked_by else "Asked on a token minted with an API key")
         if issue is not None:
             notes.append(f"Fix for issue #{issue.number}: {issue.title}")
@@ -426,7 +443,7 @@ class SourceKind(ProposalKind):
             "asked_by": asked_by,
             "model": session.model if session is not None else None,
             "issue_id": None if issue is None else issue.issue_id,
-            "chat": None if builder else call.message.session_id,
+            "chat": None if from_builder else call.message.session_id,
             "replaces": None if predecessor is None else predecessor.proposal_id,
             "left_out": left_out,
         }
