@@ -58,3 +58,22 @@ async def test_a_body_shorter_than_its_content_length_is_408_and_closed(stack: S
     assert head.split(b"\r\n", 1)[0].split()[1] == b"408", answer
     assert b"connection: close" in head.lower()
     assert "did not arrive" in json.loads(body)["detail"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/api/workspace/agents/%3F%3F%3E"),
+        ("GET", "/api/workspace/agents/a%2Fb/memory"),
+        ("DELETE", "/api/workspace/orgs/%3F%3F%3E/note?path=x.md"),
+        ("GET", "/api/workspace/guilds/%23frag"),
+        ("GET", "/api/agents/%3Fq%3D1/proposals"),
+    ],
+)
+async def test_an_id_with_url_syntax_is_forwarded_as_one_segment(stack: Stack, method: str, path: str) -> None:
+    """An id holding ``?``, ``#`` or ``/`` reaches the owner as one path segment (percent-encoded), and its
+    answer (no such entity) comes back as a client error, never as a server error."""
+    async with stack.http() as http:
+        response = await http.request(method, path)
+    assert response.status_code == 404, response.text
+    assert response.json()["detail"]

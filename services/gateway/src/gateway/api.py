@@ -20,7 +20,7 @@ from assent.hashing import line_counts, unified_diff
 from assent.kinds import KINDS, WORKSPACE_OWNER, decisions_at
 
 from . import deploys, handlers, proposals
-from .adapters.owners import Owners, OwnerUnavailable
+from .adapters.owners import Owners, OwnerUnavailable, segment
 from .auth import Authenticator, Unauthenticated
 from .domain.items import summarize
 from .domain.roles import Identity
@@ -351,13 +351,13 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
 
     @workspace.get("/agents/{agent_id}")
     async def get_agent(agent_id: PathId, user: User) -> JSONResponse:
-        return await forward(directory, "GET", f"/internal/agents/{agent_id}", user)
+        return await forward(directory, "GET", f"/internal/agents/{segment(agent_id)}", user)
 
     @workspace.patch("/agents/{agent_id}")
     async def update_agent(agent_id: PathId, body: AgentPatch, user: User) -> JSONResponse:
         await may_change_agent(user, agent_id)
         return await forward(
-            directory, "PATCH", f"/internal/agents/{agent_id}", user, body.model_dump(exclude_unset=True)
+            directory, "PATCH", f"/internal/agents/{segment(agent_id)}", user, body.model_dump(exclude_unset=True)
         )
 
     @workspace.put("/agents/{agent_id}/roles")
@@ -365,11 +365,11 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
         """Say who owns and who edits an agent (user ids); an organisation admin's decision."""
         if not user.may_set_agent_roles():
             raise HTTPException(403, "setting an agent's owners and editors needs the admin role")
-        return await forward(directory, "PUT", f"/internal/agents/{agent_id}/roles", user, body.model_dump())
+        return await forward(directory, "PUT", f"/internal/agents/{segment(agent_id)}/roles", user, body.model_dump())
 
     @workspace.get("/agents/{agent_id}/memory")
     async def read_memory(agent_id: PathId, user: User) -> JSONResponse:
-        return await forward(memory_owner, "GET", f"/internal/agents/{agent_id}/memory", user)
+        return await forward(memory_owner, "GET", f"/internal/agents/{segment(agent_id)}/memory", user)
 
     @workspace.put("/agents/{agent_id}/memory")
     async def write_memory(agent_id: PathId, body: MemoryIn, user: User) -> JSONResponse:
@@ -378,43 +378,49 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
         return await forward(
             memory_owner,
             "PUT",
-            f"/internal/agents/{agent_id}/memory",
+            f"/internal/agents/{segment(agent_id)}/memory",
             user,
             {**body.model_dump(), "actor": user.user_id},
         )
 
     @workspace.get("/agents/{agent_id}/memory/history")
     async def memory_history(agent_id: PathId, user: User) -> JSONResponse:
-        return await forward(memory_owner, "GET", f"/internal/agents/{agent_id}/memory/history", user)
+        return await forward(memory_owner, "GET", f"/internal/agents/{segment(agent_id)}/memory/history", user)
 
     @workspace.get("/guilds/{guild_id}")
     async def get_guild(guild_id: PathId, user: User) -> JSONResponse:
         """A guild with its short description (``about``) and description."""
-        return await forward(directory, "GET", f"/internal/guilds/{guild_id}", user)
+        return await forward(directory, "GET", f"/internal/guilds/{segment(guild_id)}", user)
 
     @workspace.patch("/guilds/{guild_id}")
     async def update_guild_text(guild_id: PathId, body: GuildTextIn, user: Changer) -> JSONResponse:
         """Change the guild's text directly, as the operator (not a proposal); the change log records it."""
         return await forward(
-            directory, "PATCH", f"/internal/guilds/{guild_id}", user, {**body.model_dump(), "actor": user.user_id}
+            directory,
+            "PATCH",
+            f"/internal/guilds/{segment(guild_id)}",
+            user,
+            {**body.model_dump(), "actor": user.user_id},
         )
 
     @workspace.get("/guilds/{guild_id}/changes")
     async def guild_changes(guild_id: PathId, user: User) -> JSONResponse:
         """The guild text's change log: who changed which field, and from which request (no content)."""
-        return await forward(directory, "GET", f"/internal/guilds/{guild_id}/changes", user)
+        return await forward(directory, "GET", f"/internal/guilds/{segment(guild_id)}/changes", user)
 
     note_owner = KINDS["note"].owner
 
     @workspace.get("/orgs/{org_id}/notes")
     async def list_notes(org_id: PathId, user: User) -> JSONResponse:
         """Every live note of the organisation (display path, level, title, version, hash)."""
-        return await forward(note_owner, "GET", f"/internal/orgs/{org_id}/notes", user)
+        return await forward(note_owner, "GET", f"/internal/orgs/{segment(org_id)}/notes", user)
 
     @workspace.get("/orgs/{org_id}/note")
     async def read_note(org_id: PathId, path: NotePath, user: User) -> JSONResponse:
         """One note by display path, with its text."""
-        return await forward(note_owner, "GET", f"/internal/orgs/{org_id}/note?{urlencode({'path': path})}", user)
+        return await forward(
+            note_owner, "GET", f"/internal/orgs/{segment(org_id)}/note?{urlencode({'path': path})}", user
+        )
 
     @workspace.put("/orgs/{org_id}/note")
     async def write_note(org_id: PathId, path: NotePath, body: NoteIn, user: Changer) -> JSONResponse:
@@ -423,7 +429,7 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
         return await forward(
             note_owner,
             "PUT",
-            f"/internal/orgs/{org_id}/note?{query}",
+            f"/internal/orgs/{segment(org_id)}/note?{query}",
             user,
             {**body.model_dump(), "actor": user.user_id},
         )
@@ -439,13 +445,13 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
         params: dict[str, Any] = {"path": path, "actor": user.user_id}
         if expected_version is not None:
             params["expected_version"] = expected_version
-        return await forward(note_owner, "DELETE", f"/internal/orgs/{org_id}/note?{urlencode(params)}", user)
+        return await forward(note_owner, "DELETE", f"/internal/orgs/{segment(org_id)}/note?{urlencode(params)}", user)
 
     @workspace.get("/orgs/{org_id}/note/history")
     async def note_history(org_id: PathId, path: NotePath, user: User) -> JSONResponse:
         """Every write of the note at that path: revisions and file changes, with the request behind each."""
         return await forward(
-            note_owner, "GET", f"/internal/orgs/{org_id}/note/history?{urlencode({'path': path})}", user
+            note_owner, "GET", f"/internal/orgs/{segment(org_id)}/note/history?{urlencode({'path': path})}", user
         )
 
     app.include_router(studio)

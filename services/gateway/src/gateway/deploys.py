@@ -20,7 +20,7 @@ from fastapi import APIRouter, FastAPI, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from .adapters.owners import Owners
+from .adapters.owners import Owners, segment
 from .domain.roles import Identity
 
 DEPLOYER = "deployer"
@@ -57,49 +57,51 @@ def install(
 
     @router.get("/api/workspace/agents/{agent_id}/deploy-settings")
     async def read_settings(agent_id: PathId, user: User) -> JSONResponse:
-        return await forward(DEPLOYER, "GET", f"/internal/agents/{agent_id}/deploy-settings", user)
+        return await forward(DEPLOYER, "GET", f"/internal/agents/{segment(agent_id)}/deploy-settings", user)
 
     @router.put("/api/workspace/agents/{agent_id}/deploy-settings")
     async def change_settings(agent_id: PathId, body: DeploySettingsIn, user: User) -> JSONResponse:
         await may_change_agent(user, agent_id)
         payload = {**body.model_dump(exclude_unset=True), "actor": user.user_id}
-        return await forward(DEPLOYER, "PUT", f"/internal/agents/{agent_id}/deploy-settings", user, payload)
+        return await forward(DEPLOYER, "PUT", f"/internal/agents/{segment(agent_id)}/deploy-settings", user, payload)
 
     @router.get("/api/agents/{agent_id}/builds")
     async def list_builds(agent_id: PathId, user: User) -> JSONResponse:
-        return await forward(DEPLOYER, "GET", f"/internal/agents/{agent_id}/builds", user)
+        return await forward(DEPLOYER, "GET", f"/internal/agents/{segment(agent_id)}/builds", user)
 
     @router.get("/api/agents/{agent_id}/builds/{build_id}")
     async def read_build(agent_id: PathId, build_id: PathId, user: User) -> JSONResponse:
         """A build: its status, artifact digest, triggers (push, poll, approval), deploys and log."""
-        return await forward(DEPLOYER, "GET", f"/internal/agents/{agent_id}/builds/{build_id}", user)
+        return await forward(DEPLOYER, "GET", f"/internal/agents/{segment(agent_id)}/builds/{segment(build_id)}", user)
 
     @router.post("/api/agents/{agent_id}/builds", status_code=202)
     async def start_build(agent_id: PathId, body: BuildIn, user: User) -> JSONResponse:
         await may_change_agent(user, agent_id)
         payload = {**body.model_dump(), "actor": user.user_id}
-        return await forward(DEPLOYER, "POST", f"/internal/agents/{agent_id}/builds", user, payload)
+        return await forward(DEPLOYER, "POST", f"/internal/agents/{segment(agent_id)}/builds", user, payload)
 
     @router.get("/api/agents/{agent_id}/deploys")
     async def list_deploys(agent_id: PathId, user: User) -> JSONResponse:
-        return await forward(DEPLOYER, "GET", f"/internal/agents/{agent_id}/deploys", user)
+        return await forward(DEPLOYER, "GET", f"/internal/agents/{segment(agent_id)}/deploys", user)
 
     @router.get("/api/agents/{agent_id}/deploys/{deploy_id}")
     async def read_deploy(agent_id: PathId, deploy_id: PathId, user: User) -> JSONResponse:
-        return await forward(DEPLOYER, "GET", f"/internal/agents/{agent_id}/deploys/{deploy_id}", user)
+        return await forward(
+            DEPLOYER, "GET", f"/internal/agents/{segment(agent_id)}/deploys/{segment(deploy_id)}", user
+        )
 
     @router.post("/api/agents/{agent_id}/deploys/{deploy_id}/promote")
     async def promote(agent_id: PathId, deploy_id: PathId, user: User) -> JSONResponse:
         """Make a started deploy live (auto-promote off): 409 when it is not waiting for promotion."""
         await may_change_agent(user, agent_id)
-        path = f"/internal/agents/{agent_id}/deploys/{deploy_id}/promote"
+        path = f"/internal/agents/{segment(agent_id)}/deploys/{segment(deploy_id)}/promote"
         return await forward(DEPLOYER, "POST", path, user, {"actor": user.user_id})
 
     @router.post("/api/agents/{agent_id}/deploys/{deploy_id}/retry", status_code=202)
     async def retry(agent_id: PathId, deploy_id: PathId, user: User) -> JSONResponse:
         """Start again a deploy that did not start: 409 unless it failed."""
         await may_change_agent(user, agent_id)
-        path = f"/internal/agents/{agent_id}/deploys/{deploy_id}/retry"
+        path = f"/internal/agents/{segment(agent_id)}/deploys/{segment(deploy_id)}/retry"
         return await forward(DEPLOYER, "POST", path, user, {"actor": user.user_id})
 
     @router.post("/api/webhooks/{provider}", status_code=202)
@@ -124,7 +126,7 @@ def install(
             "event": event,
             "delivery": headers.get("x-github-delivery") or headers.get("x-gitlab-event-uuid"),
         }
-        reply = await owners.call(DEPLOYER, "POST", f"/internal/webhooks/{provider}", body)
+        reply = await owners.call(DEPLOYER, "POST", f"/internal/webhooks/{segment(provider)}", body)
         if reply.status == 403:
             return JSONResponse(reply.body, status_code=401)
         return JSONResponse(reply.body, status_code=reply.status)

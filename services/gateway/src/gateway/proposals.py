@@ -23,7 +23,7 @@ from assent.kinds import KINDS, decisions_at
 
 from . import handlers
 from .adapters import tables as t
-from .adapters.owners import Owners
+from .adapters.owners import Owners, segment
 from .deploys import deployer_activity
 from .domain.roles import Identity
 from .handlers import Deps
@@ -198,11 +198,13 @@ def install(
         """The Proposals page: ``waiting`` and ``decided`` with ``counts`` of each; each proposal with its reason,
         a diff per file, the model, who asked, its chat or "From the builder chat", its issue, and the files
         changed since (then only ``discard`` is offered)."""
-        return await forward(SOURCE_OWNER, "GET", f"/internal/agents/{agent_id}/proposals", user)
+        return await forward(SOURCE_OWNER, "GET", f"/internal/agents/{segment(agent_id)}/proposals", user)
 
     @router.get("/api/agents/{agent_id}/proposals/{proposal_id}")
     async def read_proposal(agent_id: PathId, proposal_id: PathId, user: User) -> JSONResponse:
-        return await forward(SOURCE_OWNER, "GET", f"/internal/agents/{agent_id}/proposals/{proposal_id}", user)
+        return await forward(
+            SOURCE_OWNER, "GET", f"/internal/agents/{segment(agent_id)}/proposals/{segment(proposal_id)}", user
+        )
 
     @router.post(
         "/api/agents/{agent_id}/proposals/{proposal_id}",
@@ -263,7 +265,7 @@ def install(
                     }
                 )
         reply = await owners.call(
-            SOURCE_OWNER, "GET", f"/internal/agents/{agent_id}/builder-chat", None, org=user.org_id
+            SOURCE_OWNER, "GET", f"/internal/agents/{segment(agent_id)}/builder-chat", None, org=user.org_id
         )
         return JSONResponse(reply.body, status_code=reply.status)
 
@@ -285,43 +287,49 @@ def install(
         """Create the agent's hosted source, or attach its external repository."""
         await may_change_agent(user, agent_id)
         payload = {**body.model_dump(), "actor": user.user_id}
-        return await forward(SOURCE_OWNER, "PUT", f"/internal/agents/{agent_id}/repository", user, payload)
+        return await forward(SOURCE_OWNER, "PUT", f"/internal/agents/{segment(agent_id)}/repository", user, payload)
 
     @router.get("/api/workspace/agents/{agent_id}/repository")
     async def get_repository(agent_id: PathId, user: User) -> JSONResponse:
-        return await forward(SOURCE_OWNER, "GET", f"/internal/agents/{agent_id}/repository", user)
+        return await forward(SOURCE_OWNER, "GET", f"/internal/agents/{segment(agent_id)}/repository", user)
 
     @router.post("/api/workspace/agents/{agent_id}/repository/commits", status_code=201)
     async def commit(agent_id: PathId, body: CommitIn, user: User) -> JSONResponse:
         await may_change_agent(user, agent_id)
         payload = {**body.model_dump(), "actor": user.user_id}
-        return await forward(SOURCE_OWNER, "POST", f"/internal/agents/{agent_id}/repository/commits", user, payload)
+        return await forward(
+            SOURCE_OWNER, "POST", f"/internal/agents/{segment(agent_id)}/repository/commits", user, payload
+        )
 
     @router.post("/api/workspace/agents/{agent_id}/deployments", status_code=201)
     async def deploy(agent_id: PathId, body: DeploymentIn, user: User) -> JSONResponse:
         await may_change_agent(user, agent_id)
         payload = {**body.model_dump(), "actor": user.user_id}
-        return await forward(SOURCE_OWNER, "POST", f"/internal/agents/{agent_id}/deployments", user, payload)
+        return await forward(SOURCE_OWNER, "POST", f"/internal/agents/{segment(agent_id)}/deployments", user, payload)
 
     @router.get("/api/workspace/agents/{agent_id}/issues")
     async def list_issues(agent_id: PathId, user: User) -> JSONResponse:
-        return await forward(SOURCE_OWNER, "GET", f"/internal/agents/{agent_id}/issues", user)
+        return await forward(SOURCE_OWNER, "GET", f"/internal/agents/{segment(agent_id)}/issues", user)
 
     @router.post("/api/workspace/agents/{agent_id}/issues", status_code=201)
     async def create_issue(agent_id: PathId, body: IssueIn, user: User) -> JSONResponse:
         """File an issue (title, text, regression evals under evals/)."""
         await may_review(user, agent_id)
         payload = {**body.model_dump(), "actor": user.user_id}
-        return await forward(SOURCE_OWNER, "POST", f"/internal/agents/{agent_id}/issues", user, payload)
+        return await forward(SOURCE_OWNER, "POST", f"/internal/agents/{segment(agent_id)}/issues", user, payload)
 
     @router.get("/api/workspace/agents/{agent_id}/issues/{issue_id}")
     async def read_issue(agent_id: PathId, issue_id: PathId, user: User) -> JSONResponse:
-        return await forward(SOURCE_OWNER, "GET", f"/internal/agents/{agent_id}/issues/{issue_id}", user)
+        return await forward(
+            SOURCE_OWNER, "GET", f"/internal/agents/{segment(agent_id)}/issues/{segment(issue_id)}", user
+        )
 
     @router.patch("/api/workspace/agents/{agent_id}/issues/{issue_id}")
     async def change_issue(agent_id: PathId, issue_id: PathId, body: IssuePatch, user: User) -> JSONResponse:
         await may_review(user, agent_id)
         payload = {**body.model_dump(exclude_unset=True), "actor": user.user_id}
-        return await forward(SOURCE_OWNER, "PATCH", f"/internal/agents/{agent_id}/issues/{issue_id}", user, payload)
+        return await forward(
+            SOURCE_OWNER, "PATCH", f"/internal/agents/{segment(agent_id)}/issues/{segment(issue_id)}", user, payload
+        )
 
     app.include_router(router)

@@ -10,6 +10,7 @@ Every call carries the gateway's own service credential for that owner (``Author
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
@@ -18,6 +19,11 @@ from opentelemetry.trace import TracerProvider
 from assent.kinds import KINDS
 from assent.runtime import LiveCard
 from assent.service_auth import ServiceSigner
+
+
+def segment(value: str) -> str:
+    """``value`` as one segment of an owner's URL path: ``?``, ``#``, ``/`` and the rest percent-encoded."""
+    return quote(value, safe="")
 
 
 class OwnerUnavailable(Exception):
@@ -70,10 +76,14 @@ class Owners:
             raise OwnerUnavailable(f"the {owner} service refused the gateway's service credential (ASSENT_SERVICE_KEY)")
         if response.status_code >= 500:
             raise OwnerUnavailable(f"the {owner} service failed ({response.status_code})")
-        return OwnerReply(response.status_code, response.json())
+        try:
+            body = response.json()
+        except ValueError:
+            raise OwnerUnavailable(f"the {owner} service answered {response.status_code} without a JSON body") from None
+        return OwnerReply(response.status_code, body)
 
     async def live_card(self, kind: str, proposal_id: str, *, org: str | None = None) -> LiveCard | None:
         """The owner's live side of a card now (its stale flag included), or None if it does not know it
         (for a person of ``org``)."""
-        reply = await self.call(KINDS[kind].owner, "GET", f"/internal/proposals/{proposal_id}/live", org=org)
+        reply = await self.call(KINDS[kind].owner, "GET", f"/internal/proposals/{segment(proposal_id)}/live", org=org)
         return LiveCard.model_validate(reply.body) if reply.status == 200 else None
