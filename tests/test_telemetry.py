@@ -60,7 +60,12 @@ def collector() -> Iterator[Collector]:
 
 
 async def test_spans_are_exported_over_otlp(endpoints: Any, tmp_path: Any, collector: Collector) -> None:
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+        # Every trace, also those the test's own HTTP requests start (the default records one in ten).
+        "OTEL_TRACES_SAMPLER": "parentbased_always_on",
+    }
     async with running_stack(endpoints, tmp_path, extra_env=env) as stack:
         async with stack.http() as http, stack.coach() as coach:
             world = await new_world(http)
