@@ -122,13 +122,20 @@ def rss_mib(pid: int) -> float:
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time the process has used so far (0 once it is gone)."""
+def cpu_seconds(pid: int, *, reaped_children: bool = False) -> float:
+    """User plus system CPU time the process has used so far (0 once it is gone); with ``reaped_children``,
+    also that of its children that have exited."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except FileNotFoundError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    own = int(fields[11]) + int(fields[12])
+    return (own + (int(fields[13]) + int(fields[14]) if reaped_children else 0)) / TICKS
+
+
+def family_cpu_seconds(pid: int) -> float:
+    """CPU time of ``pid``, its live children and its exited ones (PostgreSQL: the postmaster and its backends)."""
+    return cpu_seconds(pid, reaped_children=True) + sum(cpu_seconds(child) for child in with_children(pid)[1:])
 
 
 def machine_busy_seconds() -> float:
@@ -348,9 +355,10 @@ class Bench:
                 pids = self.pids()
                 if self.servers is not None:
                     pids["Kafka"] = list(self.servers.kafka.pids)
-                    pids["PostgreSQL"] = with_children(self.servers.postgres.pids[0])
                     pids["Redis"] = list(self.servers.redis.pids)
                 cpu_before = {name: sum(cpu_seconds(pid) for pid in ps) for name, ps in pids.items()}
+                if self.servers is not None:
+                    cpu_before["PostgreSQL"] = family_cpu_seconds(self.servers.postgres.pids[0])
                 cpu_before["bench client"] = time.process_time()
                 cpu_before["whole machine"] = machine_busy_seconds()
                 before = sum(s.rounds for s in sessions)
@@ -359,6 +367,8 @@ class Bench:
                 elapsed = time.perf_counter() - started
                 rounds = sum(s.rounds for s in sessions) - before
                 cpu_after = {name: sum(cpu_seconds(pid) for pid in ps) for name, ps in pids.items()}
+                if self.servers is not None:
+                    cpu_after["PostgreSQL"] = family_cpu_seconds(self.servers.postgres.pids[0])
                 cpu_after["bench client"] = time.process_time()
                 cpu_after["whole machine"] = machine_busy_seconds()
                 settled = await asyncio.gather(*(s.settled() for s in sessions))
