@@ -148,7 +148,7 @@ class ServiceRuntime:
         For a batch the runtime, in one transaction: takes the session lock of every session its messages
         name (one statement, in a fixed order, so batches of different consumers cannot deadlock; a
         handler's own ``uow.lock_session`` for its message's session is then free); claims the envelope ids
-        in the inbox (one statement, keyed by the consumer group), so a redelivered message changes nothing;
+        in the inbox (one statement, keyed by service and topic), so a redelivered message changes nothing;
         and hands each new message to ``handler`` in order, inside the message's own trace. It commits
         once. ``after_commit`` then runs for each message of the batch, redeliveries too (it must be
         idempotent): follow-ups such as live notifications; the handlers' ``uow.on_commit`` callbacks run after
