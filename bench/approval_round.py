@@ -167,10 +167,16 @@ async def sse_events(http: httpx.AsyncClient, url: str, into: asyncio.Queue[tupl
 
 
 class BenchSession:
-    """A session of its own on an agent of its own, running approval rounds one after another."""
+    """A session of its own on an agent of its own, running approval rounds one after another.
 
-    def __init__(self, http: httpx.AsyncClient, coach: CoachClient) -> None:
-        self.http, self.coach = http, coach
+    Each session has an HTTP client of its own (one connection for its event stream, one for its requests), as
+    each operator's browser would: one shared pool of 64 streams and 64 request connections made httpx spend
+    half of the benchmark's own CPU looking through its pool, CPU the system under test then lacked.
+    """
+
+    def __init__(self, base_url: str, headers: dict[str, str], coach: CoachClient) -> None:
+        self.http = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60)
+        self.coach = coach
         self.n = uuid.uuid4().hex[:8]
         self.rounds = 0
         self.events: asyncio.Queue[tuple[str, dict]] = asyncio.Queue()
@@ -194,6 +200,9 @@ class BenchSession:
 
     async def close(self) -> None:
         self.reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.reader
+        await self.http.aclose()
 
     async def run(
         self, *, rounds: int | None = None, until: float | None = None, warm_up: int = 0
@@ -315,29 +324,21 @@ class Bench:
             del processes[1:]
 
     @asynccontextmanager
-    async def clients(self, concurrency: int) -> AsyncIterator[tuple[list[httpx.AsyncClient], CoachClient]]:
-        limits = httpx.Limits(max_connections=4 * concurrency + 10)
-        gateways = [p.url for p in self.replicas["gateway"]]
-        async with contextlib.AsyncExitStack() as stack:
-            https = [
-                await stack.enter_async_context(
-                    httpx.AsyncClient(base_url=url, headers=self.headers, limits=limits, timeout=60)
-                )
-                for url in gateways
-            ]
-            coach = await stack.enter_async_context(CoachClient(self.kafka, topic_prefix=self.prefix))
-            yield https, coach
+    async def clients(self) -> AsyncIterator[tuple[list[str], CoachClient]]:
+        """The gateway replicas' URLs, and one coach client for all sessions."""
+        async with CoachClient(self.kafka, topic_prefix=self.prefix) as coach:
+            yield [p.url for p in self.replicas["gateway"]], coach
 
     async def latency(self, rounds: int) -> dict[str, list[float]]:
-        async with self.clients(1) as (https, coach):
-            session = BenchSession(https[0], coach)
+        async with self.clients() as (gateways, coach):
+            session = BenchSession(gateways[0], self.headers, coach)
             await session.open()
             try:
                 legs = await session.run(rounds=rounds, warm_up=10)
                 pending = []
                 for _ in range(rounds):
                     start = time.perf_counter()
-                    (await https[0].get(f"{session.base}/pending")).raise_for_status()
+                    (await session.http.get(f"{session.base}/pending")).raise_for_status()
                     pending.append(time.perf_counter() - start)
                 legs["GET …/pending"] = pending
                 assert await session.settled()
@@ -347,8 +348,8 @@ class Bench:
 
     async def throughput(self, concurrency: int, seconds: float) -> Load:
         """``concurrency`` sessions (spread over the gateway replicas) run rounds at once for ``seconds``."""
-        async with self.clients(concurrency) as (https, coach):
-            sessions = [BenchSession(https[i % len(https)], coach) for i in range(concurrency)]
+        async with self.clients() as (gateways, coach):
+            sessions = [BenchSession(gateways[i % len(gateways)], self.headers, coach) for i in range(concurrency)]
             await asyncio.gather(*(s.open() for s in sessions))
             try:
                 await asyncio.gather(*(s.run(rounds=1) for s in sessions))  # every session warm
@@ -379,7 +380,7 @@ class Bench:
                     await s.close()
         samples = [sample for worker in loaded for sample in worker["round"]]
         return Load(
-            replicas=len(https),
+            replicas=len(gateways),
             sessions=concurrency,
             seconds=elapsed,
             rounds=rounds,
