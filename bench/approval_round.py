@@ -120,6 +120,9 @@ def rss_mib(pid: int) -> float:
 
 
 TICKS = os.sysconf("SC_CLK_TCK")
+LEAK_MIB = 5.0
+"""RSS growth from one throughput run to the next, the same again, above which a service is said to leak (below
+it is the allocator settling)."""
 
 
 def cpu_seconds(pid: int, *, reaped_children: bool = False) -> float:
@@ -508,7 +511,10 @@ async def main() -> None:
     for service in rest:
         runs = " / ".join(f"{load.rss_after[service]:.0f}" for load in loads[:2])
         growth = loads[1].rss_after[service] - loads[0].rss_after[service]
-        print(f"  {service:<10} at rest {rest[service]:.0f}, after run 1 / run 2 {runs} (growth {growth:+.1f})")
+        verdict = "no leak" if growth <= LEAK_MIB else "GROWS: a leak?"
+        print(
+            f"  {service:<10} at rest {rest[service]:.0f}, after run 1 / run 2 {runs} (growth {growth:+.1f}: {verdict})"
+        )
     print(
         "\nTargets: ≥ 300 rounds/s sustained with 64 sessions; round p50 ≤ 20 ms, p99 ≤ 40 ms; each leg within 3x"
         " of its floor; preloaded within 20% of empty; RSS < 150 MiB at rest, < 250 MiB after load, no growth."
