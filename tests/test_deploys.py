@@ -333,8 +333,12 @@ async def test_a_push_and_an_approval_of_one_commit_share_one_build(stack: Stack
         build = (await http.get(f"/api/agents/{world.agent_id}/builds/{build_id}")).json()
         triggers = {t["trigger"] for t in build["triggers"]} - {"poll"}
         assert triggers == {"approval", "push"} and build["deploys"] == [outcome["effects"]["deploy_id"]]
-        finished = [e for e in await events(stack, world.agent_id, "BuildFinished") if e["build_id"] == build_id]
-        assert len(finished) == 1
+
+        async def build_finished() -> list[dict[str, Any]] | None:
+            found = [e for e in await events(stack, world.agent_id, "BuildFinished") if e["build_id"] == build_id]
+            return found or None  # published just after the commit that recorded it
+
+        assert len(await wait_for(build_finished)) == 1
 
         # A push by hand (not through Assent) starts a build of its own.
         _, work = remote, tmp_path / "again"
@@ -534,4 +538,8 @@ async def test_kill_9_between_commit_and_deploy_commits_once_and_deploys_once(en
             (live["deploy_id"], "start", committed[0]),
             (live["deploy_id"], "promote", committed[0]),
         ]
-        assert len(await events(stack, world.agent_id, "DeployLive")) == 1
+
+        async def went_live() -> list[dict[str, Any]] | None:
+            return await events(stack, world.agent_id, "DeployLive") or None  # published just after its commit
+
+        assert len(await wait_for(went_live)) == 1
