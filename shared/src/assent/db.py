@@ -124,12 +124,17 @@ async def driver_connection(conn: AsyncConnection) -> asyncpg.Connection:
     return adapter.driver_connection
 
 
+def session_key(owner: str, session_id: str) -> str:
+    """The name of ``owner``'s lock on a studio session (the lock is ``hashtext`` of it)."""
+    return f"{owner}:session:{session_id}"
+
+
 async def session_lock(conn: AsyncConnection, owner: str, session_id: str) -> None:
     """Hold ``owner``'s lock on a studio session until the transaction ends.
 
     Writes for one session go one at a time within a service; services do not block each other.
     """
-    await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"{owner}:session:{session_id}"})
+    await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": session_key(owner, session_id)})
 
 
 _LOCK_MANY = text(
@@ -143,6 +148,6 @@ async def session_locks(conn: AsyncConnection, owner: str, session_ids: Iterable
 
     Two transactions that take their locks this way cannot deadlock on them, whatever their sessions.
     """
-    keys = [f"{owner}:session:{session_id}" for session_id in session_ids]
+    keys = [session_key(owner, session_id) for session_id in session_ids]
     if keys:
         await conn.execute(_LOCK_MANY, {"keys": keys})

@@ -36,22 +36,26 @@ def fail_point(name: str) -> None:
 
 def record_statements(engine: AsyncEngine) -> None:
     """With ``ASSENT_RECORD_SQL`` set, append each distinct statement ``engine``'s connections execute to the named
-    file: what goes through SQLAlchemy and what runs on the asyncpg connection directly, both (asyncpg's query
-    logger sees every statement sent)."""
+    file: what goes through SQLAlchemy (its cursor events) and what runs on the asyncpg connection directly
+    (asyncpg's query logger)."""
     prefix = os.environ.get("ASSENT_RECORD_SQL")
     if not prefix:
         return
     path = f"{prefix}.{os.getpid()}"
     seen: set[str] = set()
 
-    def record(query: Any) -> None:
-        statement = " ".join(query.query.split())
+    def write(statement: str) -> None:
+        statement = " ".join(statement.split())
         if statement not in seen:
             seen.add(statement)
             with open(path, "a", encoding="utf-8") as file:
                 file.write(statement + "\n")
 
-    def on_connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.driver_connection.add_query_logger(record)
+    def on_cursor(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        write(statement)
 
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.driver_connection.add_query_logger(lambda query: write(query.query))
+
+    event.listen(engine.sync_engine, "before_cursor_execute", on_cursor)
     event.listen(engine.sync_engine, "connect", on_connect)

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from datetime import timedelta
 from uuid import UUID
 
-import sqlalchemy as sa
 from sqlalchemy import Column, DateTime, Index, MetaData, PrimaryKeyConstraint, Table, Text, Uuid, func
-from sqlalchemy.dialects.postgresql import ARRAY, insert
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from .db import driver_connection
 
 
 def inbox_table(metadata: MetaData) -> Table:
@@ -42,16 +43,31 @@ async def claim(conn: AsyncConnection, table: Table, consumer: str, message_id: 
     return result.first() is not None
 
 
-async def claim_many(conn: AsyncConnection, table: Table, consumer: str, message_ids: Sequence[UUID]) -> set[UUID]:
-    """Of ``message_ids``, those delivered to ``consumer`` for the first time (in this transaction): one statement."""
-    ids = sa.func.unnest(sa.cast(sa.bindparam("ids", type_=ARRAY(sa.Uuid)), ARRAY(sa.Uuid)))
-    statement = (
-        insert(table)
-        .from_select(["consumer", "message_id"], sa.select(sa.literal(consumer, sa.Text), ids))
-        .on_conflict_do_nothing()
-        .returning(table.c.message_id)
-    )
-    return set((await conn.execute(statement, {"ids": list(message_ids)})).scalars())
+_CLAIM_LOCKED: dict[str, str] = {}
+
+
+async def claim_many(
+    conn: AsyncConnection, table: Table, consumer: str, message_ids: Sequence[UUID], *, lock_keys: Sequence[str] = ()
+) -> set[UUID]:
+    """Of ``message_ids``, those delivered to ``consumer`` for the first time (in this transaction): one statement.
+
+    The same statement first takes the transaction-scoped advisory locks named by ``lock_keys``, all of them, in
+    ascending lock order (see :func:`assent.db.session_locks`), before it inserts a row: an uncorrelated
+    subquery in ``WHERE`` is evaluated once, ahead of the first row. It runs on the asyncpg connection itself
+    (:func:`assent.db.driver_connection`): it is the first statement of every batch of every consumer.
+    """
+    statement = _CLAIM_LOCKED.get(table.fullname)
+    if statement is None:
+        statement = _CLAIM_LOCKED[table.fullname] = (
+            f"INSERT INTO {table.fullname} (consumer, message_id)"
+            " SELECT $1::text, id FROM unnest($2::uuid[]) AS id"
+            " WHERE (SELECT count(pg_advisory_xact_lock(k)) FROM"
+            "  (SELECT DISTINCT hashtext(key) AS k FROM unnest($3::text[]) AS key ORDER BY 1 OFFSET 0) AS ks) >= 0"
+            " ON CONFLICT DO NOTHING RETURNING message_id"
+        )
+    pg = await driver_connection(conn)
+    rows = await pg.fetch(statement, consumer, list(message_ids), list(lock_keys))
+    return {row[0] for row in rows}
 
 
 async def prune(engine: AsyncEngine, table: Table, older_than: timedelta) -> int:

@@ -17,6 +17,7 @@ context, so one trace spans the whole chain across services.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
@@ -39,13 +40,13 @@ from sqlalchemy import (
     any_,
     bindparam,
     func,
-    insert,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.expression import Delete
 
 from .contracts import Message
+from .db import driver_connection
 from .telemetry import attach_carrier, current_carrier, detach
 from .topics import Topic
 
@@ -88,6 +89,13 @@ class Outbox:
         self.topic_prefix = topic_prefix
         self.committed: deque[list[Envelope]] = deque()
         self.wake = asyncio.Event()
+        # One statement for any number of rows, on the asyncpg connection itself (see
+        # :func:`assent.db.driver_connection`); rows are matched back to their ids by message id.
+        self._insert = (
+            f"INSERT INTO {table.fullname} (message_id, topic, key, payload, headers)"
+            " SELECT m, t, k, p, h::jsonb FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[])"
+            " AS r(m, t, k, p, h) RETURNING id, message_id"
+        )
 
     @asynccontextmanager
     async def transaction(self, engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
@@ -99,15 +107,21 @@ class Outbox:
                 yield conn
                 envelopes: list[Envelope] = []
                 if pending:
-                    ids = (
-                        await conn.execute(
-                            insert(self.table).returning(self.table.c.id, sort_by_parameter_order=True),
-                            [row for row, _ in pending],
-                        )
-                    ).scalars()
+                    pg = await driver_connection(conn)
+                    rows = await pg.fetch(
+                        self._insert,
+                        [row["message_id"] for row, _ in pending],
+                        [row["topic"] for row, _ in pending],
+                        [row["key"] for row, _ in pending],
+                        [row["payload"] for row, _ in pending],
+                        [json.dumps(row["headers"]) for row, _ in pending],
+                    )
+                    ids = {message_id: id_ for id_, message_id in rows}
                     envelopes = [
-                        Envelope(id_, row["topic"], row["key"], row["payload"], row["headers"], type_)
-                        for id_, (row, type_) in zip(ids, pending, strict=True)
+                        Envelope(
+                            ids[row["message_id"]], row["topic"], row["key"], row["payload"], row["headers"], type_
+                        )
+                        for row, type_ in pending
                     ]
             finally:
                 conn.info.pop(_PENDING, None)
@@ -157,6 +171,7 @@ class OutboxRelay:
         self.sweep_after = sweep_after
         self.batch_size = batch_size
         self._task: asyncio.Task[None] | None = None
+        self._delete = f"DELETE FROM {outbox.table.fullname} WHERE id = ANY($1::bigint[]) RETURNING id"
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="outbox-relay")
@@ -204,10 +219,11 @@ class OutboxRelay:
         batches = list(self.outbox.committed)
         self.outbox.committed.clear()
         envelopes = {envelope.id: envelope for batch in batches for envelope in batch}
-        table = self.outbox.table
-        async with self.engine.begin() as conn:
-            held = set((await conn.execute(_delete(table).returning(table.c.id), {"ids": list(envelopes)})).scalars())
-            await self._publish([envelope for id_, envelope in envelopes.items() if id_ in held])
+        async with self.engine.connect() as conn:
+            pg = await driver_connection(conn)  # no SQLAlchemy transaction: the one below is asyncpg's own
+            async with pg.transaction():
+                held = {row[0] for row in await pg.fetch(self._delete, list(envelopes))}
+                await self._publish([envelope for id_, envelope in envelopes.items() if id_ in held])
 
     async def sweep(self) -> int:
         """Publish and delete one batch of rows older than the grace period; returns how many."""

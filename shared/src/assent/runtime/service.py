@@ -145,11 +145,12 @@ class ServiceRuntime:
         """Consume ``topic`` in this service's consumer group (one consumer for all the topics a service reads):
         what a fetch returns of the topic, in one unit of work.
 
-        For a batch the runtime, in one transaction: takes the session lock of every session its messages
-        name (one statement, in a fixed order, so batches of different consumers cannot deadlock; a
-        handler's own ``uow.lock_session`` for its message's session is then free); claims the envelope ids
-        in the inbox (one statement, keyed by service and topic), so a redelivered message changes nothing;
-        and hands each new message to ``handler`` in order, inside the message's own trace. It commits
+        For a batch the runtime, in one transaction and one statement (:meth:`SqlUnitOfWork.claim`): takes
+        the session lock of every session its messages name (in a fixed order, so batches of different
+        consumers cannot deadlock; a handler's own ``uow.lock_session`` for its message's session is then
+        free), then claims the envelope ids in the inbox (keyed by service and topic), so a redelivered
+        message changes nothing. It then hands each new message to ``handler`` in order, inside the message's
+        own trace, and commits
         once. ``after_commit`` then runs for each message of the batch, redeliveries too (it must be
         idempotent): follow-ups such as live notifications; the handlers' ``uow.on_commit`` callbacks run after
         those. A message ``when`` rejects is passed over
@@ -165,11 +166,10 @@ class ServiceRuntime:
                 return
             async with self.outbox.transaction(self.engine) as conn:
                 uow = SqlUnitOfWork(conn, self.outbox, self.tables, self.service, self.stores)
-                await uow.lock_sessions(
-                    session_id for item in chosen if (session_id := getattr(item.message, "session_id", None))
-                )
-                fresh = await inbox.claim_many(
-                    uow.conn, self.tables.inbox, consumer, [item.message.id for item in chosen]
+                fresh = await uow.claim(
+                    consumer,
+                    [item.message.id for item in chosen],
+                    (session_id for item in chosen if (session_id := getattr(item.message, "session_id", None))),
                 )
                 for item in chosen:
                     if item.message.id in fresh:

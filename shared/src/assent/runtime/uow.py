@@ -8,17 +8,19 @@ and is published after commit. Unit tests hand the same handlers :class:`assent.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
+from uuid import UUID
 
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from .. import inbox
 from ..contracts import AgentChanged, GuildChanged, Message, OrgChanged, SessionClosed, SessionContext, SessionOpened
-from ..db import session_lock, session_locks
+from ..db import session_key, session_lock, session_locks
 from ..domain import Agent, Guild, Session
 from ..outbox import Outbox
 from ..topics import Topic
@@ -308,6 +310,15 @@ class SqlUnitOfWork:
         wanted = sorted(set(session_ids) - self._locked)
         await session_locks(self.conn, self.owner, wanted)
         self._locked.update(wanted)
+
+    async def claim(self, consumer: str, message_ids: Sequence[UUID], session_ids: Iterable[str]) -> set[UUID]:
+        """:meth:`lock_sessions` and the inbox claim of ``message_ids`` for ``consumer``, in one statement: the ids
+        delivered for the first time. Every batch a service consumes starts with it."""
+        wanted = sorted(set(session_ids) - self._locked)
+        keys = [session_key(self.owner, session_id) for session_id in wanted]
+        fresh = await inbox.claim_many(self.conn, self.tables.inbox, consumer, message_ids, lock_keys=keys)
+        self._locked.update(wanted)
+        return fresh
 
     def on_commit(self, callback: Callable[[], Awaitable[None]]) -> None:
         self.committed.append(callback)
