@@ -32,6 +32,7 @@ from itertools import chain
 from typing import Any
 
 import asyncpg
+from aiokafka import TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
@@ -141,15 +142,16 @@ def subscribe(
     policy: FailurePolicy = FailurePolicy(),
     max_records: int = 256,
     tracer_provider: TracerProvider | None = None,
-) -> None:
+) -> Offsets:
     """Consume the topics of ``routes`` with one consumer in group ``group_id``; what a fetch returns of each topic
     goes to that topic's handler as one batch.
 
     A fetch returns up to ``max_records`` messages (fewer when fewer are waiting: a lone message is not held
     back). Malformed ones are dead-lettered first; the rest of each topic go to its handler in partition order,
-    and the offsets of the whole fetch are committed once every handler returned. When a batch fails, each of
-    its messages is handled again on its own, under the failure policy, so one bad message is dead-lettered
-    without failing the others (which then commit in transactions of their own).
+    and the offsets of the whole fetch are committed once every handler returned (in the background, by the
+    returned :class:`Offsets`, whose ``flush`` the caller awaits before it stops the broker). When a batch
+    fails, each of its messages is handled again on its own, under the failure policy, so one bad message is
+    dead-lettered without failing the others (which then commit in transactions of their own).
 
     One consumer for all of a service's topics, rather than one per topic, means one fetch loop and one offset
     commit per fetch in the service, and far fewer fetch requests for the broker to answer.
@@ -232,9 +234,14 @@ def subscribe(
         by_topic: dict[str, list[Any]] = {}
         for record in records:
             by_topic.setdefault(record.topic, []).append(record)
-        for name, of_topic in by_topic.items():
-            topic, handler = by_name[name]
-            await handle(topic, handler, of_topic)
+        try:
+            for name, of_topic in by_topic.items():
+                topic, handler = by_name[name]
+                await handle(topic, handler, of_topic)
+        except Exception:
+            offsets.rewind(records)  # fetched again: nothing of the fetch is committed past an unhandled record
+            raise
+        offsets.handled(records)
 
     subscriber = broker.subscriber(
         *by_name,
@@ -244,11 +251,67 @@ def subscribe(
         decoder=_raw_records,
         group_id=group_id,
         auto_offset_reset="earliest",
-        ack_policy=AckPolicy.NACK_ON_ERROR,
+        ack_policy=AckPolicy.MANUAL,  # committed by ``offsets``, in the background
         title=f"{group_id}",
     )
     subscriber(on_batch)
     _poll_without_pause(subscriber)
+    offsets = Offsets(subscriber)
+    return offsets
+
+
+class Offsets:
+    """Commits the offsets of handled records in the background, so the next fetch does not wait for the group
+    coordinator's answer (a broker round trip per fetch, on every hop).
+
+    At most one commit is in flight; what is handled meanwhile goes in the next one, so commits reach the
+    coordinator in order. A commit that fails (the partition went to another consumer in a rebalance, the
+    coordinator moved) is not retried: those records are delivered again and the inbox drops them, as after a
+    crash. :meth:`flush` waits for the commits, when the process stops.
+    """
+
+    def __init__(self, subscriber: Any) -> None:
+        self.subscriber = subscriber
+        self.pending: dict[TopicPartition, int] = {}
+        self.task: asyncio.Task[None] | None = None
+
+    def handled(self, records: Sequence[Any]) -> None:
+        for record in records:
+            tp = TopicPartition(record.topic, record.partition)
+            self.pending[tp] = max(self.pending.get(tp, 0), record.offset + 1)
+        if self.task is None or self.task.done():
+            self.task = asyncio.create_task(self._commit(), name="offset-commit")
+
+    def rewind(self, records: Sequence[Any]) -> None:
+        """Seek each partition of ``records`` back to its earliest one: the next fetch returns them again."""
+        consumer = self.subscriber.consumer
+        if consumer is None:  # FastStream's test broker
+            return
+        earliest: dict[TopicPartition, int] = {}
+        for record in records:
+            tp = TopicPartition(record.topic, record.partition)
+            earliest[tp] = min(earliest.get(tp, record.offset), record.offset)
+        for tp, offset in earliest.items():
+            consumer.seek(tp, offset)
+
+    async def flush(self) -> None:
+        if self.task is not None:
+            await self.task
+
+    async def _commit(self) -> None:
+        while self.pending:
+            offsets, self.pending = self.pending, {}
+            consumer = self.subscriber.consumer
+            if consumer is None:
+                return
+            assigned = consumer.assignment()
+            offsets = {tp: offset for tp, offset in offsets.items() if tp in assigned}
+            if not offsets:
+                continue
+            try:
+                await consumer.commit(offsets)
+            except Exception as exc:
+                log.info("could not commit offsets %s (%r); those records will come again", offsets, exc)
 
 
 _POLL_MS = 500

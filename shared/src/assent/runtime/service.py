@@ -245,8 +245,9 @@ class ServiceRuntime:
                 security=self.settings.kafka_security(),
             )
             async with extra() if extra is not None else _nothing():
+                offsets = None
                 if self._routes:
-                    subscribe(
+                    offsets = subscribe(
                         self.broker,
                         self._routes,
                         prefix=self.settings.topic_prefix,
@@ -268,6 +269,8 @@ class ServiceRuntime:
                     with contextlib.suppress(asyncio.CancelledError):
                         await pruner
                     await self.relay.stop()
+                    if offsets is not None:
+                        await offsets.flush()
                     await self.broker.stop()
             await self.engine.dispose()
 
