@@ -173,21 +173,27 @@ async def test_two_relays_never_publish_a_row_twice(endpoints: Endpoints) -> Non
         outbox = Outbox(world.table, world.prefix)
         mine = OutboxRelay(world.engine, outbox, held, sweep_after=timedelta(0))  # type: ignore[arg-type]
         other = OutboxRelay(world.engine, Outbox(world.table, world.prefix), world.broker, sweep_after=timedelta(0))
-        sent = await world.commit(outbox, 5)
-        publishing = asyncio.create_task(mine.publish_committed())
-        await asyncio.wait_for(held.publishing.wait(), 10)
-        # The other replica sweeps with no grace period at all while this one is still publishing.
-        assert await other.sweep() == 0
-        held.go_on.set()
-        await publishing
-        assert await other.sweep() == 0
-        async with world.engine.connect() as conn:
-            assert (await conn.scalar(select(func.count()).select_from(world.table))) == 0
+        await mine.claim()
+        try:
+            sent = await world.commit(outbox, 5)
+            publishing = asyncio.create_task(mine.publish_committed())
+            await asyncio.wait_for(held.publishing.wait(), 10)
+            # The other replica sweeps with no grace period at all while this one is still publishing.
+            assert await other.sweep() == 0
+            held.go_on.set()
+            await publishing
+            assert await other.sweep() == 0
+            async with world.engine.connect() as conn:
+                assert (await conn.scalar(select(func.count()).select_from(world.table))) == 0
+        finally:
+            await mine.stop()
         values = await _topic_values(endpoints.kafka, STUDIO_TURNS.full_name(world.prefix), 5)
         assert sorted(values) == sorted(message.to_bytes() for message in sent)
 
 
-async def test_rows_a_relay_failed_to_publish_stay_for_the_sweep(endpoints: Endpoints) -> None:
+async def test_rows_wait_for_their_relay_while_it_lives_and_go_to_the_sweep_once_it_is_gone(
+    endpoints: Endpoints,
+) -> None:
     class Refusing:
         async def publish(self, *args: Any, **kwargs: Any) -> Any:
             raise ConnectionError("the broker is unreachable")
@@ -196,9 +202,43 @@ async def test_rows_a_relay_failed_to_publish_stay_for_the_sweep(endpoints: Endp
         outbox = Outbox(world.table, world.prefix)
         failing = OutboxRelay(world.engine, outbox, Refusing())  # type: ignore[arg-type]
         sweeper = OutboxRelay(world.engine, Outbox(world.table, world.prefix), world.broker, sweep_after=timedelta(0))
+        await failing.claim()
         sent = await world.commit(outbox, 3)
         with pytest.raises(ConnectionError):
             await failing.publish_committed()
+        assert await sweeper.sweep() == 0  # its relay lives: it tries them again itself
+        with pytest.raises(ConnectionError):
+            await failing.stop()  # a last attempt, then its lock is gone with its connection
         assert await sweeper.sweep() == 3
+        assert await sweeper.sweep() == 0
         values = await _topic_values(endpoints.kafka, STUDIO_TURNS.full_name(world.prefix), 3)
         assert sorted(values) == sorted(message.to_bytes() for message in sent)
+
+
+async def test_a_relay_tries_refused_rows_again_in_order_before_newer_ones(endpoints: Endpoints) -> None:
+    class RefusingOnce:
+        def __init__(self, broker: Any) -> None:
+            self.broker, self.refused = broker, False
+
+        async def publish(self, *args: Any, **kwargs: Any) -> Any:
+            if not self.refused:
+                self.refused = True
+                raise ConnectionError("the broker is unreachable")
+            return await self.broker.publish(*args, **kwargs)
+
+    async with outbox_world(endpoints) as world:
+        outbox = Outbox(world.table, world.prefix)
+        relay = OutboxRelay(world.engine, outbox, RefusingOnce(world.broker))  # type: ignore[arg-type]
+        await relay.claim()
+        try:
+            first = await world.commit(outbox, 2)
+            with pytest.raises(ConnectionError):
+                await relay.publish_committed()
+            second = await world.commit(outbox, 2)
+            await relay.publish_committed()
+            async with world.engine.connect() as conn:
+                assert (await conn.scalar(select(func.count()).select_from(world.table))) == 0
+        finally:
+            await relay.stop()
+        values = await _topic_values(endpoints.kafka, STUDIO_TURNS.full_name(world.prefix), 4)
+        assert values == [message.to_bytes() for message in first + second]

@@ -2,9 +2,9 @@
 
 A handler that changes state writes the events it causes into the ``outbox`` table of its own schema, in
 the same transaction (:meth:`Outbox.transaction` and :meth:`Outbox.put`). Once that transaction commits,
-the relay of the same process publishes those rows at once from memory and then deletes them. Rows that
-the fast path did not publish (the process died, or Kafka refused them) are swept from the table by any
-replica's relay once they are older than a grace period.
+the relay of the same process publishes those rows at once from memory and then deletes them; until the
+process dies no other relay touches them. Rows of a process that died before publishing them are swept from
+the table by any replica's relay once they are older than a grace period (:class:`OutboxRelay`).
 
 Delivery is therefore at least once: a crash between publishing and deleting publishes a row again with
 the same envelope ``id``, which consumers drop through their inbox. Order is kept per process in commit
@@ -17,8 +17,10 @@ context, so one trace spans the whole chain across services.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -37,13 +39,10 @@ from sqlalchemy import (
     Table,
     Text,
     Uuid,
-    any_,
-    bindparam,
     func,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.sql.expression import Delete
 
 from .contracts import Message
 from .db import driver_connection
@@ -66,6 +65,8 @@ def outbox_table(metadata: MetaData) -> Table:
         Column("payload", LargeBinary, nullable=False),
         Column("headers", JSONB, nullable=False),
         Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.clock_timestamp()),
+        # The relay that publishes the row while it lives (:class:`OutboxRelay`); none: any relay's sweep.
+        Column("relay", BigInteger, nullable=True),
     )
 
 
@@ -89,11 +90,13 @@ class Outbox:
         self.topic_prefix = topic_prefix
         self.committed: deque[list[Envelope]] = deque()
         self.wake = asyncio.Event()
+        self.relay_key = _relay_key()
+        """Written into each row: the key of the relay (of this process) that publishes it."""
         # One statement for any number of rows, on the asyncpg connection itself (see
         # :func:`assent.db.driver_connection`); rows are matched back to their ids by message id.
         self._insert = (
-            f"INSERT INTO {table.fullname} (message_id, topic, key, payload, headers)"
-            " SELECT m, t, k, p, h::jsonb FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[])"
+            f"INSERT INTO {table.fullname} (message_id, topic, key, payload, headers, relay)"
+            " SELECT m, t, k, p, h::jsonb, $6 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[])"
             " AS r(m, t, k, p, h) RETURNING id, message_id"
         )
 
@@ -115,6 +118,7 @@ class Outbox:
                         [row["key"] for row, _ in pending],
                         [row["payload"] for row, _ in pending],
                         [json.dumps(row["headers"]) for row, _ in pending],
+                        self.relay_key,
                     )
                     ids = {message_id: id_ for id_, message_id in rows}
                     envelopes = [
@@ -146,12 +150,26 @@ class Outbox:
         pending.append((row, message.type))
 
 
-class OutboxRelay:
-    """Publishes this process's committed rows at once, and sweeps rows left behind by anyone.
+RELAY_LOCK_SPACE = 0x6F757462
+"""The first key of every relay's advisory lock (``pg_advisory_lock(RELAY_LOCK_SPACE, relay_key)``)."""
 
-    Several relays (replicas) may share one table. The fast path deletes its rows before publishing them and
-    commits after; a sweep takes rows ``FOR UPDATE SKIP LOCKED``, only rows older than ``sweep_after`` (counted
-    from the row's insert, not its transaction's start) so that it leaves a live process's rows to it.
+
+class OutboxRelay:
+    """Publishes this process's committed rows at once, and sweeps rows left behind by relays that are gone.
+
+    Each row names the relay of the process that wrote it (``relay``, the outbox's ``relay_key``), and each relay
+    holds a PostgreSQL advisory lock on its key for as long as its process lives (:meth:`claim`, on a
+    connection of its own). So a row has exactly one publisher while its writer lives, and the rows of a writer
+    that died (its connection closed, its lock released) go to whichever relay sweeps first:
+
+    - **fast path**: right after its transaction commits, the writer's relay publishes the rows from memory,
+      then deletes them (one statement, no transaction). Publishing waits for no database round trip. When
+      Kafka refuses them, they are tried again, in order, before anything newer;
+    - **sweep**: every ``poll_seconds`` a relay takes, ``FOR UPDATE SKIP LOCKED``, rows older than
+      ``sweep_after`` whose relay holds no lock (or that name none), publishes them and deletes them.
+
+    No row is published by two relays at once. A process killed between publishing and deleting has its rows
+    published again by a sweep, with the same envelope ``id``, which consumers drop through their inbox.
     """
 
     def __init__(
@@ -171,7 +189,31 @@ class OutboxRelay:
         self.sweep_after = sweep_after
         self.batch_size = batch_size
         self._task: asyncio.Task[None] | None = None
-        self._delete = f"DELETE FROM {outbox.table.fullname} WHERE id = ANY($1::bigint[]) RETURNING id"
+        self._retry: deque[list[Envelope]] = deque()
+        self._lock_conn: AsyncConnection | None = None
+        table = outbox.table.fullname
+        self._delete = f"DELETE FROM {table} WHERE id = ANY($1::bigint[])"
+        self._sweep = (
+            f"SELECT id, topic, key, payload, headers FROM {table}"
+            " WHERE created_at < now() - $1::interval AND (relay IS NULL OR relay NOT IN ("
+            "  SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND classid = $2::bigint::oid"
+            "  AND objsubid = 2 AND granted"
+            "  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())))"
+            " ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED"
+        )
+
+    async def claim(self) -> None:
+        """Take this relay's lock, on a connection held until :meth:`stop`; call it before anything writes rows.
+
+        Keys are drawn at random; on the rare draw that another live relay holds, the outbox gets a new one.
+        """
+        if self._lock_conn is not None:
+            return
+        conn = await self.engine.connect()
+        pg = await driver_connection(conn)
+        while not await pg.fetchval("SELECT pg_try_advisory_lock($1, $2)", RELAY_LOCK_SPACE, self.outbox.relay_key):
+            self.outbox.relay_key = _relay_key()
+        self._lock_conn = conn
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="outbox-relay")
@@ -183,7 +225,15 @@ class OutboxRelay:
                 await self._task
             except asyncio.CancelledError:
                 pass
-        await self.publish_committed()
+        try:
+            await self.publish_committed()
+        finally:
+            if self._lock_conn is not None:
+                # Closed, not handed back to the pool: the lock goes with the connection, and what is left of
+                # this relay's rows is the sweeps'.
+                await self._lock_conn.invalidate()
+                await self._lock_conn.close()
+                self._lock_conn = None
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -197,53 +247,66 @@ class OutboxRelay:
             try:
                 await self.publish_committed()
                 if loop.time() >= next_sweep:
+                    await self._keep_lock()
                     while await self.sweep() == self.batch_size:
                         pass
                     next_sweep = loop.time() + self.poll_seconds
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("outbox relay failed; the sweep will retry")
+                log.exception("outbox relay failed; trying again")
                 await asyncio.sleep(self.poll_seconds)
 
-    async def publish_committed(self) -> None:
-        """Fast path: publish what this process committed, holding the rows (deleted, uncommitted) meanwhile.
-
-        The rows are deleted first, in a transaction that commits only once Kafka has acknowledged them: a
-        sweep on another replica skips them while they are locked and never sees them afterwards, so no row
-        is published by two relays at once. When publishing fails, the transaction rolls back and the rows
-        stay for the sweep.
-        """
-        if not self.outbox.committed:
+    async def _keep_lock(self) -> None:
+        """Check the lock's connection; if it broke (the database restarted), take the lock again."""
+        if self._lock_conn is None:
             return
-        batches = list(self.outbox.committed)
+        try:
+            pg = await driver_connection(self._lock_conn)
+            await pg.fetchval("SELECT 1")
+        except Exception:
+            log.warning("the outbox relay lost its lock's connection; taking the lock again", exc_info=True)
+            with contextlib.suppress(Exception):
+                await self._lock_conn.invalidate()
+            self._lock_conn = None
+            await self.claim()
+
+    async def publish_committed(self) -> None:
+        """Fast path: publish what this process committed (after what failed before), then delete those rows.
+
+        When publishing fails, the rows not yet acknowledged are kept, in order, for the next attempt; they stay
+        in the table, and are the sweeps' only if this process dies.
+        """
+        if not self.outbox.committed and not self._retry:
+            return
+        batches = [*self._retry, *self.outbox.committed]
+        self._retry.clear()
         self.outbox.committed.clear()
-        envelopes = {envelope.id: envelope for batch in batches for envelope in batch}
+        envelopes = [envelope for batch in batches for envelope in batch]
+        try:
+            await self._publish(envelopes)
+        except BaseException:
+            self._retry.append(envelopes)
+            raise
         async with self.engine.connect() as conn:
-            pg = await driver_connection(conn)  # no SQLAlchemy transaction: the one below is asyncpg's own
-            async with pg.transaction():
-                held = {row[0] for row in await pg.fetch(self._delete, list(envelopes))}
-                await self._publish([envelope for id_, envelope in envelopes.items() if id_ in held])
+            pg = await driver_connection(conn)  # one statement, committed on its own
+            await pg.execute(self._delete, [envelope.id for envelope in envelopes])
 
     async def sweep(self) -> int:
-        """Publish and delete one batch of rows older than the grace period; returns how many."""
-        table = self.outbox.table
-        async with self.engine.begin() as conn:
-            rows = (
-                await conn.execute(
-                    table.select()
-                    .where(table.c.created_at < func.now() - self.sweep_after)
-                    .order_by(table.c.id)
-                    .limit(self.batch_size)
-                    .with_for_update(skip_locked=True)
+        """Publish and delete one batch of rows older than the grace period whose relay is gone; returns how many."""
+        async with self.engine.connect() as conn:
+            pg = await driver_connection(conn)
+            async with pg.transaction():
+                rows = await pg.fetch(self._sweep, self.sweep_after, RELAY_LOCK_SPACE, self.batch_size)
+                if not rows:
+                    return 0
+                await self._publish(
+                    [
+                        Envelope(r["id"], r["topic"], r["key"], r["payload"], r["headers"], _type_of(r["payload"]))
+                        for r in rows
+                    ]
                 )
-            ).all()
-            if not rows:
-                return 0
-            await self._publish(
-                [Envelope(r.id, r.topic, r.key, r.payload, r.headers, _type_of(r.payload)) for r in rows]
-            )
-            await conn.execute(_delete(table), {"ids": [row.id for row in rows]})
+                await pg.execute(self._delete, [row["id"] for row in rows])
         return len(rows)
 
     async def _publish(self, envelopes: Sequence[Envelope]) -> None:
@@ -265,9 +328,8 @@ class OutboxRelay:
         await asyncio.gather(*pending)
 
 
-def _delete(table: Table) -> Delete:
-    # ``= ANY(array)`` rather than ``IN (...)``: one statement text (prepared once) whatever the number of rows.
-    return table.delete().where(table.c.id == any_(bindparam("ids", type_=ARRAY(BigInteger))))
+def _relay_key() -> int:
+    return secrets.randbelow(2**31 - 1) + 1
 
 
 def _type_of(payload: bytes) -> str:

@@ -255,6 +255,7 @@ class ServiceRuntime:
                         policy=self.policy,
                         tracer_provider=self.provider,
                     )
+                await self.relay.claim()  # before anything writes an outbox row: the rows name this relay
                 await start_broker(self.broker)
                 self.relay.start()
                 pruner = asyncio.create_task(self._prune_inbox(), name="inbox-pruner")
