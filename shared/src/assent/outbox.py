@@ -190,6 +190,7 @@ class OutboxRelay:
         self.batch_size = batch_size
         self._task: asyncio.Task[None] | None = None
         self._retry: deque[list[Envelope]] = deque()
+        self._published: list[int] = []
         self._lock_conn: AsyncConnection | None = None
         table = outbox.table.fullname
         self._delete = f"DELETE FROM {table} WHERE id = ANY($1::bigint[])"
@@ -278,6 +279,7 @@ class OutboxRelay:
         in the table, and are the sweeps' only if this process dies.
         """
         if not self.outbox.committed and not self._retry:
+            await self._forget_published()
             return
         batches = [*self._retry, *self.outbox.committed]
         self._retry.clear()
@@ -288,9 +290,16 @@ class OutboxRelay:
         except BaseException:
             self._retry.append(envelopes)
             raise
+        self._published += [envelope.id for envelope in envelopes]
+        await self._forget_published()
+
+    async def _forget_published(self) -> None:
+        """Delete the rows published so far (one statement, committed on its own); kept for later if it fails."""
+        if not self._published:
+            return
         async with self.engine.connect() as conn:
-            pg = await driver_connection(conn)  # one statement, committed on its own
-            await pg.execute(self._delete, [envelope.id for envelope in envelopes])
+            await (await driver_connection(conn)).execute(self._delete, self._published)
+        self._published = []
 
     async def sweep(self) -> int:
         """Publish and delete one batch of rows older than the grace period whose relay is gone; returns how many."""
