@@ -36,22 +36,29 @@ def fail_point(name: str) -> None:
 
 def record_statements(engine: AsyncEngine) -> None:
     """With ``ASSENT_RECORD_SQL`` set, append each distinct statement ``engine``'s connections execute to the named
-    file: what goes through SQLAlchemy and what runs on the asyncpg connection directly, both (asyncpg's query
-    logger sees every statement sent)."""
+    file: what goes through SQLAlchemy and what runs on the asyncpg connection directly, both."""
     prefix = os.environ.get("ASSENT_RECORD_SQL")
     if not prefix:
         return
     path = f"{prefix}.{os.getpid()}"
     seen: set[str] = set()
 
-    def record(query: Any) -> None:
-        statement = " ".join(query.query.split())
+    def record(statement: str) -> None:
+        statement = " ".join(statement.split())
         if statement not in seen:
             seen.add(statement)
             with open(path, "a", encoding="utf-8") as file:
                 file.write(statement + "\n")
 
-    def on_connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.driver_connection.add_query_logger(record)
+    # SQLAlchemy runs its statements as asyncpg prepared statements, which asyncpg's query logger does not see;
+    # the logger sees what runs on the driver connection directly (assent.db.driver_connection).
+    def on_cursor_execute(
+        _conn: Any, _cursor: Any, statement: str, _parameters: Any, _context: Any, _executemany: bool
+    ) -> None:
+        record(statement)
 
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.driver_connection.add_query_logger(lambda query: record(query.query))
+
+    event.listen(engine.sync_engine, "before_cursor_execute", on_cursor_execute)
     event.listen(engine.sync_engine, "connect", on_connect)
