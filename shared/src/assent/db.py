@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -151,3 +152,12 @@ async def session_locks(conn: AsyncConnection, owner: str, session_ids: Iterable
     keys = [session_key(owner, session_id) for session_id in session_ids]
     if keys:
         await conn.execute(_LOCK_MANY, {"keys": keys})
+
+
+def json_param(value: Any) -> str:
+    """``value`` as a JSON or JSONB parameter of a statement on :func:`driver_connection`: compact JSON text.
+
+    ``None`` becomes JSON ``null``, not SQL NULL, as SQLAlchemy's JSON types store it; pass ``None`` itself
+    (not through here) for SQL NULL.
+    """
+    return json.dumps(value, separators=(",", ":"))

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
 from opentelemetry import trace
-from sqlalchemy import bindparam, func, select, true
-from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import func, select
 
 from assent.contracts import (
     DecisionMade,
@@ -31,6 +30,7 @@ from assent.contracts import (
     ToolResult,
     TurnContinuation,
 )
+from assent.db import driver_connection, json_param
 from assent.domain import Agent
 from assent.kinds import KINDS, RESOLVED_OUTCOMES
 from assent.runtime import ServiceRuntime, UnitOfWork
@@ -99,31 +99,27 @@ class Projection:
         await uow.sessions.record(message)
 
     async def on_proposed(self, message: ProposalProposed, uow: UnitOfWork) -> None:
-        conn = _conn(uow)
-        await conn.execute(
-            insert(t.requests)
-            .values(
-                session_id=message.session_id,
-                seq=message.seq,
-                proposal_id=message.proposal_id,
-                tool_call_id=message.tool_call_id,
-                turn_id=message.turn_id,
-                step=message.step,
-                tool=message.tool,
-                kind=message.kind,
-                action=message.action,
-                section=message.section,
-                agent_id=message.agent_id,
-                target=message.target.model_dump(mode="json"),
-                base=message.base.model_dump(mode="json"),
-                proposed_hash=message.proposed_hash,
-                lines=message.lines.model_dump(mode="json"),
-                widens=message.widens,
-                reason=message.reason,
-                card=message.card.model_dump(mode="json"),
-                trace=current_carrier(),
-            )
-            .on_conflict_do_nothing()
+        await (await _driver(uow)).execute(
+            _INSERT_REQUEST,
+            message.session_id,
+            message.seq,
+            message.proposal_id,
+            message.tool_call_id,
+            message.turn_id,
+            message.step,
+            message.tool,
+            message.kind,
+            message.action,
+            message.section,
+            message.agent_id,
+            json_param(message.target.model_dump(mode="json")),
+            json_param(message.base.model_dump(mode="json")),
+            message.proposed_hash,
+            json_param(message.lines.model_dump(mode="json")),
+            message.widens,
+            message.reason,
+            json_param(message.card.model_dump(mode="json")),
+            json_param(current_carrier()),
         )
         await self.settle(uow, message.session_id)
 
@@ -131,58 +127,44 @@ class Projection:
         if message.ok:
             return  # requests arrive as ProposalProposed; plain outputs are the coach's business
         assert message.error is not None
-        await _conn(uow).execute(
-            insert(t.refused_calls)
-            .values(
-                tool_call_id=message.tool_call_id,
-                session_id=message.session_id,
-                seq=message.seq,
-                tool=message.tool,
-                error=message.error.model_dump(mode="json"),
-            )
-            .on_conflict_do_nothing()
+        await (await _driver(uow)).execute(
+            _INSERT_REFUSED_CALL,
+            message.tool_call_id,
+            message.session_id,
+            message.seq,
+            message.tool,
+            json_param(message.error.model_dump(mode="json")),
         )
         await self.settle(uow, message.session_id)
 
     async def on_step_ended(self, message: StepEnded, uow: UnitOfWork) -> None:
-        await _conn(uow).execute(
-            insert(t.turns)
-            .values(
-                session_id=message.session_id,
-                turn_id=message.turn_id,
-                step=message.step,
-                tool_call_ids=list(message.tool_call_ids),
-                # A step that made no request does not pause the turn: nothing to continue.
-                continued_at=None if message.tool_call_ids else datetime.now(UTC),
-            )
-            .on_conflict_do_nothing()
+        await (await _driver(uow)).execute(
+            _INSERT_TURN,
+            message.session_id,
+            message.turn_id,
+            message.step,
+            json_param(list(message.tool_call_ids)),
+            # A step that made no request does not pause the turn: nothing to continue.
+            None if message.tool_call_ids else datetime.now(UTC),
         )
         await self.settle(uow, message.session_id)
 
     async def on_outcome(self, message: ProposalOutcome, uow: UnitOfWork) -> None:
-        conn = _conn(uow)
-        outcome = message.model_dump(mode="json")
-        await conn.execute(
-            t.decisions.update()
-            .where(t.decisions.c.decision_id == message.decision_id)
-            .values(outcome=outcome, outcome_at=datetime.now(UTC))
-        )
-        pending = (t.requests.c.proposal_id == message.proposal_id) & (t.requests.c.status == "pending")
+        conn = await _driver(uow)
+        outcome = json_param(message.model_dump(mode="json"))
+        await conn.execute(_RECORD_OUTCOME, message.decision_id, outcome, datetime.now(UTC))
         if message.outcome in RESOLVED_OUTCOMES:
             await conn.execute(
-                t.requests.update()
-                .where(pending)
-                .values(
-                    status=message.outcome,
-                    stale=False,
-                    resolved_by=message.resolved_by,
-                    resolved_at=message.resolved_at,
-                    result=outcome,
-                )
+                _RESOLVE_REQUEST,
+                message.proposal_id,
+                message.outcome,
+                message.resolved_by,
+                message.resolved_at,
+                outcome,
             )
             await self.settle(uow, message.session_id)
         elif message.outcome == "stale":
-            await conn.execute(t.requests.update().where(pending).values(stale=True))
+            await conn.execute(_MARK_REQUEST_STALE, message.proposal_id)
 
     async def settle(self, uow: UnitOfWork, session_id: str) -> None:
         """Continue every paused turn of the session whose requests are all decided (under the session lock,
@@ -218,55 +200,102 @@ def _sql(uow: UnitOfWork) -> SqlUnitOfWork:
     return uow
 
 
-def _conn(uow: UnitOfWork) -> AsyncConnection:
-    return _sql(uow).conn
+async def _driver(uow: UnitOfWork) -> asyncpg.Connection:
+    return await driver_connection(_sql(uow).conn)
 
 
 def _event(name: str, session_id: str, **fields: Any) -> dict[str, Any]:
     return {"event": name, "session_id": session_id, **fields}
 
 
-_awaited = func.jsonb_array_elements_text(t.turns.c.tool_call_ids).table_valued("value").lateral("awaited")
+# The projection's statements run on every round: on the asyncpg connection inside the unit of work's transaction
+# (assent.db.driver_connection), as fixed texts prepared once per connection. JSONB values go as JSON text.
+
+_INSERT_REQUEST = (
+    f"INSERT INTO {t.requests.fullname} (session_id, seq, proposal_id, tool_call_id, turn_id, step, tool, kind, action,"
+    " section, agent_id, target, base, proposed_hash, lines, widens, reason, card, trace)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+    " ON CONFLICT DO NOTHING"
+)
+
+_INSERT_REFUSED_CALL = (
+    f"INSERT INTO {t.refused_calls.fullname} (tool_call_id, session_id, seq, tool, error) VALUES ($1, $2, $3, $4, $5)"
+    " ON CONFLICT DO NOTHING"
+)
+
+_INSERT_TURN = (
+    f"INSERT INTO {t.turns.fullname} (session_id, turn_id, step, tool_call_ids, continued_at)"
+    " VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING"
+)
+
+_RECORD_OUTCOME = f"UPDATE {t.decisions.fullname} SET outcome = $2, outcome_at = $3 WHERE decision_id = $1"
+
+_RESOLVE_REQUEST = (
+    f"UPDATE {t.requests.fullname} SET status = $2, stale = false, resolved_by = $3, resolved_at = $4, result = $5"
+    " WHERE proposal_id = $1 AND status = 'pending'"
+)
+
+_MARK_REQUEST_STALE = f"UPDATE {t.requests.fullname} SET stale = true WHERE proposal_id = $1 AND status = 'pending'"
+
 _PAUSED = (
-    select(
-        t.turns.c.turn_id,
-        t.turns.c.step,
-        t.turns.c.tool_call_ids,
-        _awaited.c.value.label("awaited"),
-        t.requests.c.seq.label("request_seq"),
-        t.requests.c.proposal_id,
-        t.requests.c.kind,
-        t.requests.c.target["label"].astext.label("label"),
-        t.requests.c.status,
-        t.requests.c.resolved_by,
-        t.refused_calls.c.seq.label("refused_seq"),
-        t.refused_calls.c.error["code"].astext.label("error_code"),
-    )
-    .select_from(t.turns)
-    .join(_awaited, true())
-    .outerjoin(t.requests, t.requests.c.tool_call_id == _awaited.c.value)
-    .outerjoin(t.refused_calls, t.refused_calls.c.tool_call_id == _awaited.c.value)
-    .where(t.turns.c.session_id == bindparam("session_id"), t.turns.c.continued_at.is_(None))
-    .order_by(t.turns.c.ended_at, t.turns.c.turn_id, t.turns.c.step)
+    "SELECT tu.turn_id, tu.step, tu.tool_call_ids, awaited.value AS awaited, r.seq AS request_seq, r.proposal_id,"
+    " r.kind, r.target ->> 'label' AS label, r.status, r.resolved_by, rc.seq AS refused_seq,"
+    " rc.error ->> 'code' AS error_code"
+    f" FROM {t.turns.fullname} AS tu"
+    " JOIN LATERAL jsonb_array_elements_text(tu.tool_call_ids) AS awaited(value) ON true"
+    f" LEFT OUTER JOIN {t.requests.fullname} AS r ON r.tool_call_id = awaited.value"
+    f" LEFT OUTER JOIN {t.refused_calls.fullname} AS rc ON rc.tool_call_id = awaited.value"
+    " WHERE tu.session_id = $1 AND tu.continued_at IS NULL"
+    " ORDER BY tu.ended_at, tu.turn_id, tu.step"
 )
 """The session's paused turns, one row per awaited call, with that call's request or refusal (if any)."""
+
+_CONTINUE_TURN = (
+    f"UPDATE {t.turns.fullname} SET continued_at = $4, continuation = $5, sends = 1"
+    " WHERE session_id = $1 AND turn_id = $2 AND step = $3"
+)
+
+_REQUEST_AT = (
+    "SELECT "
+    + ", ".join(f"r.{column.name}" for column in t.requests.c)
+    + ", s.org_id AS session_org, a.owners, a.editors"
+    f" FROM {t.requests.fullname} AS r"
+    f" JOIN {t.sessions.fullname} AS s ON s.session_id = r.session_id"
+    f" LEFT OUTER JOIN {t.agents.fullname} AS a ON a.agent_id = r.agent_id"
+    " WHERE r.session_id = $1 AND r.seq = $2"
+)
+"""The request at a session's seq, with its session's organisation and its agent's owners and editors."""
+
+_INSERT_DECISION = (
+    f"INSERT INTO {t.decisions.fullname} (decision_id, session_id, seq, proposal_id, decision, actor, via, message_id)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+)
 
 
 async def _settle_turns(uow: SqlUnitOfWork, session_id: str) -> list[dict[str, Any]]:
     """Settle the session's paused turns in ``uow`` (which holds the session lock); returns the live events
     to announce once its transaction commits."""
-    conn = uow.conn
+    conn = await driver_connection(uow.conn)
     events: list[dict[str, Any]] = []
     turns: dict[tuple[str, int], tuple[list[str], dict[str, RequestState], dict[str, RefusedCall]]] = {}
     # One read: each paused turn with what it waits on, each awaited call's request or refusal beside it.
-    for row in await conn.execute(_PAUSED, {"session_id": session_id}):
-        waited, requests, refused = turns.setdefault((row.turn_id, row.step), (list(row.tool_call_ids), {}, {}))
-        if row.request_seq is not None:
-            requests[row.awaited] = RequestState(
-                row.awaited, row.request_seq, row.proposal_id, row.kind, row.label, row.status, row.resolved_by
+    for row in await conn.fetch(_PAUSED, session_id):
+        awaited = row["awaited"]
+        waited, requests, refused = turns.setdefault(
+            (row["turn_id"], row["step"]), (list(row["tool_call_ids"]), {}, {})
+        )
+        if row["request_seq"] is not None:
+            requests[awaited] = RequestState(
+                awaited,
+                row["request_seq"],
+                row["proposal_id"],
+                row["kind"],
+                row["label"],
+                row["status"],
+                row["resolved_by"],
             )
-        if row.refused_seq is not None:
-            refused[row.awaited] = RefusedCall(row.awaited, row.refused_seq, row.error_code)
+        if row["refused_seq"] is not None:
+            refused[awaited] = RefusedCall(awaited, row["refused_seq"], row["error_code"])
     for (turn_id, step), (waited, requests, refused) in turns.items():
         decisions = settle(waited, requests, refused)
         if decisions is None:
@@ -280,13 +309,12 @@ async def _settle_turns(uow: SqlUnitOfWork, session_id: str) -> list[dict[str, A
         )
         await uow.emit(STUDIO_CONTINUATIONS, session_id, continuation)
         await conn.execute(
-            t.turns.update()
-            .where(
-                t.turns.c.session_id == session_id,
-                t.turns.c.turn_id == turn_id,
-                t.turns.c.step == step,
-            )
-            .values(continued_at=datetime.now(UTC), continuation=continuation.model_dump(mode="json"), sends=1)
+            _CONTINUE_TURN,
+            session_id,
+            turn_id,
+            step,
+            datetime.now(UTC),
+            json_param(continuation.model_dump(mode="json")),
         )
         events.append(_event("turn.continued", session_id, turn_id=turn_id, step=step))
     return events
@@ -315,20 +343,14 @@ async def check_session(deps: Deps, session_id: str, org_id: str) -> None:
 async def request_at(deps: Deps, session_id: str, seq: int, org_id: str | None = None) -> dict[str, Any]:
     """The request at ``seq`` of a session, with its agent's ``owners`` and ``editors`` (from the workspace copy),
     in one read. With ``org_id``, another organisation's session is :class:`NotFound`, as a missing one is."""
-    query = (
-        select(t.requests, t.sessions.c.org_id.label("session_org"), t.agents.c.owners, t.agents.c.editors)
-        .join(t.sessions, t.sessions.c.session_id == t.requests.c.session_id)
-        .outerjoin(t.agents, t.agents.c.agent_id == t.requests.c.agent_id)
-        .where(t.requests.c.session_id == session_id, t.requests.c.seq == seq)
-    )
     async with deps.engine.connect() as conn:
-        row = (await conn.execute(query)).first()
-    if row is None or (org_id is not None and row.session_org != org_id):
+        row = await (await driver_connection(conn)).fetchrow(_REQUEST_AT, session_id, seq)
+    if row is None or (org_id is not None and row["session_org"] != org_id):
         if org_id is not None:
             await check_session(deps, session_id, org_id)  # tell "no session" from "no request"
         raise NotFound(f"session {session_id!r} has no edit request at seq {seq}")
-    request = dict(row._mapping)
-    request["owners"], request["editors"] = tuple(row.owners or ()), tuple(row.editors or ())
+    request = dict(row)
+    request["owners"], request["editors"] = tuple(row["owners"] or ()), tuple(row["editors"] or ())
     return request
 
 
@@ -380,17 +402,16 @@ async def decide(
                     options=options or {},
                 )
                 async with deps.runtime.unit_of_work() as uow:
-                    await uow.conn.execute(
-                        t.decisions.insert().values(
-                            decision_id=decision_id,
-                            session_id=session_id,
-                            seq=seq,
-                            proposal_id=request["proposal_id"],
-                            decision=decision,
-                            actor=actor,
-                            via=via,
-                            message_id=message.id,
-                        )
+                    await (await driver_connection(uow.conn)).execute(
+                        _INSERT_DECISION,
+                        decision_id,
+                        session_id,
+                        seq,
+                        request["proposal_id"],
+                        decision,
+                        actor,
+                        via,
+                        message.id,
                     )
                     await uow.emit(PROPOSALS_DECIDED, session_id, message)
         finally:

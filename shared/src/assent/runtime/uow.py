@@ -8,19 +8,20 @@ and is published after commit. Unit tests hand the same handlers :class:`assent.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from sqlalchemy import func, select
+from sqlalchemy import JSON, Table, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .. import inbox
 from ..contracts import AgentChanged, GuildChanged, Message, OrgChanged, SessionClosed, SessionContext, SessionOpened
-from ..db import session_key, session_lock, session_locks
+from ..db import driver_connection, json_param, session_key, session_lock, session_locks
 from ..domain import Agent, Guild, Session
 from ..outbox import Outbox
 from ..topics import Topic
@@ -99,46 +100,65 @@ class UnitOfWork(Protocol):
 # --- PostgreSQL ----------------------------------------------------------------------------------------
 
 
+# The stores' statements run on the asyncpg connection under the unit of work's transaction
+# (:func:`assent.db.driver_connection`): they are on every approval round, and a fixed statement text is
+# prepared once per connection where SQLAlchemy would build and process each call. The texts are built once
+# per table from its name and columns. JSONB values go as JSON text (:func:`assent.db.json_param`).
+
+
+def _json_columns(table: Table) -> frozenset[str]:
+    return frozenset(column.name for column in table.c if isinstance(column.type, JSON))
+
+
+@dataclass(frozen=True)
+class _SessionSql:
+    select: str
+    insert: str
+    close: str
+    set_snapshot: str
+
+
+@functools.cache
+def _session_sql(sessions: Table, guilds: Table) -> _SessionSql:
+    s, g = sessions.fullname, guilds.fullname
+    return _SessionSql(
+        select=(
+            "SELECT session_id, org_id, source_guild_id, operator_user_id, closed_at, source_guild_snapshot"
+            f" FROM {s} WHERE session_id = $1"
+        ),
+        # The session keeps its source guild's text as it was when the session was first seen.
+        insert=(
+            f"INSERT INTO {s} (session_id, org_id, source_guild_id, operator_user_id, source_guild_snapshot)"
+            " VALUES ($1, $2, $3, $4, (SELECT jsonb_build_object('guild_id', g.guild_id, 'name', g.name,"
+            f" 'about', g.about, 'description', g.description) FROM {g} AS g WHERE g.guild_id = $3))"
+            " ON CONFLICT DO NOTHING"
+        ),
+        close=f"UPDATE {s} SET closed_at = $2 WHERE session_id = $1 AND closed_at IS NULL",
+        set_snapshot=f"UPDATE {s} SET source_guild_snapshot = $2 WHERE session_id = $1",
+    )
+
+
 class SqlSessions:
     def __init__(self, conn: AsyncConnection, tables: SharedTables) -> None:
         self.conn, self.t = conn, tables.sessions
         self.guilds = tables.guilds
+        self.sql = _session_sql(tables.sessions, tables.guilds)
 
     async def get(self, session_id: str) -> Session | None:
-        row = (await self.conn.execute(select(self.t).where(self.t.c.session_id == session_id))).first()
+        row = await (await driver_connection(self.conn)).fetchrow(self.sql.select, session_id)
         if row is None:
             return None
         return Session(
-            row.session_id,
-            row.org_id,
-            row.source_guild_id,
-            row.operator_user_id,
-            row.closed_at is not None,
-            row.source_guild_snapshot,
+            row["session_id"],
+            row["org_id"],
+            row["source_guild_id"],
+            row["operator_user_id"],
+            row["closed_at"] is not None,
+            row["source_guild_snapshot"],
         )
 
     async def _insert(self, session_id: str, org_id: str, guild_id: str, operator: str) -> None:
-        g = self.guilds
-        snapshot = (
-            select(
-                func.jsonb_build_object(
-                    "guild_id", g.c.guild_id, "name", g.c.name, "about", g.c.about, "description", g.c.description
-                )
-            )
-            .where(g.c.guild_id == guild_id)
-            .scalar_subquery()
-        )
-        await self.conn.execute(
-            insert(self.t)
-            .values(
-                session_id=session_id,
-                org_id=org_id,
-                source_guild_id=guild_id,
-                operator_user_id=operator,
-                source_guild_snapshot=snapshot,
-            )
-            .on_conflict_do_nothing()
-        )
+        await (await driver_connection(self.conn)).execute(self.sql.insert, session_id, org_id, guild_id, operator)
 
     async def ensure(self, session_id: str, context: SessionContext) -> None:
         await self._insert(session_id, context.org_id, context.source_guild_id, context.operator_user_id)
@@ -148,69 +168,134 @@ class SqlSessions:
         if isinstance(message, SessionOpened):
             await self._insert(message.session_id, message.org_id, message.source_guild_id, message.operator_user_id)
             return
-        await self.conn.execute(
-            self.t.update()
-            .where(self.t.c.session_id == message.session_id, self.t.c.closed_at.is_(None))
-            .values(closed_at=message.ts)
-        )
+        await (await driver_connection(self.conn)).execute(self.sql.close, message.session_id, message.ts)
 
     async def set_snapshot(self, session_id: str, snapshot: dict[str, Any]) -> None:
-        await self.conn.execute(
-            self.t.update().where(self.t.c.session_id == session_id).values(source_guild_snapshot=snapshot)
-        )
+        await (await driver_connection(self.conn)).execute(self.sql.set_snapshot, session_id, json_param(snapshot))
+
+
+_PROPOSAL_FIELDS = tuple(StoredProposal.__dataclass_fields__)
 
 
 def _proposal(row: Any) -> StoredProposal:
-    return StoredProposal(**{name: getattr(row, name) for name in StoredProposal.__dataclass_fields__})
+    """A proposal from a row that supports ``row[name]`` (an asyncpg record)."""
+    return StoredProposal(**{name: row[name] for name in _PROPOSAL_FIELDS})
+
+
+@dataclass(frozen=True)
+class _ProposalSql:
+    table: str
+    json_columns: frozenset[str]
+    get: str
+    get_for_update: str
+    by_tool_call: str
+    at_seq: str
+    clashing: str
+    add: str
+
+
+@functools.cache
+def _proposal_sql(proposals: Table) -> _ProposalSql:
+    p, columns = proposals.fullname, ", ".join(_PROPOSAL_FIELDS)
+    select_ = f"SELECT {columns} FROM {p}"
+    values = ", ".join(f"${n}" for n in range(1, len(_PROPOSAL_FIELDS) + 1))
+    return _ProposalSql(
+        table=p,
+        json_columns=_json_columns(proposals),
+        get=f"{select_} WHERE proposal_id = $1",
+        get_for_update=f"{select_} WHERE proposal_id = $1 FOR UPDATE",
+        by_tool_call=f"{select_} WHERE tool_call_id = $1",
+        at_seq=f"{select_} WHERE session_id = $1 AND seq = $2",
+        clashing=f"{select_} WHERE tool_call_id = $1 OR (session_id = $2 AND seq = $3)",
+        add=f"INSERT INTO {p} ({columns}) VALUES ({values})",
+    )
+
+
+@functools.cache
+def _proposal_update_sql(proposals: Table, names: tuple[str, ...]) -> str:
+    """``UPDATE`` of the columns ``names`` (sorted) of one proposal: ``$1`` is its id, ``$2…`` the values."""
+    unknown = [name for name in names if name not in proposals.c]
+    if unknown or not names:
+        raise ValueError(f"cannot update {proposals.fullname} columns {unknown or names!r}")
+    assignments = ", ".join(f"{name} = ${n}" for n, name in enumerate(names, start=2))
+    return f"UPDATE {proposals.fullname} SET {assignments} WHERE proposal_id = $1"
 
 
 class SqlProposals:
     def __init__(self, conn: AsyncConnection, tables: SharedTables) -> None:
         self.conn, self.t = conn, tables.proposals
+        self.sql = _proposal_sql(tables.proposals)
+
+    def _value(self, name: str, value: Any) -> Any:
+        return json_param(value) if name in self.sql.json_columns else value
 
     async def get(self, proposal_id: str, *, for_update: bool = False) -> StoredProposal | None:
-        query = select(self.t).where(self.t.c.proposal_id == proposal_id)
-        row = (await self.conn.execute(query.with_for_update() if for_update else query)).first()
+        query = self.sql.get_for_update if for_update else self.sql.get
+        row = await (await driver_connection(self.conn)).fetchrow(query, proposal_id)
         return None if row is None else _proposal(row)
 
     async def by_tool_call(self, tool_call_id: str) -> StoredProposal | None:
-        row = (await self.conn.execute(select(self.t).where(self.t.c.tool_call_id == tool_call_id))).first()
+        row = await (await driver_connection(self.conn)).fetchrow(self.sql.by_tool_call, tool_call_id)
         return None if row is None else _proposal(row)
 
     async def at_seq(self, session_id: str, seq: int) -> StoredProposal | None:
-        query = select(self.t).where(self.t.c.session_id == session_id, self.t.c.seq == seq)
-        row = (await self.conn.execute(query)).first()
+        row = await (await driver_connection(self.conn)).fetchrow(self.sql.at_seq, session_id, seq)
         return None if row is None else _proposal(row)
 
     async def clashing(self, session_id: str, seq: int, tool_call_id: str) -> list[StoredProposal]:
-        query = select(self.t).where(
-            (self.t.c.tool_call_id == tool_call_id) | ((self.t.c.session_id == session_id) & (self.t.c.seq == seq))
-        )
-        return [_proposal(row) for row in await self.conn.execute(query)]
+        rows = await (await driver_connection(self.conn)).fetch(self.sql.clashing, tool_call_id, session_id, seq)
+        return [_proposal(row) for row in rows]
 
     async def add(self, proposal: StoredProposal) -> None:
-        await self.conn.execute(self.t.insert().values(**vars(proposal)))
+        values = [self._value(name, getattr(proposal, name)) for name in _PROPOSAL_FIELDS]
+        await (await driver_connection(self.conn)).execute(self.sql.add, *values)
 
     async def update(self, proposal_id: str, **fields: Any) -> None:
-        await self.conn.execute(self.t.update().where(self.t.c.proposal_id == proposal_id).values(**fields))
+        names = tuple(sorted(fields))
+        values = [self._value(name, fields[name]) for name in names]
+        await (await driver_connection(self.conn)).execute(_proposal_update_sql(self.t, names), proposal_id, *values)
 
 
 def _agent(row: Any) -> Agent:
+    """An agent from a row that supports ``row[name]`` (an asyncpg record, or a SQLAlchemy row's mapping)."""
     return Agent(
-        row.agent_id,
-        row.org_id,
-        row.guild_id,
-        row.name,
-        row.live,
-        row.task,
-        row.revision,
-        tuple(row.owners),
-        tuple(row.editors),
+        row["agent_id"],
+        row["org_id"],
+        row["guild_id"],
+        row["name"],
+        row["live"],
+        row["task"],
+        row["revision"],
+        tuple(row["owners"]),
+        tuple(row["editors"]),
     )
 
 
 def _guild(row: Any) -> Guild:
-    return Guild(row.guild_id, row.org_id, row.name, row.about, row.description, row.revision)
+    """A guild from a row that supports ``row[name]`` (an asyncpg record)."""
+    return Guild(row["guild_id"], row["org_id"], row["name"], row["about"], row["description"], row["revision"])
+
+
+@dataclass(frozen=True)
+class _WorkspaceSql:
+    org_name: str
+    guild: str
+    guild_for_update: str
+    agent: str
+
+
+@functools.cache
+def _workspace_sql(orgs: Table, guilds: Table, agents: Table) -> _WorkspaceSql:
+    guild = f"SELECT guild_id, org_id, name, about, description, revision FROM {guilds.fullname} WHERE guild_id = $1"
+    return _WorkspaceSql(
+        org_name=f"SELECT name FROM {orgs.fullname} WHERE org_id = $1",
+        guild=guild,
+        guild_for_update=f"{guild} FOR UPDATE",
+        agent=(
+            "SELECT agent_id, org_id, guild_id, name, live, task, revision, owners, editors"
+            f" FROM {agents.fullname} WHERE agent_id = $1"
+        ),
+    )
 
 
 class SqlWorkspace:
@@ -218,26 +303,27 @@ class SqlWorkspace:
 
     def __init__(self, conn: AsyncConnection, tables: SharedTables) -> None:
         self.conn, self.t = conn, tables
+        self.sql = _workspace_sql(tables.orgs, tables.guilds, tables.agents)
 
     async def org(self, org_id: str) -> str | None:
-        return await self.conn.scalar(select(self.t.orgs.c.name).where(self.t.orgs.c.org_id == org_id))
+        return await (await driver_connection(self.conn)).fetchval(self.sql.org_name, org_id)  # type: ignore[no-any-return]
 
     async def guild(self, guild_id: str, *, for_update: bool = False) -> Guild | None:
-        query = select(self.t.guilds).where(self.t.guilds.c.guild_id == guild_id)
-        row = (await self.conn.execute(query.with_for_update() if for_update else query)).first()
+        query = self.sql.guild_for_update if for_update else self.sql.guild
+        row = await (await driver_connection(self.conn)).fetchrow(query, guild_id)
         return None if row is None else _guild(row)
 
     async def agent(self, agent_id: str) -> Agent | None:
-        row = (await self.conn.execute(select(self.t.agents).where(self.t.agents.c.agent_id == agent_id))).first()
+        row = await (await driver_connection(self.conn)).fetchrow(self.sql.agent, agent_id)
         return None if row is None else _agent(row)
 
     async def agents_of_guild(self, guild_id: str) -> list[Agent]:
         query = select(self.t.agents).where(self.t.agents.c.guild_id == guild_id).order_by(self.t.agents.c.agent_id)
-        return [_agent(row) for row in await self.conn.execute(query)]
+        return [_agent(row._mapping) for row in await self.conn.execute(query)]
 
     async def agents_of_org(self, org_id: str) -> list[Agent]:
         query = select(self.t.agents).where(self.t.agents.c.org_id == org_id).order_by(self.t.agents.c.agent_id)
-        return [_agent(row) for row in await self.conn.execute(query)]
+        return [_agent(row._mapping) for row in await self.conn.execute(query)]
 
     async def apply(self, event: OrgChanged | GuildChanged | AgentChanged) -> bool:
         """Upsert the entity the event carries unless the copy already holds this revision or a newer one."""

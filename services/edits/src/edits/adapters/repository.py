@@ -4,14 +4,52 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Integer, Text, func, literal, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from assent.db import driver_connection
 from assent.domain import Agent
 from assent.hashing import content_hash
 
 from ..domain.model import LiveMemory
 from . import tables as t
+
+# The statements of proposing and applying a Memory edit run on the asyncpg connection inside the unit of work's
+# transaction (assent.db.driver_connection): fixed texts, prepared once per connection, on every round.
+
+_MEMORY = f"SELECT agent_id, content, version, hash FROM {t.memory.fullname} WHERE agent_id = $1"
+_MEMORY_FOR_UPDATE = f"{_MEMORY} FOR UPDATE"
+
+_AGENT_MEMORY = (
+    "SELECT a.agent_id, a.org_id, a.guild_id, a.name, a.live, a.task, a.revision, a.owners, a.editors,"
+    " m.content, m.version AS memory_version, m.hash"
+    f" FROM {t.agents.fullname} AS a JOIN {t.memory.fullname} AS m ON m.agent_id = a.agent_id"
+    " WHERE a.agent_id = $1"
+)
+"""An agent with its live Memory."""
+
+_WRITE_MEMORY = (
+    "WITH updated AS ("
+    f" UPDATE {t.memory.fullname} SET content = $3, version = $5, hash = $6, updated_by = $7, updated_at = now()"
+    " WHERE agent_id = $2 AND version = $4"
+    " RETURNING agent_id, version"
+    "), revision AS ("
+    f" INSERT INTO {t.memory_revisions.fullname}"
+    " (agent_id, version, content, hash, author_user_id, studio_session_id, studio_seq)"
+    " SELECT updated.agent_id, updated.version, $3::text, $6::text, $7::text, $10::text, $11::integer FROM updated"
+    " RETURNING version"
+    "), change AS ("
+    f" INSERT INTO {t.file_changes.fullname} (org_id, agent_id, path, version, change, actor_user_id, tool_call_id,"
+    " tool_name, studio_session_id, studio_seq)"
+    " SELECT $1::text, $2::text, 'memory.md', revision.version, 'update', $7::text, $8::text, $9::text, $10::text,"
+    " $11::integer FROM revision"
+    " RETURNING change_id"
+    ")"
+    " SELECT revision.version FROM revision JOIN change ON true"
+)
+"""A new Memory version if the live one is ``$4``, with its revision and its ``file_changes`` row, in one statement:
+``$1`` org, ``$2`` agent, ``$3`` content, ``$5`` the new version, ``$6`` its hash, ``$7`` actor, then the request it
+came from (``$8`` tool call id, ``$9`` tool name, ``$10`` session, ``$11`` seq). No row when the version moved."""
 
 
 class EditsRepository:
@@ -21,32 +59,27 @@ class EditsRepository:
         self.conn = conn
 
     async def memory(self, agent_id: str, *, for_update: bool = False) -> LiveMemory | None:
-        query = select(t.memory).where(t.memory.c.agent_id == agent_id)
-        row = (await self.conn.execute(query.with_for_update() if for_update else query)).first()
-        return None if row is None else LiveMemory(row.agent_id, row.content, row.version, row.hash)
+        query = _MEMORY_FOR_UPDATE if for_update else _MEMORY
+        row = await (await driver_connection(self.conn)).fetchrow(query, agent_id)
+        return None if row is None else LiveMemory(row["agent_id"], row["content"], row["version"], row["hash"])
 
     async def agent_memory(self, agent_id: str) -> tuple[Agent | None, LiveMemory | None]:
         """The agent (from the workspace directory this service owns) and its live Memory, in one round trip."""
-        query = (
-            select(t.agents, t.memory.c.content, t.memory.c.version.label("memory_version"), t.memory.c.hash)
-            .join(t.memory, t.memory.c.agent_id == t.agents.c.agent_id)
-            .where(t.agents.c.agent_id == agent_id)
-        )
-        row = (await self.conn.execute(query)).first()
+        row = await (await driver_connection(self.conn)).fetchrow(_AGENT_MEMORY, agent_id)
         if row is None:
             return None, None
         agent = Agent(
-            row.agent_id,
-            row.org_id,
-            row.guild_id,
-            row.name,
-            row.live,
-            row.task,
-            row.revision,
-            tuple(row.owners),
-            tuple(row.editors),
+            row["agent_id"],
+            row["org_id"],
+            row["guild_id"],
+            row["name"],
+            row["live"],
+            row["task"],
+            row["revision"],
+            tuple(row["owners"]),
+            tuple(row["editors"]),
         )
-        return agent, LiveMemory(row.agent_id, row.content, row.memory_version, row.hash)
+        return agent, LiveMemory(row["agent_id"], row["content"], row["memory_version"], row["hash"])
 
     async def create_memory(self, agent_id: str, actor: str) -> None:
         await self.conn.execute(
@@ -71,68 +104,21 @@ class EditsRepository:
         Every write adds a revision and a ``file_changes`` row that links back to the request, if any. The
         three writes go to PostgreSQL as one statement.
         """
-        new_hash = content_hash(content)
-        updated = (
-            t.memory.update()
-            .where(t.memory.c.agent_id == agent_id, t.memory.c.version == expected_version)
-            .values(
-                content=content, version=expected_version + 1, hash=new_hash, updated_by=actor, updated_at=func.now()
-            )
-            .returning(t.memory.c.agent_id, t.memory.c.version)
-            .cte("updated")
+        version = await (await driver_connection(self.conn)).fetchval(
+            _WRITE_MEMORY,
+            org_id,
+            agent_id,
+            content,
+            expected_version,
+            expected_version + 1,
+            content_hash(content),
+            actor,
+            tool_call_id,
+            tool_name,
+            studio_session_id,
+            studio_seq,
         )
-        revision = (
-            t.memory_revisions.insert()
-            .from_select(
-                ["agent_id", "version", "content", "hash", "author_user_id", "studio_session_id", "studio_seq"],
-                select(
-                    updated.c.agent_id,
-                    updated.c.version,
-                    literal(content),
-                    literal(new_hash),
-                    literal(actor),
-                    literal(studio_session_id, Text),
-                    literal(studio_seq, Integer),
-                ),
-            )
-            .returning(t.memory_revisions.c.version)
-            .cte("revision")
-        )
-        change = (
-            t.file_changes.insert()
-            .from_select(
-                [
-                    "org_id",
-                    "agent_id",
-                    "path",
-                    "version",
-                    "change",
-                    "actor_user_id",
-                    "tool_call_id",
-                    "tool_name",
-                    "studio_session_id",
-                    "studio_seq",
-                ],
-                select(
-                    literal(org_id),
-                    literal(agent_id),
-                    literal("memory.md"),
-                    revision.c.version,
-                    literal("update"),
-                    literal(actor),
-                    literal(tool_call_id, Text),
-                    literal(tool_name, Text),
-                    literal(studio_session_id, Text),
-                    literal(studio_seq, Integer),
-                ),
-            )
-            .returning(t.file_changes.c.change_id)
-            .cte("change")
-        )
-        row = (
-            await self.conn.execute(select(revision.c.version).select_from(revision).join(change, literal(True)))
-        ).first()
-        return None if row is None else int(row.version)
+        return None if version is None else int(version)
 
     async def memory_history(self, agent_id: str) -> list[dict[str, Any]]:
         """Every revision of an agent's Memory with the file change that wrote it, oldest first."""
