@@ -1,8 +1,9 @@
 """Live events fanned out to every gateway replica through Redis pub/sub.
 
 The replica that consumes a message (one per consumer group) publishes what changed, after its transaction
-commits, on one channel. Every replica hears it and hands it to whoever waits there: the HTTP request that
-made a decision (by ``decision_id``) and the live streams open on that session (by ``session_id``).
+commits, on one channel, and hands it at once to whoever waits on that replica; every other replica hears it
+on the channel and does the same: the HTTP request that made a decision (by ``decision_id``) and the live
+streams open on that session (by ``session_id``).
 
 Pub/sub is fire-and-forget: a live stream is a hint to re-read, never the record. A waiting decision hears
 its outcome here; only while the feed has lost Redis does it read the projection in PostgreSQL instead.
@@ -15,6 +16,7 @@ import contextlib
 import json
 import logging
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from typing import Any
@@ -36,6 +38,7 @@ class EventFeed:
         self.connected = False
         """Whether the feed is subscribed."""
         self._publish_failed_at = float("-inf")
+        self._origin = uuid.uuid4().hex
 
     @property
     def reliable(self) -> bool:
@@ -57,10 +60,18 @@ class EventFeed:
         await self._redis.aclose()
 
     async def publish(self, events: list[dict[str, Any]]) -> None:
-        """Announce committed changes; each event names its ``session_id`` and ``event``."""
+        """Announce committed changes; each event names its ``session_id`` and ``event``.
+
+        This replica's own waiters and streams get them at once; the other replicas through Redis (one round
+        trip for all of them). Each published event names its ``origin``, so this replica skips its own echo.
+        """
+        for event in events:
+            self._deliver(event)
         try:
-            for event in events:
-                await self._redis.publish(self._channel, json.dumps(event, default=str))
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for event in events:
+                    pipe.publish(self._channel, json.dumps({**event, "origin": self._origin}, default=str))
+                await pipe.execute()
         except Exception:  # waiters read the database for a while: some replica may have missed its answer
             self._publish_failed_at = time.monotonic()
             log.warning("could not publish %d live events to Redis", len(events), exc_info=True)
@@ -98,7 +109,9 @@ class EventFeed:
         while True:
             try:
                 async for message in pubsub.listen():
-                    self._deliver(json.loads(message["data"]))
+                    event = json.loads(message["data"])
+                    if event.pop("origin", None) != self._origin:  # this replica's own are delivered already
+                        self._deliver(event)
             except asyncio.CancelledError:
                 await pubsub.aclose()
                 raise
