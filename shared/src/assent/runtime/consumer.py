@@ -260,18 +260,25 @@ def subscribe(
     return offsets
 
 
+COMMIT_INTERVAL_SECONDS = 0.2
+
+
 class Offsets:
     """Commits the offsets of handled records in the background, so the next fetch does not wait for the group
     coordinator's answer (a broker round trip per fetch, on every hop).
 
-    At most one commit is in flight; what is handled meanwhile goes in the next one, so commits reach the
-    coordinator in order. A commit that fails (the partition went to another consumer in a rebalance, the
-    coordinator moved) is not retried: those records are delivered again and the inbox drops them, as after a
-    crash. :meth:`flush` waits for the commits, when the process stops.
+    At most one commit is in flight, and commits are at least ``interval`` seconds apart: what is handled
+    meanwhile goes in the next one, so commits reach the coordinator in order, and a busy consumer sends the
+    broker a few commits a second rather than one per fetch. A commit that fails (the partition went to
+    another consumer in a rebalance, the coordinator moved) is not retried. Either way, records handled but
+    not committed (then, or when the process dies) are delivered again, and the inbox drops them.
+    :meth:`flush` commits what is pending at once, when the process stops.
     """
 
-    def __init__(self, subscriber: Any) -> None:
+    def __init__(self, subscriber: Any, interval: float = COMMIT_INTERVAL_SECONDS) -> None:
         self.subscriber = subscriber
+        self.interval = interval
+        self.last = float("-inf")
         self.pending: dict[TopicPartition, int] = {}
         self.task: asyncio.Task[None] | None = None
 
@@ -295,11 +302,17 @@ class Offsets:
             consumer.seek(tp, offset)
 
     async def flush(self) -> None:
+        self.interval = 0.0
         if self.task is not None:
             await self.task
 
     async def _commit(self) -> None:
+        loop = asyncio.get_running_loop()
         while self.pending:
+            wait = self.last + self.interval - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self.last = loop.time()
             offsets, self.pending = self.pending, {}
             consumer = self.subscriber.consumer
             if consumer is None:
