@@ -255,6 +255,15 @@ _CONTINUE_TURN = (
     " WHERE session_id = $1 AND turn_id = $2 AND step = $3"
 )
 
+_SESSION_ORG = f"SELECT org_id FROM {t.sessions.fullname} WHERE session_id = $1"
+
+_PENDING = (
+    "SELECT seq, proposal_id, turn_id, kind, action, section, agent_id, target, base, lines, widens, stale,"
+    " card ->> 'apply_label' AS apply_label, reason, proposed_at"
+    f" FROM {t.requests.fullname} WHERE session_id = $1 AND status = 'pending' ORDER BY seq"
+)
+"""A session's open requests, as ``GET …/pending`` lists them."""
+
 _REQUEST_AT = (
     "SELECT "
     + ", ".join(f"r.{column.name}" for column in t.requests.c)
@@ -335,7 +344,7 @@ async def check_session(deps: Deps, session_id: str, org_id: str) -> None:
     A session is projected under the organisation its ``SessionOpened`` names, and only there.
     """
     async with deps.engine.connect() as conn:
-        owner = await conn.scalar(select(t.sessions.c.org_id).where(t.sessions.c.session_id == session_id))
+        owner = await (await driver_connection(conn)).fetchval(_SESSION_ORG, session_id)
     if owner != org_id:
         raise NotFound(f"session {session_id!r} does not exist")
 
@@ -445,33 +454,8 @@ async def _await_outcome(deps: Deps, decision_id: str, answered: asyncio.Future[
 async def pending_items(deps: Deps, session_id: str) -> list[dict[str, Any]]:
     """The session's open requests, in seq order (the caller has checked the session with :func:`check_session`)."""
     async with deps.engine.connect() as conn:
-        rows = (
-            await conn.execute(
-                select(t.requests)
-                .where(t.requests.c.session_id == session_id, t.requests.c.status == "pending")
-                .order_by(t.requests.c.seq)
-            )
-        ).all()
-    return [
-        {
-            "seq": row.seq,
-            "proposal_id": row.proposal_id,
-            "turn_id": row.turn_id,
-            "kind": row.kind,
-            "action": row.action,
-            "section": row.section,
-            "agent_id": row.agent_id,
-            "target": row.target,
-            "base": row.base,
-            "lines": row.lines,
-            "widens": row.widens,
-            "stale": row.stale,
-            "apply_label": row.card["apply_label"],
-            "reason": row.reason,
-            "proposed_at": row.proposed_at,
-        }
-        for row in rows
-    ]
+        rows = await (await driver_connection(conn)).fetch(_PENDING, session_id)
+    return [dict(row) for row in rows]
 
 
 async def resend_continuation(deps: Deps, session_id: str) -> dict[str, Any]:

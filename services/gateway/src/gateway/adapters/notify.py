@@ -39,6 +39,8 @@ class EventFeed:
         """Whether the feed is subscribed."""
         self._publish_failed_at = float("-inf")
         self._origin = uuid.uuid4().hex
+        self._outgoing: list[dict[str, Any]] = []
+        self._sender: asyncio.Task[None] | None = None
 
     @property
     def reliable(self) -> bool:
@@ -53,6 +55,8 @@ class EventFeed:
         self._reader = asyncio.create_task(self._read(pubsub), name="event-feed")
 
     async def stop(self) -> None:
+        if self._sender is not None:
+            await self._sender
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -62,19 +66,27 @@ class EventFeed:
     async def publish(self, events: list[dict[str, Any]]) -> None:
         """Announce committed changes; each event names its ``session_id`` and ``event``.
 
-        This replica's own waiters and streams get them at once; the other replicas through Redis (one round
-        trip for all of them). Each published event names its ``origin``, so this replica skips its own echo.
+        This replica's own waiters and streams get them at once. The other replicas get them through Redis,
+        from a background task that sends what was announced meanwhile in one pipelined round trip (in order);
+        each published event names its ``origin``, so this replica skips its own echo.
         """
         for event in events:
             self._deliver(event)
-        try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for event in events:
-                    pipe.publish(self._channel, json.dumps({**event, "origin": self._origin}, default=str))
-                await pipe.execute()
-        except Exception:  # waiters read the database for a while: some replica may have missed its answer
-            self._publish_failed_at = time.monotonic()
-            log.warning("could not publish %d live events to Redis", len(events), exc_info=True)
+        self._outgoing += events
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send(), name="event-feed-publish")
+
+    async def _send(self) -> None:
+        while self._outgoing:
+            events, self._outgoing = self._outgoing, []
+            try:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for event in events:
+                        pipe.publish(self._channel, json.dumps({**event, "origin": self._origin}, default=str))
+                    await pipe.execute()
+            except Exception:  # waiters read the database for a while: some replica may have missed its answer
+                self._publish_failed_at = time.monotonic()
+                log.warning("could not publish %d live events to Redis", len(events), exc_info=True)
 
     def expect(self, decision_id: str) -> asyncio.Future[dict[str, Any]]:
         """A future that receives the outcome of ``decision_id``; call :meth:`forget` when done."""
