@@ -1,0 +1,98 @@
+"""Offsets are committed in the background, in order, coalesced, only for partitions still assigned; a failed
+commit is not fatal; a failed fetch is rewound to its earliest record per partition (a fake aiokafka consumer)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import TopicPartition
+
+from assent.runtime.consumer import Offsets
+
+
+@dataclass
+class Record:
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass
+class FakeConsumer:
+    assigned: set[TopicPartition]
+    commits: list[dict[TopicPartition, int]] = field(default_factory=list)
+    seeks: list[tuple[TopicPartition, int]] = field(default_factory=list)
+    refuse: bool = False
+    gate: asyncio.Event | None = None
+
+    def assignment(self) -> set[TopicPartition]:
+        return self.assigned
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.refuse:
+            raise RuntimeError("the group rebalanced")
+        self.commits.append(dict(offsets))
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.seeks.append((tp, offset))
+
+
+@dataclass
+class Subscriber:
+    consumer: Any
+
+
+A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+
+
+async def test_a_commit_names_the_next_offset_of_each_partition_and_skips_partitions_no_longer_assigned() -> None:
+    consumer = FakeConsumer({A0, A1})
+    offsets = Offsets(Subscriber(consumer), interval=0)
+    offsets.handled([Record("a", 0, 4), Record("a", 0, 5), Record("a", 1, 9), Record("b", 0, 2)])
+    await offsets.flush()
+    assert consumer.commits == [{A0: 6, A1: 10}]
+
+
+async def test_what_is_handled_while_a_commit_is_in_flight_goes_in_one_next_commit() -> None:
+    consumer = FakeConsumer({A0, A1}, gate=asyncio.Event())
+    offsets = Offsets(Subscriber(consumer), interval=0)
+    offsets.handled([Record("a", 0, 1)])
+    await asyncio.sleep(0)  # the first commit is now waiting on the coordinator
+    offsets.handled([Record("a", 0, 2)])
+    offsets.handled([Record("a", 1, 7), Record("a", 0, 3)])
+    consumer.gate.set()  # type: ignore[union-attr]
+    await offsets.flush()
+    assert consumer.commits == [{A0: 2}, {A0: 4, A1: 8}]
+
+
+async def test_commits_keep_their_interval_and_flush_sends_what_is_pending_at_once() -> None:
+    consumer = FakeConsumer({A0})
+    offsets = Offsets(Subscriber(consumer), interval=3600)
+    offsets.handled([Record("a", 0, 1)])
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert consumer.commits == [{A0: 2}]  # the first goes at once
+    offsets.handled([Record("a", 0, 2)])
+    await offsets.flush()  # would otherwise wait an hour
+    assert consumer.commits == [{A0: 2}, {A0: 3}]
+
+
+async def test_a_refused_commit_is_logged_and_the_next_one_still_goes() -> None:
+    consumer = FakeConsumer({A0}, refuse=True)
+    offsets = Offsets(Subscriber(consumer), interval=0)
+    offsets.handled([Record("a", 0, 1)])
+    await offsets.flush()
+    consumer.refuse = False
+    offsets.handled([Record("a", 0, 2)])
+    await offsets.flush()
+    assert consumer.commits == [{A0: 3}]
+
+
+def test_a_failed_fetch_is_rewound_to_its_earliest_record_per_partition() -> None:
+    consumer = FakeConsumer({A0, B0})
+    Offsets(Subscriber(consumer)).rewind([Record("a", 0, 7), Record("b", 0, 3), Record("a", 0, 5)])
+    assert sorted(consumer.seeks) == [(A0, 5), (B0, 3)]

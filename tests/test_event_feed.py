@@ -1,0 +1,46 @@
+"""The gateway's live-event feed on a real Redis: a replica hands its own events to its listeners at once and
+exactly once (its echo from Redis is skipped), and every other replica gets them through Redis, in order."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from gateway.adapters.notify import EventFeed
+from tests.conftest import Endpoints
+
+pytestmark = pytest.mark.integration
+
+
+async def _next(queue: asyncio.Queue[dict[str, object]]) -> dict[str, object]:
+    return await asyncio.wait_for(queue.get(), 10)
+
+
+async def test_own_events_arrive_once_and_other_replicas_get_them_through_redis(endpoints: Endpoints) -> None:
+    channel = f"feed{uuid.uuid4().hex[:8]}:events"
+    mine, other = EventFeed(endpoints.redis_url, channel), EventFeed(endpoints.redis_url, channel)
+    await mine.start()
+    await other.start()
+    try:
+        async with mine.listen("s") as here, other.listen("s") as there:
+            decided = mine.expect("dec_1")
+            first = {"event": "request.decided", "session_id": "s", "outcome": {"decision_id": "dec_1"}}
+            await mine.publish([first, {"event": "request.proposed", "session_id": "s", "seq": 2}])
+            # At once, before any round trip to Redis: the waiting decision and this replica's stream.
+            assert decided.done() and decided.result() == {"decision_id": "dec_1"}
+            assert [here.get_nowait()["event"], here.get_nowait()["event"]] == ["request.decided", "request.proposed"]
+            # The other replica hears both through Redis, in order, without the origin tag.
+            assert await _next(there) == first
+            assert (await _next(there))["seq"] == 2
+            # A marker from the other replica reaches this one through Redis after this one's own echoes would
+            # have: nothing came in between, so its own events arrived exactly once.
+            await other.publish([{"event": "turn.step_ended", "session_id": "s"}])
+            assert (await _next(there))["event"] == "turn.step_ended"
+            assert (await _next(here))["event"] == "turn.step_ended"
+            assert here.empty()
+    finally:
+        mine.forget("dec_1")
+        await mine.stop()
+        await other.stop()
