@@ -5,6 +5,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     DateTime,
+    Index,
     Integer,
     PrimaryKeyConstraint,
     Table,
@@ -12,6 +13,7 @@ from sqlalchemy import (
     UniqueConstraint,
     Uuid,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
@@ -51,6 +53,8 @@ requests = Table(
     Column("result", JSONB),
     Column("proposed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     PrimaryKeyConstraint("session_id", "seq"),
+    # A session's open requests (``GET …/pending``): only those are in it.
+    Index("ix_requests_pending", "session_id", "seq", postgresql_where=text("status = 'pending'")),
 )
 
 refused_calls = Table(
