@@ -82,3 +82,37 @@ def test_backoff_grows_and_is_capped_with_jitter() -> None:
     for attempt, ceiling in ((1, 0.1), (2, 0.2), (3, 0.4), (8, 1.0)):
         waits = {backoff(attempt, policy) for _ in range(50)}
         assert all(ceiling / 2 <= w <= ceiling for w in waits) and len(waits) > 1
+
+
+async def test_a_publish_carries_its_trace_on_whether_the_trace_is_recorded_or_not() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from assent.telemetry import attach_carrier, detach
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    broker = make_broker("127.0.0.1:9", client_id="test", idempotent=False, tracer_provider=provider)
+    seen: list[str] = []
+
+    @broker.subscriber(STUDIO_TURNS.full_name("p."))
+    async def capture(message: KafkaMessage) -> None:
+        seen.append(message.headers["traceparent"])
+
+    unsampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+    sampled = "00-1bf7651916cd43dd8448eb211c80319c-c7ad6b7169203331-01"
+    async with TestKafkaBroker(broker) as test_broker:
+        for carrier in (unsampled, sampled):
+            token = attach_carrier({"traceparent": carrier})
+            try:
+                await test_broker.publish(step(1).to_bytes(), STUDIO_TURNS.full_name("p."), key=b"s")
+            finally:
+                detach(token)
+    # Not recorded: the same context goes on, and no span is made for it.
+    assert seen[0] == unsampled
+    # Recorded: the publish gets its spans, and the message carries the publish's own context in that trace.
+    assert seen[1].split("-")[1] == sampled.split("-")[1] and seen[1].endswith("-01") and seen[1] != sampled
+    spans = exporter.get_finished_spans()
+    assert spans and {format(span.context.trace_id, "032x") for span in spans} == {sampled.split("-")[1]}

@@ -13,6 +13,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 from faststream.kafka import KafkaBroker
 from faststream.kafka.opentelemetry import KafkaTelemetryMiddleware
 from faststream.opentelemetry.middleware import BaseTelemetryMiddleware
+from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import TracerProvider
 
 from .kafka_security import KafkaSecurity, explain_auth_failure, kafka_kwargs
@@ -25,9 +26,19 @@ class _PublishSpans(BaseTelemetryMiddleware[Any]):
     async def consume_scope(self, call_next: Any, msg: Any) -> Any:
         return await call_next(msg)
 
+    async def publish_scope(self, call_next: Any, msg: Any) -> Any:
+        current = trace.get_current_span().get_span_context()
+        if current.is_valid and not current.trace_flags.sampled:
+            # A trace that is not recorded: its spans would record nothing. Carry its context on (the trace id,
+            # and the decision not to record it) without building them.
+            propagate.inject(msg.headers)
+            return await call_next(msg)
+        return await super().publish_scope(call_next, msg)
+
 
 class PublishTelemetry(KafkaTelemetryMiddleware):
-    """FastStream's Kafka telemetry on the publishing side only (a span per publish, ``traceparent`` in headers).
+    """FastStream's Kafka telemetry on the publishing side only (a span per publish of a recorded trace,
+    ``traceparent`` in headers always).
 
     Consumers open one span per message themselves, continuing that message's trace
     (:class:`assent.runtime.consumer.Received`); FastStream's span for a whole batch would start a trace of
