@@ -16,11 +16,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from .faults import record_statements
 
 
-def create_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
-    """The service's engine. Tables name their schema explicitly, so no ``search_path`` is relied on."""
+def create_engine(database_url: str, *, pool_size: int = 10, max_overflow: int = 0) -> AsyncEngine:
+    """The service's engine. Tables name their schema explicitly, so no ``search_path`` is relied on.
+
+    The pool keeps ``pool_size`` connections open; beyond them a checkout waits for one to come back. Overflow
+    connections are closed as soon as they are returned, so under a load that needs them every checkout would
+    pay for a new PostgreSQL backend, a login and the driver's type introspection (measured: about a third of
+    the database's CPU in the throughput benchmark when the pool overflowed).
+    """
     # No pre-ping: it costs a round trip per checkout on the hot path; a dead connection fails the handler,
     # which is retried from the same offset.
-    engine = create_async_engine(database_url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=3600)
+    engine = create_async_engine(database_url, pool_size=pool_size, max_overflow=max_overflow, pool_recycle=3600)
     record_statements(engine)
     return engine
 

@@ -62,6 +62,9 @@ class ServiceSettings(KafkaSecuritySettings):
     http_host: str = "127.0.0.1"
     http_port: int = 8000
     db_pool_size: int = 10
+    """Connections each replica keeps open to PostgreSQL."""
+    db_pool_overflow: int = 0
+    """Extra connections opened under a burst and closed when returned; each costs a new backend and a login."""
     outbox_poll_seconds: float = 0.5
     inbox_retention_days: float = 14.0
     """How long the inbox remembers a message id; keep it longer than the topics' retention (Kafka: 7 days)."""

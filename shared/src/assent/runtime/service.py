@@ -82,7 +82,9 @@ class ServiceRuntime:
         self.signer = ServiceSigner(settings.service_name, keys)
         self.verifier = ServiceVerifier(settings.service_name, keys, settings.service_callers)
         self.provider = setup_telemetry(settings.service_name, settings.otlp_endpoint)
-        self.engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
+        self.engine = create_engine(
+            settings.database_url, pool_size=settings.db_pool_size, max_overflow=settings.db_pool_overflow
+        )
         self.tables = tables
         self.outbox = Outbox(tables.outbox, settings.topic_prefix)
         self.broker = make_broker(
