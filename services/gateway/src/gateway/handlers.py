@@ -84,12 +84,13 @@ class OutcomePending(Exception):
 class Projection:
     """The projection handlers (one per topic) and what each announces once its batch has committed.
 
-    The runtime hands each handler a unit of work that already holds the session's lock. A handler that
-    changes what a paused turn waits on settles the session's turns in the same transaction: the
-    continuation is written to the outbox in the transaction that marks its turn continued, exactly one per
-    pause, and nothing is lost between two commits. The live events (``request.proposed``, ``turn.step_ended``,
-    ``request.decided``) are announced after commit for every delivery, a redelivery too: they are hints (a
-    client re-reads) and a deciding request waits for ``request.decided``.
+    The runtime hands each handler a unit of work that already holds the session's lock. A handler that can
+    complete what a paused turn waits on (an outcome, a refusal, the step's end) settles the session's turns
+    in the same transaction: the continuation is written to the outbox in the transaction that marks its turn
+    continued, exactly one per pause, and nothing is lost between two commits. The live events
+    (``request.proposed``, ``turn.step_ended``, ``request.decided``) are announced after commit for every
+    delivery, a redelivery too: they are hints (a client re-reads) and a deciding request waits for
+    ``request.decided``.
     """
 
     def __init__(self, events: EventFeed) -> None:
@@ -121,7 +122,7 @@ class Projection:
             json_param(message.card.model_dump(mode="json")),
             json_param(current_carrier()),
         )
-        await self.settle(uow, message.session_id)
+        # No settling here: a new request is open, so it cannot complete the turn that waits on it.
 
     async def on_tool_result(self, message: ToolResult, uow: UnitOfWork) -> None:
         if message.ok:

@@ -79,6 +79,8 @@ turns = Table(
     Column("continuation", JSONB),
     Column("sends", Integer, nullable=False, server_default="0"),
     PrimaryKeyConstraint("session_id", "turn_id", "step"),
+    # Settling reads only the paused turns (migration 0003).
+    Index("ix_turns_paused", "session_id", postgresql_where=text("continued_at IS NULL")),
 )
 
 decisions = Table(
