@@ -116,3 +116,33 @@ async def test_a_publish_carries_its_trace_on_whether_the_trace_is_recorded_or_n
     assert seen[1].split("-")[1] == sampled.split("-")[1] and seen[1].endswith("-01") and seen[1] != sampled
     spans = exporter.get_finished_spans()
     assert spans and {format(span.context.trace_id, "032x") for span in spans} == {sampled.split("-")[1]}
+
+
+def test_a_consumed_message_gets_a_span_only_when_its_trace_is_recorded() -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    unsampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+    sampled = "00-1bf7651916cd43dd8448eb211c80319c-c7ad6b7169203331-01"
+    inside: list[trace.SpanContext] = []
+    for carrier in (unsampled, sampled, None):
+        received = Received(step(1), {"traceparent": carrier} if carrier else {}, tracer, "studio.turns")
+        with received.span():
+            inside.append(trace.get_current_span().get_span_context())
+    # Not recorded: the handler runs in the producer's own context, so what it publishes carries that trace on.
+    assert format(inside[0].trace_id, "032x") == unsampled.split("-")[1] and not inside[0].trace_flags.sampled
+    assert format(inside[0].span_id, "016x") == unsampled.split("-")[2]
+    # Recorded: a consumer span of its own, in the producer's trace.
+    assert format(inside[1].trace_id, "032x") == sampled.split("-")[1] and inside[1].trace_flags.sampled
+    assert format(inside[1].span_id, "016x") != sampled.split("-")[2]
+    # No trace at all: a span that starts one (recorded here, the provider samples everything).
+    assert inside[2].is_valid and inside[2].trace_id not in (inside[0].trace_id, inside[1].trace_id)
+    spans = exporter.get_finished_spans()
+    assert [(span.name, span.kind) for span in spans] == [("studio.turns process", trace.SpanKind.CONSUMER)] * 2
+    assert spans[0].context.trace_id == inside[1].trace_id

@@ -62,9 +62,18 @@ class Received:
 
     @contextmanager
     def span(self) -> Iterator[None]:
-        """Handle the message inside a consumer span continuing its producer's trace."""
+        """Handle the message inside a consumer span continuing its producer's trace.
+
+        A message of a trace that is not recorded gets no span, only its trace's context (which its handler's
+        publishes carry on): under the parent-based sampling the span would record nothing, and building it
+        (ids, attributes, the sampler's decision) costs more than many a handler's statement.
+        """
         token = attach_carrier(self.carrier)
         try:
+            parent = trace.get_current_span().get_span_context()
+            if parent.is_valid and not parent.trace_flags.sampled:
+                yield
+                return
             with self.tracer.start_as_current_span(
                 f"{self.source} process",
                 kind=SpanKind.CONSUMER,
