@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from sqlalchemy import MetaData, func, select
+from sqlalchemy import MetaData, func, select, text
 from sqlalchemy.engine import make_url
 
 from assent.contracts import StepEnded
@@ -242,3 +242,37 @@ async def test_a_relay_tries_refused_rows_again_in_order_before_newer_ones(endpo
             await relay.stop()
         values = await _topic_values(endpoints.kafka, STUDIO_TURNS.full_name(world.prefix), 4)
         assert values == [message.to_bytes() for message in first + second]
+
+
+async def test_a_change_of_one_statement_and_its_messages_commit_together_or_not_at_all(endpoints: Endpoints) -> None:
+    async with outbox_world(endpoints) as world:
+        async with world.engine.begin() as conn:
+            await conn.execute(text("CREATE TABLE public.marks (name TEXT PRIMARY KEY)"))
+        insert = "INSERT INTO public.marks (name) VALUES ($1)"
+        outbox = Outbox(world.table, world.prefix)
+        relay = OutboxRelay(world.engine, outbox, world.broker)
+        await relay.claim()
+        try:
+            sent = [step(i, session=world.prefix) for i in range(2)]
+            async with world.engine.connect() as conn:
+                await outbox.write_with(conn, insert, ("first",), [(STUDIO_TURNS, "s", message) for message in sent])
+                assert not conn.in_transaction()
+            # Committed on its own: another connection sees the row and both messages.
+            async with world.engine.connect() as conn:
+                assert (await conn.scalar(text("SELECT count(*) FROM public.marks"))) == 1
+                assert (await conn.scalar(select(func.count()).select_from(world.table))) == 2
+            # A statement that fails writes no message either.
+            async with world.engine.connect() as conn:
+                with pytest.raises(asyncpg.UniqueViolationError):
+                    await outbox.write_with(conn, insert, ("first",), [(STUDIO_TURNS, "s", step(9))])
+            async with world.engine.connect() as conn:
+                assert (await conn.scalar(select(func.count()).select_from(world.table))) == 2
+            # It commits on its own, so it refuses to join a transaction.
+            async with world.engine.begin() as conn:
+                with pytest.raises(RuntimeError, match="cannot join a transaction"):
+                    await outbox.write_with(conn, insert, ("second",), [(STUDIO_TURNS, "s", step(10))])
+            await relay.publish_committed()
+        finally:
+            await relay.stop()
+        values = await _topic_values(endpoints.kafka, STUDIO_TURNS.full_name(world.prefix), 2)
+        assert sorted(values) == sorted(message.to_bytes() for message in sent)

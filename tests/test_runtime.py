@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 def _body(record: Any) -> dict[str, Any]:
     try:
         parsed = json.loads(record.value)
-    except ValueError:  # other tests' poison messages share some topics
+    except (ValueError, RecursionError):  # other tests' poison messages share some topics (one nests deep)
         return {}
     return parsed if isinstance(parsed, dict) else {}
 

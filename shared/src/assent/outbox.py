@@ -27,6 +27,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
+from uuid import UUID
 
 from faststream.kafka import KafkaBroker
 from sqlalchemy import (
@@ -82,8 +83,25 @@ class Envelope:
     type: str
 
 
+@dataclass(frozen=True)
+class _Row:
+    """A message on its way into the outbox."""
+
+    message_id: UUID
+    topic: str
+    key: str
+    payload: bytes
+    headers: dict[str, str]
+    type: str
+
+
+def _envelopes(rows: Sequence[_Row], inserted: Sequence[Any]) -> list[Envelope]:
+    ids = {message_id: id_ for id_, message_id in inserted}
+    return [Envelope(ids[row.message_id], row.topic, row.key, row.payload, row.headers, row.type) for row in rows]
+
+
 class Outbox:
-    """Writes messages into the outbox table, inside the caller's transaction."""
+    """Writes messages into the outbox table, inside the caller's transaction (or with the caller's statement)."""
 
     def __init__(self, table: Table, topic_prefix: str) -> None:
         self.table = table
@@ -94,60 +112,84 @@ class Outbox:
         """Written into each row: the key of the relay (of this process) that publishes it."""
         # One statement for any number of rows, on the asyncpg connection itself (see
         # :func:`assent.db.driver_connection`); rows are matched back to their ids by message id.
-        self._insert = (
-            f"INSERT INTO {table.fullname} (message_id, topic, key, payload, headers, relay)"
-            " SELECT m, t, k, p, h::jsonb, $6 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[])"
-            " AS r(m, t, k, p, h) RETURNING id, message_id"
+        self._insert = self._insert_after(0)
+        self._with: dict[int, str] = {}
+
+    def _insert_after(self, n: int) -> str:
+        """The rows' insert, its six parameters numbered after ``n`` others."""
+        m, t, k, p, h, r = (f"${n + i}" for i in range(1, 7))
+        return (
+            f"INSERT INTO {self.table.fullname} (message_id, topic, key, payload, headers, relay)"
+            f" SELECT m, t, k, p, h::jsonb, {r} FROM unnest({m}::uuid[], {t}::text[], {k}::text[], {p}::bytea[],"
+            f" {h}::text[]) AS r(m, t, k, p, h) RETURNING id, message_id"
         )
 
     @asynccontextmanager
     async def transaction(self, engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         """``engine.begin()`` whose :meth:`put` rows are written at the end and handed to the relay after commit."""
         async with engine.begin() as conn:
-            pending: list[tuple[dict[str, Any], str]] = []
+            pending: list[_Row] = []
             conn.info[_PENDING] = pending
             try:
                 yield conn
                 envelopes: list[Envelope] = []
                 if pending:
                     pg = await driver_connection(conn)
-                    rows = await pg.fetch(
-                        self._insert,
-                        [row["message_id"] for row, _ in pending],
-                        [row["topic"] for row, _ in pending],
-                        [row["key"] for row, _ in pending],
-                        [row["payload"] for row, _ in pending],
-                        [json.dumps(row["headers"]) for row, _ in pending],
-                        self.relay_key,
-                    )
-                    ids = {message_id: id_ for id_, message_id in rows}
-                    envelopes = [
-                        Envelope(
-                            ids[row["message_id"]], row["topic"], row["key"], row["payload"], row["headers"], type_
-                        )
-                        for row, type_ in pending
-                    ]
+                    envelopes = _envelopes(pending, await pg.fetch(self._insert, *self._arguments(pending)))
             finally:
                 conn.info.pop(_PENDING, None)
-        if envelopes:
-            self.committed.append(envelopes)
-            self.wake.set()
+        self._hand_over(envelopes)
 
     async def put(self, conn: AsyncConnection, topic: Topic, key: str, message: Message) -> None:
         """Add ``message`` to the transaction opened by :meth:`transaction`; it is published after commit."""
-        if type(message) not in topic.messages:
-            raise TypeError(f"{type(message).__name__} does not belong on {topic.name}")
         pending = conn.info.get(_PENDING)
         if pending is None:
             raise RuntimeError("Outbox.put needs a transaction opened by Outbox.transaction")
-        row = {
-            "message_id": message.id,
-            "topic": topic.full_name(self.topic_prefix),
-            "key": key,
-            "payload": message.to_bytes(),
-            "headers": current_carrier(),
-        }
-        pending.append((row, message.type))
+        pending.append(self._row(topic, key, message))
+
+    async def write_with(
+        self, conn: AsyncConnection, statement: str, args: Sequence[Any], messages: Sequence[tuple[Topic, str, Message]]
+    ) -> None:
+        """Run ``statement`` and write ``messages`` (topic, key, message) in one statement, which commits on its own.
+
+        For a change that is one statement, this saves the round trips of BEGIN and COMMIT (and one insert) that
+        :meth:`transaction` would take: the statement runs as a data-modifying ``WITH`` of the rows' insert, so
+        both are written or neither. ``statement`` is an INSERT, UPDATE or DELETE whose parameters are ``$1`` to
+        ``$n`` (``args``); ``conn`` is outside any transaction (``engine.connect()``). The rows go to the relay
+        once the statement has returned.
+        """
+        if conn.in_transaction():
+            raise RuntimeError("Outbox.write_with commits on its own; it cannot join a transaction")
+        rows = [self._row(topic, key, message) for topic, key, message in messages]
+        insert = self._with.get(len(args))
+        if insert is None:
+            insert = self._with[len(args)] = self._insert_after(len(args))
+        pg = await driver_connection(conn)
+        self._hand_over(
+            _envelopes(rows, await pg.fetch(f"WITH written AS ({statement}) {insert}", *args, *self._arguments(rows)))
+        )
+
+    def _row(self, topic: Topic, key: str, message: Message) -> _Row:
+        if type(message) not in topic.messages:
+            raise TypeError(f"{type(message).__name__} does not belong on {topic.name}")
+        return _Row(
+            message.id, topic.full_name(self.topic_prefix), key, message.to_bytes(), current_carrier(), message.type
+        )
+
+    def _arguments(self, rows: Sequence[_Row]) -> tuple[Any, ...]:
+        return (
+            [row.message_id for row in rows],
+            [row.topic for row in rows],
+            [row.key for row in rows],
+            [row.payload for row in rows],
+            [json.dumps(row.headers) for row in rows],
+            self.relay_key,
+        )
+
+    def _hand_over(self, envelopes: list[Envelope]) -> None:
+        if envelopes:
+            self.committed.append(envelopes)
+            self.wake.set()
 
 
 DELETE_AFTER_SECONDS = 0.02

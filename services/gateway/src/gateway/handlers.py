@@ -153,7 +153,8 @@ class Projection:
     async def on_outcome(self, message: ProposalOutcome, uow: UnitOfWork) -> None:
         conn = await _driver(uow)
         outcome = json_param(message.model_dump(mode="json"))
-        await conn.execute(_RECORD_OUTCOME, message.decision_id, outcome, datetime.now(UTC))
+        now = datetime.now(UTC)
+        # The decision's outcome and its request's new state go in one statement.
         if message.outcome in RESOLVED_OUTCOMES:
             await conn.execute(
                 _RESOLVE_REQUEST,
@@ -162,10 +163,14 @@ class Projection:
                 message.resolved_by,
                 message.resolved_at,
                 outcome,
+                now,
+                message.decision_id,
             )
             await self.settle(uow, message.session_id)
         elif message.outcome == "stale":
-            await conn.execute(_MARK_REQUEST_STALE, message.proposal_id)
+            await conn.execute(_MARK_REQUEST_STALE, message.proposal_id, outcome, now, message.decision_id)
+        else:
+            await conn.execute(_RECORD_OUTCOME, message.decision_id, outcome, now)
 
     async def settle(self, uow: UnitOfWork, session_id: str) -> None:
         """Continue every paused turn of the session whose requests are all decided (under the session lock,
@@ -232,11 +237,17 @@ _INSERT_TURN = (
 _RECORD_OUTCOME = f"UPDATE {t.decisions.fullname} SET outcome = $2, outcome_at = $3 WHERE decision_id = $1"
 
 _RESOLVE_REQUEST = (
-    f"UPDATE {t.requests.fullname} SET status = $2, stale = false, resolved_by = $3, resolved_at = $4, result = $5"
+    f"WITH recorded AS (UPDATE {t.decisions.fullname} SET outcome = $5, outcome_at = $6 WHERE decision_id = $7)"
+    f" UPDATE {t.requests.fullname} SET status = $2, stale = false, resolved_by = $3, resolved_at = $4, result = $5"
     " WHERE proposal_id = $1 AND status = 'pending'"
 )
+"""The decision's outcome recorded, and its request resolved (unless another decision resolved it first)."""
 
-_MARK_REQUEST_STALE = f"UPDATE {t.requests.fullname} SET stale = true WHERE proposal_id = $1 AND status = 'pending'"
+_MARK_REQUEST_STALE = (
+    f"WITH recorded AS (UPDATE {t.decisions.fullname} SET outcome = $2, outcome_at = $3 WHERE decision_id = $4)"
+    f" UPDATE {t.requests.fullname} SET stale = true WHERE proposal_id = $1 AND status = 'pending'"
+)
+"""The decision's outcome recorded, and its request marked stale while it stays pending."""
 
 _PAUSED = (
     "SELECT tu.turn_id, tu.step, tu.tool_call_ids, awaited.value AS awaited, r.seq AS request_seq, r.proposal_id,"
@@ -411,19 +422,14 @@ async def decide(
                     via=via,
                     options=options or {},
                 )
-                async with deps.runtime.unit_of_work() as uow:
-                    await (await driver_connection(uow.conn)).execute(
+                # The decision and its message in one statement: no BEGIN or COMMIT round trip on the way.
+                async with deps.engine.connect() as conn:
+                    await deps.runtime.outbox.write_with(
+                        conn,
                         _INSERT_DECISION,
-                        decision_id,
-                        session_id,
-                        seq,
-                        request["proposal_id"],
-                        decision,
-                        actor,
-                        via,
-                        message.id,
+                        (decision_id, session_id, seq, request["proposal_id"], decision, actor, via, message.id),
+                        [(PROPOSALS_DECIDED, session_id, message)],
                     )
-                    await uow.emit(PROPOSALS_DECIDED, session_id, message)
         finally:
             detach(token)
         return await _await_outcome(deps, decision_id, answered)
