@@ -10,15 +10,20 @@ sequential scan of a large table.
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from assent.db import create_engine, driver_connection
 from assent_devstack.preload import preload
-from tests.conftest import Endpoints, new_world, running_stack
+from gateway import handlers as gateway_handlers
+from gateway.adapters import tables as gateway_tables
+from tests.conftest import Endpoints, create_database, new_world, running_stack
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 
 pytestmark = pytest.mark.integration
@@ -115,3 +120,39 @@ async def test_every_statement_of_a_round_uses_an_index_on_large_tables(endpoint
     assert any("gateway.requests" in s for s in statements) and any("edits.proposals" in s for s in statements)
     assert len(statements) >= 20, sorted(statements)
     assert scans == {}, "sequential scans of large tables:\n" + "\n".join(f"{v}: {k}" for k, v in scans.items())
+
+
+async def test_settling_reads_each_awaited_call_by_index_even_while_the_tables_are_small(endpoints: Endpoints) -> None:
+    """A plan is made once per connection and kept while the tables grow (until the next ANALYZE): one made when
+    a service starts must not read every request to settle a turn (a join with the awaited calls did, whose
+    count the planner guesses at a hundred)."""
+    database_url = await create_database(endpoints.database_url, f"plans_{uuid.uuid4().hex[:8]}")
+    engine = create_engine(database_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text("CREATE SCHEMA gateway"))
+            await conn.run_sync(gateway_tables.metadata.create_all)
+            await conn.execute(
+                text(
+                    "INSERT INTO gateway.requests (session_id, seq, proposal_id, tool_call_id, turn_id, step, tool,"
+                    " kind, action, section, target, base, proposed_hash, lines, widens, reason, card, trace, status)"
+                    " SELECT 's' || (i % 30), i, 'p' || i, 'c' || i, 't', 1, 'studio_edit_memory', 'memory', 'edit',"
+                    " 'agents', '{}', '{}', 'h', '{}', false, 'r', '{}', '{}', 'applied' FROM generate_series(1, 300) i"
+                )
+            )
+        async with engine.connect() as conn:
+            pg = await driver_connection(conn)
+            await pg.execute("ANALYZE")
+            # A generic plan, as in the other test: the statement's $1 stays unbound inside a function.
+            await pg.execute(
+                "CREATE FUNCTION pg_temp.generic_plan(statement text) RETURNS text LANGUAGE plpgsql AS $f$"
+                " DECLARE plan text; BEGIN"
+                " EXECUTE 'EXPLAIN (GENERIC_PLAN, VERBOSE, FORMAT JSON) ' || statement INTO plan; RETURN plan;"
+                " END $f$"
+            )
+            explained = await pg.fetchval("SELECT pg_temp.generic_plan($1)", gateway_handlers._PAUSED)
+    finally:
+        await engine.dispose()
+    plan = json.loads(explained)
+    # Every request ever made stays in the table: each awaited call's is found by its index, not by reading them all.
+    assert "gateway.requests" not in seq_scans(plan[0]["Plan"]), plan

@@ -251,16 +251,22 @@ _MARK_REQUEST_STALE = (
 
 _PAUSED = (
     "SELECT tu.turn_id, tu.step, tu.tool_call_ids, awaited.value AS awaited, r.seq AS request_seq, r.proposal_id,"
-    " r.kind, r.target ->> 'label' AS label, r.status, r.resolved_by, rc.seq AS refused_seq,"
-    " rc.error ->> 'code' AS error_code"
+    " r.kind, r.label, r.status, r.resolved_by, rc.seq AS refused_seq, rc.error_code"
     f" FROM {t.turns.fullname} AS tu"
     " JOIN LATERAL jsonb_array_elements_text(tu.tool_call_ids) AS awaited(value) ON true"
-    f" LEFT OUTER JOIN {t.requests.fullname} AS r ON r.tool_call_id = awaited.value"
-    f" LEFT OUTER JOIN {t.refused_calls.fullname} AS rc ON rc.tool_call_id = awaited.value"
+    " LEFT OUTER JOIN LATERAL (SELECT seq, proposal_id, kind, target ->> 'label' AS label, status, resolved_by"
+    f" FROM {t.requests.fullname} WHERE tool_call_id = awaited.value LIMIT 1) AS r ON true"
+    " LEFT OUTER JOIN LATERAL (SELECT seq, error ->> 'code' AS error_code"
+    f" FROM {t.refused_calls.fullname} WHERE tool_call_id = awaited.value LIMIT 1) AS rc ON true"
     " WHERE tu.session_id = $1 AND tu.continued_at IS NULL"
     " ORDER BY tu.ended_at, tu.turn_id, tu.step"
 )
-"""The session's paused turns, one row per awaited call, with that call's request or refusal (if any)."""
+"""The session's paused turns, one row per awaited call, with that call's request or refusal (if any).
+
+Each awaited call is looked up on its own (a lateral subquery, so by index): the planner guesses a hundred calls
+per turn, and with statistics from when the tables were small (a plan lasts as long as its connection, until the
+next ANALYZE) a join would read every request of the table to find one or two.
+"""
 
 _CONTINUE_TURN = (
     f"UPDATE {t.turns.fullname} SET continued_at = $4, continuation = $5, sends = 1"
