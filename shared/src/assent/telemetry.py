@@ -21,10 +21,10 @@ DEFAULT_SAMPLE_RATIO = 0.1
 """Of the traces that start in a service, the share recorded unless ``OTEL_TRACES_SAMPLER`` says otherwise.
 
 A trace started by a caller that records it (a sampled ``traceparent``) is recorded whatever the ratio.
-On the approval round (``make bench`` against ``--no-telemetry``), one in ten costs the services a sixth to
-a quarter more CPU, the machine as a whole a tenth to a fifth: mostly the instrumentation's own work on every
-message and request, recorded or not (statements and publishes outside a recorded trace build no spans).
-Trace context still flows through every message and request.
+On the approval round (``make bench`` against ``--no-telemetry``, in back-to-back pairs), one in ten costs the
+services 2–15% more CPU per round and the machine as a whole up to a tenth; the pairs differ about as much as
+the machine's own speed does between runs. Statements, publishes and consumed messages outside a recorded trace
+build no spans; trace context still flows through every message and request.
 """
 
 
