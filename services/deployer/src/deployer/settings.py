@@ -4,7 +4,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from assent.settings import ServiceSettings
 
@@ -27,6 +27,19 @@ class DeployerSettings(ServiceSettings):
     """How many build and deploy jobs one process runs at once (``ASSENT_BUILD_CONCURRENCY``)."""
     poll_seconds: float = Field(60.0, ge=0)
     """How often the remotes of sources that build on push are fetched (``ASSENT_POLL_SECONDS``; 0: never)."""
+
+    @model_validator(mode="after")
+    def _pool_holds_the_jobs(self) -> "DeployerSettings":
+        # A running job holds its own transaction's connection and opens a second one for each step it records,
+        # so a pool smaller than two per job, plus one for the consumers, could leave every job waiting.
+        needed = 2 * self.build_concurrency + 2
+        if self.db_pool_size + self.db_pool_overflow < needed:
+            raise ValueError(
+                f"ASSENT_DB_POOL_SIZE + ASSENT_DB_POOL_OVERFLOW ({self.db_pool_size + self.db_pool_overflow}) must be"
+                f" at least {needed} for ASSENT_BUILD_CONCURRENCY={self.build_concurrency}: each running job uses two"
+                " connections at once"
+            )
+        return self
 
     def _system(self, root: Path) -> Path:
         return root / (self.topic_prefix.strip(".") or "default")
