@@ -10,14 +10,14 @@ from deployer.settings import DeployerSettings
     ("concurrency", "pool", "overflow", "accepted"),
     [
         (2, 10, 0, True),  # the defaults
-        (4, 10, 0, True),  # 2 x 4 + 2 = 10
-        (5, 10, 0, False),
-        (5, 10, 2, True),
+        (3, 10, 0, True),  # 2 x 3 + 3 = 9
+        (4, 10, 0, False),
+        (4, 10, 1, True),
         (32, 10, 0, False),
-        (32, 66, 0, True),
+        (32, 67, 0, True),
     ],
 )
-def test_the_pool_holds_two_connections_per_running_job_and_one_more(
+def test_the_pool_holds_two_connections_per_running_job_and_the_relays_and_one_more(
     monkeypatch: pytest.MonkeyPatch, concurrency: int, pool: int, overflow: int, accepted: bool
 ) -> None:
     monkeypatch.setenv("ASSENT_BUILD_CONCURRENCY", str(concurrency))

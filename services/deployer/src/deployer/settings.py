@@ -31,8 +31,9 @@ class DeployerSettings(ServiceSettings):
     @model_validator(mode="after")
     def _pool_holds_the_jobs(self) -> "DeployerSettings":
         # A running job holds its own transaction's connection and opens a second one for each step it records,
-        # so a pool smaller than two per job, plus one for the consumers, could leave every job waiting.
-        needed = 2 * self.build_concurrency + 2
+        # and the outbox relay holds one for its lock: a pool smaller than two per job, plus the relay's, plus one
+        # for the consumers and the API, could leave every job waiting.
+        needed = 2 * self.build_concurrency + 3
         if self.db_pool_size + self.db_pool_overflow < needed:
             raise ValueError(
                 f"ASSENT_DB_POOL_SIZE + ASSENT_DB_POOL_OVERFLOW ({self.db_pool_size + self.db_pool_overflow}) must be"
