@@ -1,7 +1,8 @@
 """The transactional outbox and its relay.
 
 A handler that changes state writes the events it causes into the ``outbox`` table of its own schema, in
-the same transaction (:meth:`Outbox.transaction` and :meth:`Outbox.put`). Once that transaction commits,
+the same transaction (:meth:`Outbox.transaction` and :meth:`Outbox.put`), or, for a change that is one
+statement, in that statement itself (:meth:`Outbox.write_with`). Once that transaction commits,
 the relay of the same process publishes those rows at once from memory and then deletes them; until the
 process dies no other relay touches them. Rows of a process that died before publishing them are swept from
 the table by any replica's relay once they are older than a grace period (:class:`OutboxRelay`).
