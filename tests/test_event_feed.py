@@ -4,6 +4,7 @@ exactly once (its echo from Redis is skipped), and every other replica gets them
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 
 import pytest
@@ -44,3 +45,20 @@ async def test_own_events_arrive_once_and_other_replicas_get_them_through_redis(
         mine.forget("dec_1")
         await mine.stop()
         await other.stop()
+
+
+async def test_an_event_published_by_an_earlier_version_is_delivered(endpoints: Endpoints) -> None:
+    """Replicas of an earlier version publish each event as a message of its own, with its origin inside."""
+    channel = f"feed{uuid.uuid4().hex[:8]}:events"
+    feed = EventFeed(endpoints.redis_url, channel)
+    await feed.start()
+    try:
+        async with feed.listen("s") as here:
+            decided = feed.expect("dec_old")
+            old = {"event": "request.decided", "session_id": "s", "outcome": {"decision_id": "dec_old"}}
+            await feed._redis.publish(channel, json.dumps({**old, "origin": "an-earlier-replica"}))
+            assert await _next(here) == old
+            assert await asyncio.wait_for(decided, 10) == {"decision_id": "dec_old"}
+    finally:
+        feed.forget("dec_old")
+        await feed.stop()
