@@ -173,9 +173,9 @@ async def test_decisions_work_through_any_gateway_replica(stack: Stack, tmp_path
             if message["type"] == "subscribe":
                 subscribed.set()
             elif message["type"] == "message":
-                event = json.loads(message["data"])
-                if event.get("event") == "request.decided":
-                    decided.append(event)
+                for event in json.loads(message["data"])["events"]:  # what one replica announced at once
+                    if event.get("event") == "request.decided":
+                        decided.append(event)
 
     listener: asyncio.Task[None] | None = None
     try:

@@ -163,7 +163,10 @@ def subscribe(
     dead-lettered without failing the others (which then commit in transactions of their own).
 
     One consumer for all of a service's topics, rather than one per topic, means one fetch loop and one offset
-    commit per fetch in the service, and far fewer fetch requests for the broker to answer.
+    commit per fetch in the service, and far fewer fetch requests for the broker to answer. The topics of one
+    fetch are handled at the same time, each in its own unit of work: messages of different topics were never
+    ordered, and while one topic's batch waits for the database another's can run (one at a time, the process
+    sat idle through every statement's round trip). Messages of one topic stay in order.
     """
     by_name = {topic.full_name(prefix): (topic, handler) for topic, handler in routes.items()}
     tracer = trace.get_tracer("assent.runtime", tracer_provider=tracer_provider)
@@ -244,9 +247,17 @@ def subscribe(
         for record in records:
             by_topic.setdefault(record.topic, []).append(record)
         try:
-            for name, of_topic in by_topic.items():
-                topic, handler = by_name[name]
-                await handle(topic, handler, of_topic)
+            if len(by_topic) == 1:
+                [(name, of_topic)] = by_topic.items()
+                await handle(*by_name[name], of_topic)
+            else:
+                # A failure cancels the other topics' batches: none of the fetch is committed, all of it comes again.
+                async with asyncio.TaskGroup() as group:
+                    for name, of_topic in by_topic.items():
+                        group.create_task(handle(*by_name[name], of_topic))
+        except BaseExceptionGroup as failed:
+            offsets.rewind(records)
+            raise failed.exceptions[0] from failed
         except Exception:
             offsets.rewind(records)  # fetched again: nothing of the fetch is committed past an unhandled record
             raise
