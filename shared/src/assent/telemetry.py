@@ -22,7 +22,7 @@ DEFAULT_SAMPLE_RATIO = 0.1
 
 A trace started by a caller that records it (a sampled ``traceparent``) is recorded whatever the ratio.
 On the approval round (``make bench`` against ``--no-telemetry``, in back-to-back pairs), one in ten costs the
-services 2–15% more CPU per round and the machine as a whole up to a tenth; the pairs differ about as much as
+services 2-15% more CPU per round and the machine as a whole up to a tenth; the pairs differ about as much as
 the machine's own speed does between runs. Statements, publishes and consumed messages outside a recorded trace
 build no spans; trace context still flows through every message and request.
 """
