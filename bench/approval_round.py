@@ -21,6 +21,10 @@ Raw floors, measured on the same machine in the same run:
 - a raw aiokafka produce → consume round trip (acks=all, idempotent, one partition);
 - a raw asyncpg commit of one row plus one outbox row.
 
+Beside them, for context only: a raw hop between two processes (half of a round trip through an echo in another
+process, with a pause between hops as in a round). Each of the system's hops is between processes, and on a
+virtual machine waking an idle process costs more than the whole in-process round trip.
+
 Each leg crosses Kafka twice and commits twice (propose: coach → edits → gateway; apply: gateway → edits →
 gateway), so its floor is 2 x Kafka round trip + 2 x commit. Servers come from ``KAFKA_BOOTSTRAP_SERVERS``,
 ``DATABASE_URL`` and ``REDIS_URL`` when set, otherwise from the local devstack.
@@ -95,6 +99,72 @@ async def kafka_round_trips(bootstrap: str, n: int) -> list[float]:
             if i >= WARM_UP:
                 samples.append(time.perf_counter() - start)
     finally:
+        await consumer.stop()
+        await producer.stop()
+    return samples
+
+
+_ECHO = """
+import asyncio, sys, uvloop
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+async def echo(bootstrap, inbound, outbound):
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=0)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=500)
+    await producer.start()
+    await consumer.start()
+    tp = TopicPartition(inbound, 0)
+    consumer.assign([tp])
+    await consumer.seek_to_end(tp)
+    await consumer.position(tp)
+    print("ready", flush=True)
+    while True:
+        record = await consumer.getone()
+        if record.value == b"stop":
+            break
+        await producer.send_and_wait(outbound, record.value, key=b"k")
+    await consumer.stop()
+    await producer.stop()
+
+uvloop.run(echo(*sys.argv[1:]))
+"""
+
+
+async def kafka_hops_between_processes(bootstrap: str, n: int) -> list[float]:
+    """Half of a produce → consume → produce → consume round trip through an echo in another process: one hop
+    between two processes, as each of the system's hops is (the raw round trip above stays in one process)."""
+    there, back = f"bench.raw.{uuid.uuid4().hex[:8]}", f"bench.raw.{uuid.uuid4().hex[:8]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    await admin.create_topics([NewTopic(there, 1, 1), NewTopic(back, 1, 1)])
+    await admin.close()
+    echo = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _ECHO, bootstrap, there, back, stdout=asyncio.subprocess.PIPE
+    )
+    assert echo.stdout is not None
+    assert (await echo.stdout.readline()).strip() == b"ready"
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=0)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=500)
+    await producer.start()
+    await consumer.start()
+    tp = TopicPartition(back, 0)
+    consumer.assign([tp])
+    await consumer.seek_to_end(tp)
+    await consumer.position(tp)
+    samples = []
+    try:
+        for i in range(n + WARM_UP):
+            start = time.perf_counter()
+            await producer.send(there, b"x" * 600, key=b"k")
+            await consumer.getone()
+            if i >= WARM_UP:
+                samples.append((time.perf_counter() - start) / 2)
+            await asyncio.sleep(0.005)  # as between a round's hops: the other process has gone idle
+        await producer.send_and_wait(there, b"stop", key=b"k")
+        await echo.wait()
+    finally:
+        if echo.returncode is None:
+            echo.kill()
         await consumer.stop()
         await producer.stop()
     return samples
@@ -501,6 +571,7 @@ async def main() -> None:
         rest = bench.rss()
         warm_up = await bench.throughput(args.concurrency, WARM_UP_SECONDS)  # not a figure: warms every part
         kafka_rt = await kafka_round_trips(kafka, args.rounds * 2)
+        kafka_hop = await kafka_hops_between_processes(kafka, args.rounds)
         commits = await pg_commits(bench_db, args.rounds * 2)
         legs = await bench.latency(args.rounds)
         for _ in range(2):  # twice in a row: memory must not grow from one to the next
@@ -533,6 +604,8 @@ async def main() -> None:
     print(f"\nApproval round on {os.cpu_count()} cores; telemetry {'off' if args.no_telemetry else 'on'}")
     print(f"(measured after a warm-up of {warm_up.rounds} rounds in {warm_up.seconds:.0f} s)")
     print(f"{'raw Kafka round trip':<28}{k50:>10.2f}{k99:>10.2f}")
+    h50, h99 = ms(kafka_hop)
+    print(f"{'raw Kafka hop, 2 processes':<28}{h50:>10.2f}{h99:>10.2f}   (context: not part of the floor)")
     print(f"{'raw asyncpg commit':<28}{c50:>10.2f}{c99:>10.2f}")
     print(f"{'leg floor (2 RT + 2 commit)':<28}{floor[0]:>10.2f}{floor[1]:>10.2f}")
     print_legs(f"Latency: {args.rounds} rounds one after another, one replica of each service", legs, floor)
