@@ -1,5 +1,6 @@
 """Offsets are committed in the background, in order, coalesced, only for partitions still assigned; a failed
-commit is not fatal; a failed fetch is rewound to its earliest record per partition (a fake aiokafka consumer)."""
+commit is not fatal; a failed fetch is rewound to its earliest record per partition; the topics of one fetch are
+handled at the same time, and one that fails brings the whole fetch back (a fake aiokafka consumer)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from aiokafka import TopicPartition
 
-from assent.runtime.consumer import Offsets
+from assent.runtime.consumer import Offsets, handle_fetch
 
 
 @dataclass
@@ -96,3 +98,52 @@ def test_a_failed_fetch_is_rewound_to_its_earliest_record_per_partition() -> Non
     consumer = FakeConsumer({A0, B0})
     Offsets(Subscriber(consumer)).rewind([Record("a", 0, 7), Record("b", 0, 3), Record("a", 0, 5)])
     assert sorted(consumer.seeks) == [(A0, 5), (B0, 3)]
+
+
+async def test_the_topics_of_one_fetch_are_handled_at_the_same_time_each_in_order() -> None:
+    consumer = FakeConsumer({A0, B0})
+    offsets = Offsets(Subscriber(consumer), interval=0.0)
+    seen: dict[str, list[int]] = {"a": [], "b": []}
+    a_started, b_started = asyncio.Event(), asyncio.Event()
+
+    async def on_a(records: Any) -> None:
+        a_started.set()
+        await asyncio.wait_for(b_started.wait(), 5)  # one at a time, this would wait for good
+        seen["a"] += [record.offset for record in records]
+
+    async def on_b(records: Any) -> None:
+        b_started.set()
+        await asyncio.wait_for(a_started.wait(), 5)
+        seen["b"] += [record.offset for record in records]
+
+    fetched = [Record("a", 0, 4), Record("b", 0, 9), Record("a", 0, 5)]
+    await handle_fetch(fetched, {"a": on_a, "b": on_b}, offsets)
+    await offsets.flush()
+    assert seen == {"a": [4, 5], "b": [9]}
+    assert consumer.commits == [{A0: 6, B0: 10}]
+    assert consumer.seeks == []
+
+
+async def test_a_failing_topic_cancels_the_others_and_the_whole_fetch_comes_again() -> None:
+    consumer = FakeConsumer({A0, B0})
+    offsets = Offsets(Subscriber(consumer), interval=0.0)
+    b_started, b_cancelled = asyncio.Event(), asyncio.Event()
+
+    async def on_a(records: Any) -> None:
+        await b_started.wait()
+        raise ValueError("the database refused it")
+
+    async def on_b(records: Any) -> None:
+        b_started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            b_cancelled.set()
+            raise
+
+    with pytest.raises(ValueError, match="refused"):
+        await handle_fetch([Record("a", 0, 4), Record("b", 0, 9)], {"a": on_a, "b": on_b}, offsets)
+    await offsets.flush()
+    assert b_cancelled.is_set()
+    assert sorted(consumer.seeks) == [(A0, 4), (B0, 9)]
+    assert consumer.commits == []

@@ -23,6 +23,7 @@ count what this policy did, by topic and reason.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -241,27 +242,11 @@ def subscribe(
         for record, item in batch:
             await one_by_one(topic, handler, record, item)
 
+    by_topic_name = {name: functools.partial(handle, topic, handler) for name, (topic, handler) in by_name.items()}
+
     async def on_batch(raw: Any) -> None:
         records = raw if isinstance(raw, tuple | list) else (raw,)  # FastStream's test broker sends one record
-        by_topic: dict[str, list[Any]] = {}
-        for record in records:
-            by_topic.setdefault(record.topic, []).append(record)
-        try:
-            if len(by_topic) == 1:
-                [(name, of_topic)] = by_topic.items()
-                await handle(*by_name[name], of_topic)
-            else:
-                # A failure cancels the other topics' batches: none of the fetch is committed, all of it comes again.
-                async with asyncio.TaskGroup() as group:
-                    for name, of_topic in by_topic.items():
-                        group.create_task(handle(*by_name[name], of_topic))
-        except BaseExceptionGroup as failed:
-            offsets.rewind(records)
-            raise failed.exceptions[0] from failed
-        except Exception:
-            offsets.rewind(records)  # fetched again: nothing of the fetch is committed past an unhandled record
-            raise
-        offsets.handled(records)
+        await handle_fetch(records, by_topic_name, offsets)
 
     subscriber = broker.subscriber(
         *by_name,
@@ -278,6 +263,35 @@ def subscribe(
     _poll_without_pause(subscriber)
     offsets = Offsets(subscriber)
     return offsets
+
+
+async def handle_fetch(
+    records: Sequence[Any], handlers: Mapping[str, Callable[[Sequence[Any]], Awaitable[None]]], offsets: Offsets
+) -> None:
+    """Hand what one fetch returned to each topic's handler (``handlers``, by topic name), then mark it handled.
+
+    The topics are handled at the same time, the records of each in order. If a handler raises, the others are
+    cancelled, every partition of the fetch is rewound to its earliest record (the whole fetch comes again, and
+    the inbox drops what was already committed) and the first error is raised.
+    """
+    by_topic: dict[str, list[Any]] = {}
+    for record in records:
+        by_topic.setdefault(record.topic, []).append(record)
+    try:
+        if len(by_topic) == 1:
+            [(name, of_topic)] = by_topic.items()
+            await handlers[name](of_topic)
+        else:
+            async with asyncio.TaskGroup() as group:
+                for name, of_topic in by_topic.items():
+                    group.create_task(handlers[name](of_topic))
+    except BaseExceptionGroup as failed:
+        offsets.rewind(records)
+        raise failed.exceptions[0] from failed
+    except Exception:
+        offsets.rewind(records)
+        raise
+    offsets.handled(records)
 
 
 COMMIT_INTERVAL_SECONDS = 0.2
