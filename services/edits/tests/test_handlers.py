@@ -48,10 +48,19 @@ class FakeEditsRepository:
         return (agent, self.memories.get(agent_id)) if agent is not None else (None, None)
 
     async def write_memory(
-        self, org_id: str, agent_id: str, content: str, *, expected_version: int, actor: str, **links: Any
+        self,
+        org_id: str,
+        agent_id: str,
+        content: str,
+        *,
+        expected_version: int | None = None,
+        expected_hash: str | None = None,
+        actor: str,
+        **links: Any,
     ) -> int | None:
+        assert expected_version is not None or expected_hash is not None
         live = self.memories.get(agent_id)
-        if live is None or live.version != expected_version:
+        if live is None or expected_version not in (None, live.version) or expected_hash not in (None, live.hash):
             return None
         self.memories[agent_id] = LiveMemory(agent_id, content, live.version + 1, content_hash(content))
         self.memory_writes.append({"agent_id": agent_id, "content": content, "actor": actor, **links})

@@ -72,12 +72,6 @@ def test_arguments_are_validated(bad: dict[str, object]) -> None:
     assert refusal.code == "invalid_arguments" and refusal.message.startswith("studio_edit_memory:")
 
 
-def test_apply_refuses_over_a_memory_that_moved() -> None:
-    assert not memory.moved(LIVE.hash, LIVE)
-    assert memory.moved(LIVE.hash, LiveMemory("a1", "moved\n", 4, content_hash("moved\n")))
-    assert memory.moved(LIVE.hash, None)
-
-
 def test_the_byte_cap_holds_for_direct_writes_too() -> None:
     assert memory.check_byte_cap("x" * 1024, 1024) is None
     refusal = memory.check_byte_cap("x" * 1025, 1024, "the Memory")

@@ -30,8 +30,9 @@ _AGENT_MEMORY = (
 
 _WRITE_MEMORY = (
     "WITH updated AS ("
-    f" UPDATE {t.memory.fullname} SET content = $3, version = $5, hash = $6, updated_by = $7, updated_at = now()"
-    " WHERE agent_id = $2 AND version = $4"
+    f" UPDATE {t.memory.fullname} SET content = $3, version = coalesce($5::integer, version + 1), hash = $6,"
+    " updated_by = $7, updated_at = now()"
+    " WHERE agent_id = $2 AND ($4::integer IS NULL OR version = $4) AND ($12::text IS NULL OR hash = $12)"
     " RETURNING agent_id, version"
     "), revision AS ("
     f" INSERT INTO {t.memory_revisions.fullname}"
@@ -47,9 +48,11 @@ _WRITE_MEMORY = (
     ")"
     " SELECT revision.version FROM revision JOIN change ON true"
 )
-"""A new Memory version if the live one is ``$4``, with its revision and its ``file_changes`` row, in one statement:
-``$1`` org, ``$2`` agent, ``$3`` content, ``$5`` the new version, ``$6`` its hash, ``$7`` actor, then the request it
-came from (``$8`` tool call id, ``$9`` tool name, ``$10`` session, ``$11`` seq). No row when the version moved."""
+"""A new Memory version if the live one is version ``$4`` (when given) and has hash ``$12`` (when given), with its
+revision and its ``file_changes`` row, in one statement: ``$1`` org, ``$2`` agent, ``$3`` content, ``$5`` the new
+version (``$4`` + 1, or the live one's + 1 when ``$4`` is not given), ``$6`` its hash, ``$7`` actor, then the request
+it came from (``$8`` tool call id, ``$9`` tool name, ``$10`` session, ``$11`` seq). No row when the Memory moved.
+The row is locked by the update itself, which checks its condition again on the row as committed."""
 
 
 class EditsRepository:
@@ -92,31 +95,36 @@ class EditsRepository:
         agent_id: str,
         content: str,
         *,
-        expected_version: int,
+        expected_version: int | None = None,
+        expected_hash: str | None = None,
         actor: str,
         tool_call_id: str | None = None,
         tool_name: str | None = None,
         studio_session_id: str | None = None,
         studio_seq: int | None = None,
     ) -> int | None:
-        """Write a new Memory version if the live one is ``expected_version``; None when it is not.
+        """Write a new Memory version if the live one is ``expected_version`` and has ``expected_hash`` (each only
+        when given; at least one is); returns the new version, or None when the live Memory is not as expected.
 
         Every write adds a revision and a ``file_changes`` row that links back to the request, if any. The
         three writes go to PostgreSQL as one statement.
         """
+        if expected_version is None and expected_hash is None:
+            raise ValueError("a Memory write names the version or the hash it replaces")
         version = await (await driver_connection(self.conn)).fetchval(
             _WRITE_MEMORY,
             org_id,
             agent_id,
             content,
             expected_version,
-            expected_version + 1,
+            None if expected_version is None else expected_version + 1,
             content_hash(content),
             actor,
             tool_call_id,
             tool_name,
             studio_session_id,
             studio_seq,
+            expected_hash,
         )
         return None if version is None else int(version)
 

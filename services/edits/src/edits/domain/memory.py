@@ -96,8 +96,3 @@ def review_edit(
         after=args.content,
         reason=args.reason,
     )
-
-
-def moved(base_hash: str | None, live: LiveMemory | None) -> bool:
-    """Whether the Memory changed since the proposal read it (apply then refuses with 409)."""
-    return live is None or live.hash != base_hash

@@ -68,26 +68,28 @@ class MemoryKind(ProposalKind):
 
     async def apply(self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork) -> Applied | Stale:
         agent_id = proposal.agent_id or ""
-        live = await repo(uow).memory(agent_id, for_update=True)
-        if memory.moved(proposal.base["hash"], live):
+        base_hash = proposal.base["hash"]
+        # One statement when the Memory is as the coach read it: the write checks the base hash on the row it
+        # locks. Only when it moved is the live Memory read, to say how.
+        version = None
+        if base_hash is not None:  # a proposal without a base never applies
+            version = await repo(uow).write_memory(
+                proposal.payload["org_id"],
+                agent_id,
+                proposal.payload["content"],
+                expected_hash=base_hash,
+                actor=decision.actor,
+                tool_call_id=proposal.tool_call_id,
+                tool_name=proposal.tool,
+                studio_session_id=proposal.session_id,
+                studio_seq=proposal.seq,
+            )
+        if version is None:
+            live = await repo(uow).memory(agent_id)
             effects: dict[str, Any] = {} if live is None else {"live_version": live.version, "live_hash": live.hash}
             return Stale(
                 f"the Memory changed since the coach read it (base version {proposal.base['version']}, live version "
                 f"{None if live is None else live.version}); the request stays pending",
                 effects,
             )
-        assert live is not None
-        content = proposal.payload["content"]
-        version = await repo(uow).write_memory(
-            proposal.payload["org_id"],
-            agent_id,
-            content,
-            expected_version=live.version,
-            actor=decision.actor,
-            tool_call_id=proposal.tool_call_id,
-            tool_name=proposal.tool,
-            studio_session_id=proposal.session_id,
-            studio_seq=proposal.seq,
-        )
-        assert version is not None  # the row is locked FOR UPDATE at live.version
         return Applied(f"applied; Memory is now version {version}", version, {"hash": proposal.proposed_hash})
