@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -156,8 +157,12 @@ class Projection:
         now = datetime.now(UTC)
         # The decision's outcome and its request's new state go in one statement.
         if message.outcome in RESOLVED_OUTCOMES:
-            await conn.execute(
-                _RESOLVE_REQUEST,
+            # Resolve the request and read the session's paused turns in one statement. The read sees the
+            # tables as they were before the update, so the request is taken as resolved here when it was still
+            # pending (no other transaction resolves it meanwhile: they all hold the session's lock).
+            await uow.lock_session(message.session_id)
+            paused = await conn.fetch(
+                _RESOLVE_REQUEST_THEN_PAUSED,
                 message.proposal_id,
                 message.outcome,
                 message.resolved_by,
@@ -165,8 +170,10 @@ class Projection:
                 outcome,
                 now,
                 message.decision_id,
+                message.session_id,
             )
-            await self.settle(uow, message.session_id)
+            resolved = (message.proposal_id, message.outcome, message.resolved_by)
+            self._announce(uow, await _settle_turns(_sql(uow), message.session_id, paused, resolved))
         elif message.outcome == "stale":
             await conn.execute(_MARK_REQUEST_STALE, message.proposal_id, outcome, now, message.decision_id)
         else:
@@ -176,7 +183,11 @@ class Projection:
         """Continue every paused turn of the session whose requests are all decided (under the session lock,
         which the runtime took for this message), and announce it once the transaction commits."""
         await uow.lock_session(session_id)
-        events = await _settle_turns(_sql(uow), session_id)
+        conn = await _driver(uow)
+        self._announce(uow, await _settle_turns(_sql(uow), session_id, await conn.fetch(_PAUSED, session_id)))
+
+    def _announce(self, uow: UnitOfWork, events: list[dict[str, Any]]) -> None:
+        """Announce ``events`` once the transaction commits."""
         if events:
 
             async def announce() -> None:
@@ -268,6 +279,16 @@ per turn, and with statistics from when the tables were small (a plan lasts as l
 next ANALYZE) a join would read every request of the table to find one or two.
 """
 
+_RESOLVE_REQUEST_THEN_PAUSED = (
+    _RESOLVE_REQUEST.replace(
+        f" UPDATE {t.requests.fullname} SET", f", resolved AS (UPDATE {t.requests.fullname} SET", 1
+    )
+    + ") "
+    + _PAUSED.replace("$1", "$8")
+)
+""":data:`_RESOLVE_REQUEST`, then :data:`_PAUSED` of session ``$8``, in one statement (the read sees the tables as
+they were before the update)."""
+
 _CONTINUE_TURN = (
     f"UPDATE {t.turns.fullname} SET continued_at = $4, continuation = $5, sends = 1"
     " WHERE session_id = $1 AND turn_id = $2 AND step = $3"
@@ -299,27 +320,39 @@ _INSERT_DECISION = (
 )
 
 
-async def _settle_turns(uow: SqlUnitOfWork, session_id: str) -> list[dict[str, Any]]:
+async def _settle_turns(
+    uow: SqlUnitOfWork,
+    session_id: str,
+    paused: Sequence[asyncpg.Record],
+    resolved: tuple[str, str, str | None] | None = None,
+) -> list[dict[str, Any]]:
     """Settle the session's paused turns in ``uow`` (which holds the session lock); returns the live events
-    to announce once its transaction commits."""
+    to announce once its transaction commits.
+
+    ``paused`` are the rows of :data:`_PAUSED` (each paused turn with what it waits on, each awaited call's
+    request or refusal beside it). ``resolved`` (proposal id, status, by whom) is a request this transaction
+    resolved after those rows were read: a row that still shows it pending is taken as resolved so.
+    """
     conn = await driver_connection(uow.conn)
     events: list[dict[str, Any]] = []
     turns: dict[tuple[str, int], tuple[list[str], dict[str, RequestState], dict[str, RefusedCall]]] = {}
-    # One read: each paused turn with what it waits on, each awaited call's request or refusal beside it.
-    for row in await conn.fetch(_PAUSED, session_id):
+    for row in paused:
         awaited = row["awaited"]
         waited, requests, refused = turns.setdefault(
             (row["turn_id"], row["step"]), (list(row["tool_call_ids"]), {}, {})
         )
         if row["request_seq"] is not None:
+            status, resolved_by = row["status"], row["resolved_by"]
+            if resolved is not None and row["proposal_id"] == resolved[0] and status == "pending":
+                status, resolved_by = resolved[1], resolved[2]
             requests[awaited] = RequestState(
                 awaited,
                 row["request_seq"],
                 row["proposal_id"],
                 row["kind"],
                 row["label"],
-                row["status"],
-                row["resolved_by"],
+                status,
+                resolved_by,
             )
         if row["refused_seq"] is not None:
             refused[awaited] = RefusedCall(awaited, row["refused_seq"], row["error_code"])
