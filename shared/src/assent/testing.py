@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from .contracts import AgentChanged, GuildChanged, Message, OrgChanged, SessionClosed, SessionContext, SessionOpened
 from .domain import Agent, Guild, Session
-from .runtime.uow import StoredProposal
+from .runtime.uow import CallContext, StoredProposal
 from .topics import Topic
 
 M = TypeVar("M", bound=Message)
@@ -130,7 +130,8 @@ class FakeProposals:
                 return dataclasses.replace(held)
         return None
 
-    async def clashing(self, session_id: str, seq: int, tool_call_id: str) -> list[StoredProposal]:
+    def clashing(self, session_id: str, seq: int, tool_call_id: str) -> list[StoredProposal]:
+        """Proposals of this tool call, or at this session's ``seq``."""
         return [
             dataclasses.replace(held)
             for held in self.proposals.values()
@@ -173,6 +174,9 @@ class FakeUnitOfWork:
 
     def store(self, name: str) -> Any:
         return self.stores[name]
+
+    async def call_context(self, session_id: str, seq: int, tool_call_id: str) -> CallContext:
+        return CallContext(await self.sessions.get(session_id), self.proposals.clashing(session_id, seq, tool_call_id))
 
     async def emit(self, topic: Topic, key: str, message: Message) -> None:
         self.emitted.append((topic.name, key, message))

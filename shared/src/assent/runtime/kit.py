@@ -210,12 +210,15 @@ class OwnerKit:
     async def on_tool_call(self, call: ToolCall, uow: UnitOfWork) -> None:
         """Answer ``call`` with exactly one ``ToolResult`` (a replay of the first one for a re-sent call)."""
         fail_point(f"{self.service}.tool_call.{call.tool}")
-        clashing = await uow.proposals.clashing(call.session_id, call.seq, call.tool_call_id)
+        context = await uow.call_context(call.session_id, call.seq, call.tool_call_id)
+        clashing = context.clashing
         earlier = next((held for held in clashing if held.tool_call_id == call.tool_call_id), None)
         if earlier is not None and earlier.session_id == call.session_id:
             await uow.emit(TOOL_RESULTS, call.session_id, ToolResult.model_validate(earlier.result))
             return
-        answer = await self._answer(call, earlier, seq_taken=bool(clashing) and earlier is None, uow=uow)
+        answer = await self._answer(
+            call, earlier, context.session, seq_taken=bool(clashing) and earlier is None, uow=uow
+        )
         if isinstance(answer, Refusal):
             await uow.emit(TOOL_RESULTS, call.session_id, self._error(call, answer))
             return
@@ -236,11 +239,16 @@ class OwnerKit:
         await uow.emit(TOOL_RESULTS, call.session_id, result)
 
     async def _answer(
-        self, call: ToolCall, earlier: StoredProposal | None, *, seq_taken: bool, uow: UnitOfWork
+        self,
+        call: ToolCall,
+        earlier: StoredProposal | None,
+        session: Session | None,
+        *,
+        seq_taken: bool,
+        uow: UnitOfWork,
     ) -> Proposal | Output | Refusal:
         if earlier is not None:
             return Refusal(409, "duplicate_tool_call", f"tool call {call.tool_call_id!r} belongs to another session")
-        session = await uow.sessions.get(call.session_id)
         if session is None and call.session is not None:
             await uow.sessions.ensure(call.session_id, call.session)
             session = await uow.sessions.get(call.session_id)

@@ -65,10 +65,6 @@ class ProposalStore(Protocol):
     async def get(self, proposal_id: str, *, for_update: bool = False) -> StoredProposal | None: ...
     async def by_tool_call(self, tool_call_id: str) -> StoredProposal | None: ...
     async def at_seq(self, session_id: str, seq: int) -> StoredProposal | None: ...
-    async def clashing(self, session_id: str, seq: int, tool_call_id: str) -> list[StoredProposal]:
-        """Proposals of this tool call, or at this session's ``seq``, in one read."""
-        ...
-
     async def add(self, proposal: StoredProposal) -> None: ...
     async def update(self, proposal_id: str, **fields: Any) -> None: ...
 
@@ -82,12 +78,25 @@ class WorkspaceStore(Protocol):
     async def apply(self, event: OrgChanged | GuildChanged | AgentChanged) -> bool: ...
 
 
+@dataclass(frozen=True)
+class CallContext:
+    """What a tool call is checked against: its session, and the proposals of the call or at the session's seq."""
+
+    session: Session | None
+    clashing: list[StoredProposal]
+
+
 class UnitOfWork(Protocol):
     """What a handler may use. ``store(name)`` is a kind's own repository over the same transaction."""
 
     sessions: SessionStore
     proposals: ProposalStore
     workspace: WorkspaceStore
+
+    async def call_context(self, session_id: str, seq: int, tool_call_id: str) -> CallContext:
+        """The session, and the proposals of this tool call or at this session's ``seq``, in one read: every tool
+        call starts with it."""
+        ...
 
     def store(self, name: str) -> Any: ...
     async def emit(self, topic: Topic, key: str, message: Message) -> None: ...
@@ -190,7 +199,6 @@ class _ProposalSql:
     get_for_update: str
     by_tool_call: str
     at_seq: str
-    clashing: str
     add: str
 
 
@@ -206,8 +214,21 @@ def _proposal_sql(proposals: Table) -> _ProposalSql:
         get_for_update=f"{select_} WHERE proposal_id = $1 FOR UPDATE",
         by_tool_call=f"{select_} WHERE tool_call_id = $1",
         at_seq=f"{select_} WHERE session_id = $1 AND seq = $2",
-        clashing=f"{select_} WHERE tool_call_id = $1 OR (session_id = $2 AND seq = $3)",
         add=f"INSERT INTO {p} ({columns}) VALUES ({values})",
+    )
+
+
+@functools.cache
+def _call_context_sql(proposals: Table, sessions: Table) -> str:
+    """The session ``$2`` (columns ``s_…``) beside each proposal of tool call ``$1`` or at its seq ``$3``: one row
+    with no proposal when none clashes (and with no session when it is unknown)."""
+    columns = ", ".join(f"p.{name}" for name in _PROPOSAL_FIELDS)
+    return (
+        "SELECT s.session_id AS s_session_id, s.org_id AS s_org_id, s.source_guild_id AS s_source_guild_id,"
+        " s.operator_user_id AS s_operator_user_id, s.closed_at AS s_closed_at,"
+        f" s.source_guild_snapshot AS s_source_guild_snapshot, {columns}"
+        f" FROM (SELECT 1) AS one LEFT OUTER JOIN {sessions.fullname} AS s ON s.session_id = $2"
+        f" LEFT OUTER JOIN {proposals.fullname} AS p ON p.tool_call_id = $1 OR (p.session_id = $2 AND p.seq = $3)"
     )
 
 
@@ -241,10 +262,6 @@ class SqlProposals:
     async def at_seq(self, session_id: str, seq: int) -> StoredProposal | None:
         row = await (await driver_connection(self.conn)).fetchrow(self.sql.at_seq, session_id, seq)
         return None if row is None else _proposal(row)
-
-    async def clashing(self, session_id: str, seq: int, tool_call_id: str) -> list[StoredProposal]:
-        rows = await (await driver_connection(self.conn)).fetch(self.sql.clashing, tool_call_id, session_id, seq)
-        return [_proposal(row) for row in rows]
 
     async def add(self, proposal: StoredProposal) -> None:
         values = [self._value(name, getattr(proposal, name)) for name in _PROPOSAL_FIELDS]
@@ -377,6 +394,22 @@ class SqlUnitOfWork:
         self.sessions = SqlSessions(self.conn, self.tables)
         self.proposals = SqlProposals(self.conn, self.tables)
         self.workspace = SqlWorkspace(self.conn, self.tables)
+
+    async def call_context(self, session_id: str, seq: int, tool_call_id: str) -> CallContext:
+        statement = _call_context_sql(self.tables.proposals, self.tables.sessions)
+        rows = await (await driver_connection(self.conn)).fetch(statement, tool_call_id, session_id, seq)
+        session = None
+        if rows and rows[0]["s_session_id"] is not None:
+            row = rows[0]
+            session = Session(
+                row["s_session_id"],
+                row["s_org_id"],
+                row["s_source_guild_id"],
+                row["s_operator_user_id"],
+                row["s_closed_at"] is not None,
+                row["s_source_guild_snapshot"],
+            )
+        return CallContext(session, [_proposal(row) for row in rows if row["proposal_id"] is not None])
 
     def store(self, name: str) -> Any:
         if name not in self._stores:
