@@ -15,7 +15,7 @@ from sqlalchemy.engine import make_url
 from assent.contracts import ToolCall
 from assent.topics import EDITS_TOOL_CALLS
 from tests.conftest import Stack, new_world, running_stack, wait_for
-from tests.test_memory_edits import memory, open_turn, propose, wait_pending
+from tests.test_memory_edits import memory, open_turn, pending, propose, wait_pending
 
 pytestmark = pytest.mark.integration
 
@@ -31,6 +31,14 @@ def _body(record: Any) -> dict[str, Any]:
 async def _records_of_call(stack: Stack, topic: str, tool_call_id: str, n: int) -> list[Any] | None:
     found = await stack.records(stack.topic(topic), lambda r: _body(r).get("tool_call_id") == tool_call_id)
     return found if len(found) == n else None
+
+
+async def _refusals(stack: Stack, session_id: str, tool_call_id: str) -> list[dict[str, Any]] | None:
+    found = await stack.records(
+        stack.topic("studio.tool-results"), lambda r: _body(r).get("tool_call_id") == tool_call_id
+    )
+    refused = [body for r in found if (body := _body(r)).get("session_id") == session_id and not body.get("ok")]
+    return refused or None
 
 
 async def test_a_re_sent_call_gets_its_first_result_again_and_never_settles_the_turn(stack: Stack) -> None:
@@ -62,6 +70,28 @@ async def test_a_re_sent_call_gets_its_first_result_again_and_never_settles_the_
             stack.topic("proposals.proposed"), lambda r: _body(r).get("tool_call_id") == call.tool_call_id
         )
         assert len(proposed) == 1
+
+
+async def test_a_call_at_a_taken_seq_or_with_another_sessions_call_id_is_refused_by_what_the_database_holds(
+    stack: Stack,
+) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        turn = await open_turn(coach, world)
+        result = await propose(turn, world.agent_id, "First.\n", (await memory(http, world.agent_id))["version"])
+        assert result.ok, result.error
+        call = turn.calls[result.tool_call_id]
+        other = (await open_turn(coach, world)).session.session_id
+
+        # The session already holds a request at this seq; and this call id is the first session's.
+        at_taken_seq = call.model_copy(update={"id": uuid.uuid4(), "tool_call_id": f"tc_{uuid.uuid4().hex}"})
+        borrowed_id = call.model_copy(update={"id": uuid.uuid4(), "session_id": other, "seq": 1})
+        for sent, code in ((at_taken_seq, "seq_taken"), (borrowed_id, "duplicate_tool_call")):
+            await coach.publish(EDITS_TOOL_CALLS, sent.session_id, sent)
+            answers = await wait_for(lambda sent=sent: _refusals(stack, sent.session_id, sent.tool_call_id))
+            assert [answer["error"]["code"] for answer in answers] == [code], answers
+        board = await pending(http, call.session_id)
+        assert [item["seq"] for item in board["items"]] == [call.seq], "neither refused call made a request"
 
 
 async def test_a_handler_that_keeps_failing_is_dead_lettered_after_its_retries_and_the_next_call_is_answered(
