@@ -10,7 +10,7 @@ from faststream.kafka.annotations import KafkaMessage
 from sqlalchemy.exc import DataError
 
 from assent.contracts import Message, StepEnded
-from assent.messaging import make_broker
+from assent.messaging import broker_answers, make_broker
 from assent.runtime.consumer import DEAD_LETTERED, FailurePolicy, Received, backoff, is_outage, subscribe
 from assent.topics import STUDIO_TURNS
 
@@ -146,3 +146,22 @@ def test_a_consumed_message_gets_a_span_only_when_its_trace_is_recorded() -> Non
     spans = exporter.get_finished_spans()
     assert [(span.name, span.kind) for span in spans] == [("studio.turns process", trace.SpanKind.CONSUMER)] * 2
     assert spans[0].context.trace_id == inside[1].trace_id
+
+
+async def test_the_readiness_ping_asks_for_one_topic_not_the_whole_cluster() -> None:
+    class Admin:
+        """Records what the broker is asked for; ``describe_cluster`` would read every topic's metadata."""
+
+        def __init__(self) -> None:
+            self.asked: list[list[str]] = []
+
+        async def describe_topics(self, topics: list[str]) -> list[dict[str, Any]]:
+            self.asked.append(list(topics))
+            return [{"topic": topic, "error_code": 0, "partitions": []} for topic in topics]
+
+        async def describe_cluster(self) -> dict[str, Any]:
+            raise AssertionError("reads the metadata of every topic in the cluster")
+
+    admin = Admin()
+    assert await broker_answers(admin, "p.studio.sessions")
+    assert admin.asked == [["p.studio.sessions"]]

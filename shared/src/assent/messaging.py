@@ -94,6 +94,17 @@ async def start_broker(broker: KafkaBroker) -> None:
     broker.running = True
 
 
+async def broker_answers(admin: Any, topic: str) -> bool:
+    """Whether the broker answers a metadata request for ``topic`` (raises when it does not).
+
+    A readiness probe asks this every few seconds. It names one topic, where FastStream's ``ping`` (the admin
+    client's ``describe_cluster``) reads the metadata of every topic in the cluster: a second and more on a
+    shared cluster of many thousands of partitions, longer than a probe waits.
+    """
+    await admin.describe_topics([topic])
+    return True
+
+
 async def ensure_topics(
     bootstrap_servers: str,
     prefix: str,
@@ -113,15 +124,18 @@ async def ensure_topics(
         await admin.close()
         raise
     try:
-        existing = set(await admin.list_topics())
-        wanted: list[NewTopic] = []
-        for topic in topics:
-            for name, partitions in (
-                (topic.full_name(prefix), topic.partitions),
-                (topic.dlq_name(prefix), 1),
-            ):
-                if name not in existing:
-                    wanted.append(NewTopic(name, num_partitions=partitions, replication_factor=1))
+        names = {
+            name: partitions
+            for topic in topics
+            for name, partitions in ((topic.full_name(prefix), topic.partitions), (topic.dlq_name(prefix), 1))
+        }
+        # Only these topics' metadata: a shared cluster may hold many thousands of others.
+        existing = {found["topic"] for found in await admin.describe_topics(list(names)) if found["error_code"] == 0}
+        wanted = [
+            NewTopic(name, num_partitions=partitions, replication_factor=1)
+            for name, partitions in names.items()
+            if name not in existing
+        ]
         if wanted:
             try:
                 await admin.create_topics(wanted)

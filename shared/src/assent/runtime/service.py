@@ -33,7 +33,7 @@ from ..db import create_engine, migrate
 from ..faults import crash_point
 from ..http import install_guards
 from ..kinds import WORKSPACE_OWNER
-from ..messaging import ensure_topics, make_broker, start_broker
+from ..messaging import broker_answers, ensure_topics, make_broker, start_broker
 from ..outbox import Outbox, OutboxRelay
 from ..service_auth import InvalidServiceToken, ServiceSigner, ServiceVerifier, service_keys
 from ..settings import ServiceSettings
@@ -333,7 +333,10 @@ class ServiceRuntime:
 
         async def broker() -> bool:
             try:
-                return bool(await self.broker.ping(timeout=timeout))
+                async with asyncio.timeout(timeout):
+                    return await broker_answers(
+                        self.broker.config.admin_client, STUDIO_SESSIONS.full_name(self.settings.topic_prefix)
+                    )
             except Exception:
                 return False
 
