@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +25,13 @@ import asyncpg
 import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from sqlalchemy.engine import make_url
 
 from assent.coach import CoachClient
+from assent.kafka_security import KafkaSecurity, kafka_kwargs
 from assent.service_auth import ServiceSigner
 from assent_devstack.system import System, build_system
 from tests.issuer import test_issuer
@@ -108,6 +111,19 @@ async def create_database(admin_url: str, name: str) -> str:
     finally:
         await conn.close()
     return url.set(database=name).render_as_string(hide_password=False)
+
+
+async def drop_topics(kafka: str, prefix: str, security: KafkaSecurity | None = None) -> None:
+    """Delete the topics named with ``prefix``: a broker that outlives the suite (``make up``) would otherwise keep
+    every run's topics, and with them an open file per partition segment, until it runs out of files."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka, **kafka_kwargs(security))
+    await admin.start()
+    try:
+        mine = [name for name in await admin.list_topics() if name.startswith(prefix)]
+        if mine:
+            await admin.delete_topics(mine)
+    finally:
+        await admin.close()
 
 
 @dataclass
@@ -207,6 +223,10 @@ async def running_stack(
         yield Stack(endpoints, system, f"t{name}.", database_url)
     finally:
         await asyncio.to_thread(system.stop)
+        try:
+            await drop_topics(endpoints.kafka, f"t{name}.", KafkaSecurity.from_env(system.env))
+        except Exception as exc:  # the cleanup of a shared broker, not what the tests check
+            warnings.warn(f"could not delete the topics t{name}.*: {exc!r}", stacklevel=1)
 
 
 @pytest.fixture(scope="session")
