@@ -160,9 +160,13 @@ async def test_decisions_work_through_any_gateway_replica(stack: Stack, tmp_path
     second = ServiceProcess("gateway", free_port(), stack.system.env, tmp_path / "gateway-2.log")
     assert second.url != stack.gateway_url
     await asyncio.to_thread(second.start)
-    # Once both replicas share the outcomes' partitions, the two outcomes of one session (one partition) are
-    # consumed by one replica, and the other replica, which answers one of the two decisions, hears it by Redis.
-    await wait_for(lambda: outcome_consumers_settled_at(stack, 2), timeout=60)
+    try:
+        # Once both replicas share the outcomes' partitions, the two outcomes of one session (one partition) are
+        # consumed by one replica, and the other replica, which answers one of the two decisions, hears it by Redis.
+        await wait_for(lambda: outcome_consumers_settled_at(stack, 2), timeout=60)
+    except BaseException:
+        await asyncio.to_thread(second.stop)  # the test's own replica does not outlive it
+        raise
     redis = Redis.from_url(stack.endpoints.redis_url)
     pubsub = redis.pubsub()
     decided: list[dict[str, Any]] = []
