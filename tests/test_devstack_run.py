@@ -17,6 +17,7 @@ import pytest
 from assent.contracts.tool_results import ToolError, ToolResult
 from assent_devstack import start_postgres, start_redis
 from assent_devstack._postgres import running_postgres
+from assent_devstack._service import LOWEST_PORT
 from assent_devstack.run import DEFAULT_GATEWAY_PORT, RunError, _call, _discard_servers, gateway_port, main
 from assent_devstack.system import ServiceProcess, free_port
 
@@ -33,6 +34,15 @@ def listening(port: int = 0) -> Iterator[int]:
 def test_a_gateway_port_the_user_gave_that_is_taken_is_refused_at_once() -> None:
     with listening() as port, pytest.raises(RunError, match=f"port {port} .*already in use"):
         gateway_port(str(port))
+
+
+def test_free_ports_come_from_below_the_range_of_outgoing_connections_and_skip_taken_ones() -> None:
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [free_port() for _ in range(20)]
+    assert all(LOWEST_PORT <= port < low for port in ports), ports  # never an outgoing connection's local port
+    with listening(ports[0]):
+        taken = {free_port(exclude=(ports[1],)) for _ in range(200)}
+    assert ports[0] not in taken and ports[1] not in taken
 
 
 def test_a_gateway_port_the_user_gave_that_is_free_is_used() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -195,16 +196,40 @@ def spawn(cmd: list[str], log: Path, cwd: Path, env: dict[str, str] | None = Non
         )
 
 
-def free_port(exclude: tuple[int, ...] = ()) -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now.
+LOWEST_PORT = 10000
 
-    The port is released before the server binds it, so a race is possible but unlikely: Linux hands out
-    ephemeral ports in a scattered order, which keeps concurrent stacks apart.
+
+def _ephemeral_ports() -> tuple[int, int]:
+    """The range the kernel picks the local port of an outgoing connection from."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_port(exclude: tuple[int, ...] = ()) -> int:
+    """A port on 127.0.0.1 that nothing holds now, below the kernel's ephemeral range where it can.
+
+    A service binds its port seconds after it is chosen (the services before it start first). A port from the
+    ephemeral range could meanwhile become the local end of any outgoing connection, to Kafka, PostgreSQL or
+    Redis, and the service would fail to bind it; a port below that range is never handed out so.
     """
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port: int = s.getsockname()[1]
+    low, _ = _ephemeral_ports()
+    candidates = random.sample(range(LOWEST_PORT, low), min(50, low - LOWEST_PORT)) if low > LOWEST_PORT else []
+    for port in candidates:
+        if port in exclude:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    while True:  # no free port below the range: any the kernel picks
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
         if port not in exclude:
             return port
 
