@@ -13,7 +13,8 @@ Then ``--concurrency`` sessions run rounds at once for ``--seconds``: the sustai
 Nothing is measured until the whole system has run the same load for ``WARM_UP_SECONDS`` (the memory at rest is
 read before): a freshly started broker's JVM, and the services' and the database's caches, are slow until they
 are warm, and the figures are of the system as it runs, not as it starts. The preloaded figures are measured
-warm too, after the throughput runs.
+warm too, after the throughput runs of one replica each (the run with two replicas comes after, on the preloaded
+database), and compared with the empty database's measured just before the preload.
 
 The benchmark itself (the coach, the operators' HTTP clients, the raw floors) runs on uvloop, as the services do.
 
@@ -22,8 +23,9 @@ Raw floors, measured on the same machine in the same run:
 - a raw asyncpg commit of one row plus one outbox row.
 
 Beside them, for context only: a raw hop between two processes (half of a round trip through an echo in another
-process, with a pause between hops as in a round). Each of the system's hops is between processes, and on a
-virtual machine waking an idle process costs more than the whole in-process round trip.
+process), after 1 ms and after 10 ms idle between hops. Each of the system's hops is between processes, and on a
+virtual machine waking an idle process costs more the longer it slept, up to more than the whole in-process round
+trip.
 
 Each leg crosses Kafka twice and commits twice (propose: coach → edits → gateway; apply: gateway → edits →
 gateway), so its floor is 2 x Kafka round trip + 2 x commit. Servers come from ``KAFKA_BOOTSTRAP_SERVERS``,
@@ -63,6 +65,8 @@ from assent_devstack.system import ServiceProcess, build_system, free_port
 TOKEN = "bench-token"
 ORG = "bench"
 WARM_UP = 300  # a freshly started broker's JVM is slow until its hot paths are compiled
+HOP_IDLE_SECONDS = (0.001, 0.01)
+"""How long the processes of the context hops sleep between two hops (a round's processes sleep a few ms)."""
 WARM_UP_SECONDS = 5.0
 """How long the system runs the throughput load before the floors and the latency are measured."""
 
@@ -130,9 +134,11 @@ uvloop.run(echo(*sys.argv[1:]))
 """
 
 
-async def kafka_hops_between_processes(bootstrap: str, n: int) -> list[float]:
+async def kafka_hops_between_processes(bootstrap: str, n: int, idle: float) -> list[float]:
     """Half of a produce → consume → produce → consume round trip through an echo in another process: one hop
-    between two processes, as each of the system's hops is (the raw round trip above stays in one process)."""
+    between two processes, as each of the system's hops is (the raw round trip above stays in one process),
+    ``idle`` seconds after the last (on a virtual machine, waking a process that has gone idle costs more the
+    longer it slept)."""
     there, back = f"bench.raw.{uuid.uuid4().hex[:8]}", f"bench.raw.{uuid.uuid4().hex[:8]}"
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
@@ -159,7 +165,7 @@ async def kafka_hops_between_processes(bootstrap: str, n: int) -> list[float]:
             await consumer.getone()
             if i >= WARM_UP:
                 samples.append((time.perf_counter() - start) / 2)
-            await asyncio.sleep(0.005)  # as between a round's hops: the other process has gone idle
+            await asyncio.sleep(idle)  # as between a round's hops: the other process has gone idle
         await producer.send_and_wait(there, b"stop", key=b"k")
         await echo.wait()
     finally:
@@ -571,21 +577,25 @@ async def main() -> None:
         rest = bench.rss()
         warm_up = await bench.throughput(args.concurrency, WARM_UP_SECONDS)  # not a figure: warms every part
         kafka_rt = await kafka_round_trips(kafka, args.rounds * 2)
-        kafka_hop = await kafka_hops_between_processes(kafka, args.rounds)
+        kafka_hops = {idle: await kafka_hops_between_processes(kafka, args.rounds, idle) for idle in HOP_IDLE_SECONDS}
         commits = await pg_commits(bench_db, args.rounds * 2)
         legs = await bench.latency(args.rounds)
         for _ in range(2):  # twice in a row: memory must not grow from one to the next
             loads.append(await bench.throughput(args.concurrency, args.seconds))
+        preloaded: dict[str, list[float]] | None = None
+        if args.preload:
+            # The empty-database figures the preloaded ones are compared with are taken just before the preload
+            # (the machine's speed drifts by a tenth and more within minutes), and before the replicas come and go
+            # (their consumer group's rebalances would slow the rounds of either).
+            empty = await bench.latency(args.rounds)
+            took = await preload(bench_db, args.preload)
+            print(f"(preloaded {args.preload:,} resolved requests, decisions, turns and inbox rows in {took:.0f} s)")
+            preloaded = await bench.latency(args.rounds)
         if not args.no_replicas:
             bench.add_replicas()
             loads.append(await bench.throughput(args.concurrency, args.seconds))
             bench.stop_replicas()
         turns, sent = await bench.exactly_once()
-        preloaded: dict[str, list[float]] | None = None
-        if args.preload:
-            took = await preload(bench_db, args.preload)
-            print(f"(preloaded {args.preload:,} resolved requests, decisions, turns and inbox rows in {took:.0f} s)")
-            preloaded = await bench.latency(args.rounds)
         finished = True
     finally:
         bench.stop_replicas()
@@ -604,16 +614,19 @@ async def main() -> None:
     print(f"\nApproval round on {os.cpu_count()} cores; telemetry {'off' if args.no_telemetry else 'on'}")
     print(f"(measured after a warm-up of {warm_up.rounds} rounds in {warm_up.seconds:.0f} s)")
     print(f"{'raw Kafka round trip':<28}{k50:>10.2f}{k99:>10.2f}")
-    h50, h99 = ms(kafka_hop)
-    print(f"{'raw Kafka hop, 2 processes':<28}{h50:>10.2f}{h99:>10.2f}   (context: not part of the floor)")
+    for idle, hops in kafka_hops.items():
+        h50, h99 = ms(hops)
+        label = f"raw Kafka hop, {idle * 1000:.0f} ms idle"
+        print(f"{label:<28}{h50:>10.2f}{h99:>10.2f}   (context: between two processes; not part of the floor)")
     print(f"{'raw asyncpg commit':<28}{c50:>10.2f}{c99:>10.2f}")
     print(f"{'leg floor (2 RT + 2 commit)':<28}{floor[0]:>10.2f}{floor[1]:>10.2f}")
     print_legs(f"Latency: {args.rounds} rounds one after another, one replica of each service", legs, floor)
     if preloaded is not None:
         print_legs(f"The same after preloading {args.preload:,} resolved requests", preloaded, floor)
         for leg in ("round", "GET …/pending"):
-            before, after = ms(legs[leg])[0], ms(preloaded[leg])[0]
-            print(f"  {leg} p50: {before:.2f} ms empty, {after:.2f} ms preloaded ({100 * (after / before - 1):+.0f}%)")
+            before, after = ms(empty[leg])[0], ms(preloaded[leg])[0]
+            change = 100 * (after / before - 1)
+            print(f"  {leg} p50: {before:.2f} ms empty (just before), {after:.2f} ms preloaded ({change:+.0f}%)")
     print("\nThroughput (every apply answered 200, nothing left pending):")
     for load in loads:
         print_load(load)
