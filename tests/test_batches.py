@@ -4,29 +4,40 @@ is dead-lettered without losing the rest of its batch, and two outbox relays nev
 from __future__ import annotations
 
 import asyncio
+import json
+import secrets
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from opentelemetry import trace
 from sqlalchemy import MetaData, func, select, text
 from sqlalchemy.engine import make_url
 
-from assent.contracts import StepEnded
-from assent.db import create_engine
+from assent import contracts
+from assent.contracts import StepEnded, parse_message
+from assent.db import create_engine, driver_connection
 from assent.messaging import ensure_topics, make_broker, start_broker
 from assent.outbox import Outbox, OutboxRelay, outbox_table
+from assent.runtime import ServiceRuntime
 from assent.runtime.consumer import FailurePolicy, Received, subscribe
-from assent.topics import STUDIO_TURNS
+from assent.topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, STUDIO_TURNS
+from gateway.adapters import tables as gateway_tables
+from gateway.entrypoint import MIGRATIONS
+from gateway.handlers import Projection
+from gateway.settings import GatewaySettings
 from tests.conftest import Endpoints, create_database
 
 pytestmark = pytest.mark.integration
 
+CONTRACT_EXAMPLES = Path(contracts.__file__).parent / "examples"
 FAST = FailurePolicy(max_attempts=2, backoff_initial=0.01, backoff_max=0.02)
 
 
@@ -276,3 +287,118 @@ async def test_a_change_of_one_statement_and_its_messages_commit_together_or_not
             await relay.stop()
         values = await _topic_values(endpoints.kafka, STUDIO_TURNS.full_name(world.prefix), 2)
         assert sorted(values) == sorted(message.to_bytes() for message in sent)
+
+
+def _example(name: str, **fields: Any) -> Any:
+    """The contract's golden example ``name`` (its file's name) with ``fields`` changed and an envelope id of its own."""
+    data = {**json.loads((CONTRACT_EXAMPLES / f"{name}.json").read_text()), **fields, "id": str(uuid.uuid4())}
+    return parse_message(json.dumps(data).encode())
+
+
+class _Feed:
+    """The gateway's live-event feed, kept in memory: what the projection announced."""
+
+    def __init__(self) -> None:
+        self.published: list[dict[str, Any]] = []
+
+    async def publish(self, events: list[dict[str, Any]]) -> None:
+        self.published += events
+
+
+async def test_the_gateway_projects_a_batch_of_many_sessions_with_one_statement_per_step(endpoints: Endpoints) -> None:
+    """A fetch of several sessions' proposals, step ends and outcomes, handled by the gateway's batch handlers
+    against the real database: each turn is continued exactly once, with every decision of its step, also when
+    the outcomes that complete it arrive in one batch; of two outcomes resolving one request the first counts;
+    a stale outcome leaves its request pending; a redelivered batch changes nothing."""
+    database_url = await create_database(endpoints.database_url, f"projection_{uuid.uuid4().hex[:8]}")
+    settings = GatewaySettings(
+        database_url=database_url, kafka_bootstrap_servers=endpoints.kafka, service_key=secrets.token_urlsafe(48)
+    )
+    runtime = ServiceRuntime(
+        settings, tables=gateway_tables.shared, migrations=MIGRATIONS, schema=gateway_tables.SCHEMA
+    )
+    feed = _Feed()
+    projection = Projection(feed)  # type: ignore[arg-type]
+    runtime.consume_batch(PROPOSALS_PROPOSED, projection.on_proposed, after_commit=projection.proposed)
+    runtime.consume_batch(STUDIO_TURNS, projection.on_step_ended, after_commit=projection.step_ended)
+    runtime.consume_batch(PROPOSALS_APPLIED, projection.on_outcome, after_commit=projection.outcome)
+    tracer = trace.get_tracer("test")
+
+    def fetched(*messages: Any) -> list[Received]:
+        return [Received(message, {}, tracer, "topic") for message in messages]
+
+    # Sessions s1 (two requests in one step), s2 (one), s3 (one, which stays pending).
+    calls = {"c1": ("s1", 1), "c2": ("s1", 2), "c3": ("s2", 1), "c4": ("s3", 1)}
+    proposed = [
+        _example("ProposalProposed.v1", proposal_id=f"p{c}", session_id=s, seq=seq, tool_call_id=c, turn_id=f"t{s}")
+        for c, (s, seq) in calls.items()
+    ]
+    outcomes = [
+        _example("ProposalOutcome.v1", decision_id="d1", proposal_id="pc1", session_id="s1", seq=1),
+        _example("ProposalOutcome.v1", decision_id="d3", proposal_id="pc3", session_id="s2", seq=1),
+        # Two decisions on c2 resolved in one batch: the first counts, both are recorded.
+        _example("ProposalOutcome.v1", decision_id="d2", proposal_id="pc2", session_id="s1", seq=2, outcome="declined"),
+        _example("ProposalOutcome.v1", decision_id="d2b", proposal_id="pc2", session_id="s1", seq=2),
+        _example("ProposalOutcome.v1.2", decision_id="d4", proposal_id="pc4", session_id="s3", seq=1),
+    ]
+    try:
+        await runtime.migrate()
+        async with runtime.engine.begin() as conn:
+            pg = await driver_connection(conn)
+            for decision in outcomes:
+                await pg.execute(
+                    "INSERT INTO gateway.decisions (decision_id, session_id, seq, proposal_id, decision, actor, via,"
+                    " message_id) VALUES ($1, $2, $3, $4, 'apply', 'olga', 'card', $5)",
+                    decision.decision_id,
+                    decision.session_id,
+                    decision.seq,
+                    decision.proposal_id,
+                    uuid.uuid4(),
+                )
+        await runtime.routes[PROPOSALS_PROPOSED](fetched(*proposed))
+        steps = [
+            StepEnded(session_id="s1", turn_id="ts1", step=0, tool_call_ids=("c1", "c2")),
+            StepEnded(session_id="s2", turn_id="ts2", step=0, tool_call_ids=("c3",)),
+            StepEnded(session_id="s3", turn_id="ts3", step=0, tool_call_ids=("c4",)),
+        ]
+        await runtime.routes[STUDIO_TURNS](fetched(*steps))
+        batch = fetched(*outcomes, outcomes[0])  # the same message twice in one fetch: handled once
+        await runtime.routes[PROPOSALS_APPLIED](batch)
+        await runtime.routes[PROPOSALS_APPLIED](batch)  # and the whole batch delivered again
+
+        async with runtime.engine.connect() as conn:
+            pg = await driver_connection(conn)
+            requests = {
+                r["tool_call_id"]: (r["status"], r["stale"], r["resolved_by"])
+                for r in await pg.fetch("SELECT tool_call_id, status, stale, resolved_by FROM gateway.requests")
+            }
+            recorded = {
+                r["decision_id"]: r["outcome"]["outcome"]
+                for r in await pg.fetch("SELECT decision_id, outcome FROM gateway.decisions")
+            }
+            turns = {
+                r["session_id"]: r["continued_at"] is not None
+                for r in await pg.fetch("SELECT session_id, continued_at FROM gateway.turns")
+            }
+            sent = [
+                json.loads(r["payload"])
+                for r in await pg.fetch(
+                    "SELECT payload FROM gateway.outbox WHERE topic = $1 ORDER BY id", "studio.continuations"
+                )
+            ]
+    finally:
+        await runtime.engine.dispose()
+    assert requests == {
+        "c1": ("applied", False, "user_olga"),
+        "c2": ("declined", False, "user_olga"),
+        "c3": ("applied", False, "user_olga"),
+        "c4": ("pending", True, None),
+    }
+    assert recorded == {"d1": "applied", "d2": "declined", "d2b": "applied", "d3": "applied", "d4": "stale"}
+    assert turns == {"s1": True, "s2": True, "s3": False}
+    assert sorted((c["session_id"], [(d["seq"], d["outcome"]) for d in c["decisions"]]) for c in sent) == [
+        ("s1", [(1, "applied"), (2, "declined")]),
+        ("s2", [(1, "applied")]),
+    ]
+    continued = [(e["session_id"], e["turn_id"]) for e in feed.published if e["event"] == "turn.continued"]
+    assert sorted(continued) == [("s1", "ts1"), ("s2", "ts2")]

@@ -34,7 +34,7 @@ from assent.contracts import (
 from assent.db import driver_connection, json_param
 from assent.domain import Agent
 from assent.kinds import KINDS, RESOLVED_OUTCOMES
-from assent.runtime import ServiceRuntime, UnitOfWork
+from assent.runtime import Received, ServiceRuntime, UnitOfWork, batch_span
 from assent.runtime.uow import SqlUnitOfWork
 from assent.telemetry import attach_carrier, current_carrier, detach
 from assent.topics import PROPOSALS_DECIDED, STUDIO_CONTINUATIONS
@@ -85,13 +85,14 @@ class OutcomePending(Exception):
 class Projection:
     """The projection handlers (one per topic) and what each announces once its batch has committed.
 
-    The runtime hands each handler a unit of work that already holds the session's lock. A handler that can
-    complete what a paused turn waits on (an outcome, a refusal, the step's end) settles the session's turns
-    in the same transaction: the continuation is written to the outbox in the transaction that marks its turn
-    continued, exactly one per pause, and nothing is lost between two commits. The live events
-    (``request.proposed``, ``turn.step_ended``, ``request.decided``) are announced after commit for every
-    delivery, a redelivery too: they are hints (a client re-reads) and a deciding request waits for
-    ``request.decided``.
+    The runtime hands each handler a batch of new messages of its topic and a unit of work that already holds the
+    lock of every session they name. Each statement serves the whole batch (one round trip to the database for
+    many messages under load). A handler that can complete what a paused turn waits on (an outcome, a refusal,
+    the step's end) settles those sessions' turns in the same transaction: the continuation is written to the
+    outbox in the transaction that marks its turn continued, exactly one per pause, and nothing is lost between
+    two commits. The live events (``request.proposed``, ``turn.step_ended``, ``request.decided``) are announced
+    after commit for every delivery, a redelivery too: they are hints (a client re-reads) and a deciding request
+    waits for ``request.decided``.
     """
 
     def __init__(self, events: EventFeed) -> None:
@@ -100,29 +101,37 @@ class Projection:
     async def on_session_event(self, message: SessionOpened | SessionClosed, uow: UnitOfWork) -> None:
         await uow.sessions.record(message)
 
-    async def on_proposed(self, message: ProposalProposed, uow: UnitOfWork) -> None:
-        await (await _driver(uow)).execute(
-            _INSERT_REQUEST,
-            message.session_id,
-            message.seq,
-            message.proposal_id,
-            message.tool_call_id,
-            message.turn_id,
-            message.step,
-            message.tool,
-            message.kind,
-            message.action,
-            message.section,
-            message.agent_id,
-            json_param(message.target.model_dump(mode="json")),
-            json_param(message.base.model_dump(mode="json")),
-            message.proposed_hash,
-            json_param(message.lines.model_dump(mode="json")),
-            message.widens,
-            message.reason,
-            json_param(message.card.model_dump(mode="json")),
-            json_param(current_carrier()),
-        )
+    async def on_proposed(self, batch: Sequence[Received], uow: UnitOfWork) -> None:
+        rows = []
+        for item in batch:
+            message: ProposalProposed = item.message  # type: ignore[assignment]
+            with item.span():  # the request keeps the trace its decision will continue
+                carrier = current_carrier()
+            rows.append(
+                (
+                    message.session_id,
+                    message.seq,
+                    message.proposal_id,
+                    message.tool_call_id,
+                    message.turn_id,
+                    message.step,
+                    message.tool,
+                    message.kind,
+                    message.action,
+                    message.section,
+                    message.agent_id,
+                    json_param(message.target.model_dump(mode="json")),
+                    json_param(message.base.model_dump(mode="json")),
+                    message.proposed_hash,
+                    json_param(message.lines.model_dump(mode="json")),
+                    message.widens,
+                    message.reason,
+                    json_param(message.card.model_dump(mode="json")),
+                    json_param(carrier),
+                )
+            )
+        with batch_span(batch):
+            await (await _driver(uow)).executemany(_INSERT_REQUEST, rows)
         # No settling here: a new request is open, so it cannot complete the turn that waits on it.
 
     async def on_tool_result(self, message: ToolResult, uow: UnitOfWork) -> None:
@@ -139,52 +148,103 @@ class Projection:
         )
         await self.settle(uow, message.session_id)
 
-    async def on_step_ended(self, message: StepEnded, uow: UnitOfWork) -> None:
-        await (await _driver(uow)).execute(
-            _INSERT_TURN,
-            message.session_id,
-            message.turn_id,
-            message.step,
-            json_param(list(message.tool_call_ids)),
-            # A step that made no request does not pause the turn: nothing to continue.
-            None if message.tool_call_ids else datetime.now(UTC),
-        )
-        await self.settle(uow, message.session_id)
-
-    async def on_outcome(self, message: ProposalOutcome, uow: UnitOfWork) -> None:
-        conn = await _driver(uow)
-        outcome = json_param(message.model_dump(mode="json"))
+    async def on_step_ended(self, batch: Sequence[Received], uow: UnitOfWork) -> None:
         now = datetime.now(UTC)
-        # The decision's outcome and its request's new state go in one statement.
-        if message.outcome in RESOLVED_OUTCOMES:
-            # Resolve the request and read the session's paused turns in one statement. The read sees the
-            # tables as they were before the update, so the request is taken as resolved here when it was still
-            # pending (no other transaction resolves it meanwhile: they all hold the session's lock).
-            await uow.lock_session(message.session_id)
-            paused = await conn.fetch(
-                _RESOLVE_REQUEST_THEN_PAUSED,
-                message.proposal_id,
-                message.outcome,
-                message.resolved_by,
-                message.resolved_at,
-                outcome,
-                now,
-                message.decision_id,
-                message.session_id,
+        rows = []
+        for item in batch:
+            message: StepEnded = item.message  # type: ignore[assignment]
+            rows.append(
+                (
+                    message.session_id,
+                    message.turn_id,
+                    message.step,
+                    json_param(list(message.tool_call_ids)),
+                    # A step that made no request does not pause the turn: nothing to continue.
+                    None if message.tool_call_ids else now,
+                )
             )
-            resolved = (message.proposal_id, message.outcome, message.resolved_by)
-            self._announce(uow, await _settle_turns(_sql(uow), message.session_id, paused, resolved))
-        elif message.outcome == "stale":
-            await conn.execute(_MARK_REQUEST_STALE, message.proposal_id, outcome, now, message.decision_id)
-        else:
-            await conn.execute(_RECORD_OUTCOME, message.decision_id, outcome, now)
+        with batch_span(batch):
+            conn = await _driver(uow)
+            await conn.executemany(_INSERT_TURN, rows)
+            sessions = _sessions_of(batch)
+            await self._settle(uow, batch, await conn.fetch(_PAUSED, sessions))
+
+    async def on_outcome(self, batch: Sequence[Received], uow: UnitOfWork) -> None:
+        conn = await _driver(uow)
+        now = datetime.now(UTC)
+        resolving = []
+        for item in batch:
+            message: ProposalOutcome = item.message  # type: ignore[assignment]
+            if message.outcome in RESOLVED_OUTCOMES:
+                resolving.append(item)
+                continue
+            # The decision's outcome and its request's new state go in one statement. (Whether these run before
+            # or after the batch's resolutions changes nothing: each changes only a request still pending, and a
+            # resolution clears the stale flag.)
+            outcome = json_param(message.model_dump(mode="json"))
+            with item.span():
+                if message.outcome == "stale":
+                    await conn.execute(_MARK_REQUEST_STALE, message.proposal_id, outcome, now, message.decision_id)
+                else:
+                    await conn.execute(_RECORD_OUTCOME, message.decision_id, outcome, now)
+        if not resolving:
+            return
+        # Resolve the requests and read their sessions' paused turns in one statement. The read sees the tables
+        # as they were before the update, so each request is taken as resolved here when it was still pending (no
+        # other transaction resolves it meanwhile: they all hold the sessions' locks). Of two outcomes that
+        # resolve one request, the first counts, as if they had come one after the other.
+        resolved: dict[str, tuple[str, str | None]] = {}
+        for item in resolving:
+            message = item.message  # type: ignore[assignment]
+            resolved.setdefault(message.proposal_id, (message.outcome, message.resolved_by))
+        messages: list[ProposalOutcome] = [item.message for item in resolving]  # type: ignore[misc]
+        with batch_span(resolving):
+            paused = await conn.fetch(
+                _RESOLVE_REQUESTS_THEN_PAUSED,
+                [m.proposal_id for m in messages],
+                [m.outcome for m in messages],
+                [m.resolved_by for m in messages],
+                [m.resolved_at for m in messages],
+                [json_param(m.model_dump(mode="json")) for m in messages],
+                [m.decision_id for m in messages],
+                now,
+                _sessions_of(resolving),
+            )
+            await self._settle(uow, resolving, paused, resolved)
 
     async def settle(self, uow: UnitOfWork, session_id: str) -> None:
         """Continue every paused turn of the session whose requests are all decided (under the session lock,
         which the runtime took for this message), and announce it once the transaction commits."""
         await uow.lock_session(session_id)
         conn = await _driver(uow)
-        self._announce(uow, await _settle_turns(_sql(uow), session_id, await conn.fetch(_PAUSED, session_id)))
+        events, continued = await _settle_turns(_sql(uow), session_id, await conn.fetch(_PAUSED, [session_id]))
+        if continued:
+            await conn.executemany(_CONTINUE_TURN, continued)
+        self._announce(uow, events)
+
+    async def _settle(
+        self,
+        uow: UnitOfWork,
+        batch: Sequence[Received],
+        paused: Sequence[asyncpg.Record],
+        resolved: dict[str, tuple[str, str | None]] | None = None,
+    ) -> None:
+        """Settle the paused turns of the sessions of ``batch`` from ``paused`` (rows of :data:`_PAUSED`), each
+        session's continuation in the trace of its last message of the batch, and announce them after commit."""
+        rows_of: dict[str, list[asyncpg.Record]] = {}
+        for row in paused:
+            rows_of.setdefault(row["session_id"], []).append(row)
+        last = {item.message.session_id: item for item in batch}  # type: ignore[attr-defined]
+        events: list[dict[str, Any]] = []
+        continued: list[tuple[Any, ...]] = []
+        for session_id, rows in rows_of.items():
+            with last[session_id].span():
+                settled, turns = await _settle_turns(_sql(uow), session_id, rows, resolved)
+            events += settled
+            continued += turns
+        if continued:
+            await (await _driver(uow)).executemany(_CONTINUE_TURN, continued)
+        self._announce(uow, events)
 
     def _announce(self, uow: UnitOfWork, events: list[dict[str, Any]]) -> None:
         """Announce ``events`` once the transaction commits."""
@@ -247,13 +307,6 @@ _INSERT_TURN = (
 
 _RECORD_OUTCOME = f"UPDATE {t.decisions.fullname} SET outcome = $2, outcome_at = $3 WHERE decision_id = $1"
 
-_RESOLVE_REQUEST = (
-    f"WITH recorded AS (UPDATE {t.decisions.fullname} SET outcome = $5, outcome_at = $6 WHERE decision_id = $7)"
-    f" UPDATE {t.requests.fullname} SET status = $2, stale = false, resolved_by = $3, resolved_at = $4, result = $5"
-    " WHERE proposal_id = $1 AND status = 'pending'"
-)
-"""The decision's outcome recorded, and its request resolved (unless another decision resolved it first)."""
-
 _MARK_REQUEST_STALE = (
     f"WITH recorded AS (UPDATE {t.decisions.fullname} SET outcome = $2, outcome_at = $3 WHERE decision_id = $4)"
     f" UPDATE {t.requests.fullname} SET stale = true WHERE proposal_id = $1 AND status = 'pending'"
@@ -261,33 +314,38 @@ _MARK_REQUEST_STALE = (
 """The decision's outcome recorded, and its request marked stale while it stays pending."""
 
 _PAUSED = (
-    "SELECT tu.turn_id, tu.step, tu.tool_call_ids, awaited.value AS awaited, r.seq AS request_seq, r.proposal_id,"
-    " r.kind, r.label, r.status, r.resolved_by, rc.seq AS refused_seq, rc.error_code"
+    "SELECT tu.session_id, tu.turn_id, tu.step, tu.tool_call_ids, awaited.value AS awaited, r.seq AS request_seq,"
+    " r.proposal_id, r.kind, r.label, r.status, r.resolved_by, rc.seq AS refused_seq, rc.error_code"
     f" FROM {t.turns.fullname} AS tu"
     " JOIN LATERAL jsonb_array_elements_text(tu.tool_call_ids) AS awaited(value) ON true"
     " LEFT OUTER JOIN LATERAL (SELECT seq, proposal_id, kind, target ->> 'label' AS label, status, resolved_by"
     f" FROM {t.requests.fullname} WHERE tool_call_id = awaited.value LIMIT 1) AS r ON true"
     " LEFT OUTER JOIN LATERAL (SELECT seq, error ->> 'code' AS error_code"
     f" FROM {t.refused_calls.fullname} WHERE tool_call_id = awaited.value LIMIT 1) AS rc ON true"
-    " WHERE tu.session_id = $1 AND tu.continued_at IS NULL"
-    " ORDER BY tu.ended_at, tu.turn_id, tu.step"
+    " WHERE tu.session_id = ANY($1::text[]) AND tu.continued_at IS NULL"
+    " ORDER BY tu.session_id, tu.ended_at, tu.turn_id, tu.step"
 )
-"""The session's paused turns, one row per awaited call, with that call's request or refusal (if any).
+"""The paused turns of the sessions ``$1``, one row per awaited call, with that call's request or refusal (if any).
 
 Each awaited call is looked up on its own (a lateral subquery, so by index): the planner guesses a hundred calls
 per turn, and with statistics from when the tables were small (a plan lasts as long as its connection, until the
 next ANALYZE) a join would read every request of the table to find one or two.
 """
 
-_RESOLVE_REQUEST_THEN_PAUSED = (
-    _RESOLVE_REQUEST.replace(
-        f" UPDATE {t.requests.fullname} SET", f", resolved AS (UPDATE {t.requests.fullname} SET", 1
-    )
-    + ") "
-    + _PAUSED.replace("$1", "$8")
+_RESOLVE_REQUESTS_THEN_PAUSED = (
+    "WITH o AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[])"
+    " WITH ORDINALITY AS o(proposal_id, outcome, resolved_by, resolved_at, result, decision_id, n)),"
+    f" recorded AS (UPDATE {t.decisions.fullname} AS d SET outcome = o.result::jsonb, outcome_at = $7 FROM o"
+    " WHERE d.decision_id = o.decision_id),"
+    f" resolved AS (UPDATE {t.requests.fullname} AS r SET status = o.outcome, stale = false,"
+    " resolved_by = o.resolved_by, resolved_at = o.resolved_at, result = o.result::jsonb"
+    " FROM (SELECT DISTINCT ON (proposal_id) * FROM o ORDER BY proposal_id, n) AS o"
+    " WHERE r.proposal_id = o.proposal_id AND r.status = 'pending') " + _PAUSED.replace("$1", "$8")
 )
-""":data:`_RESOLVE_REQUEST`, then :data:`_PAUSED` of session ``$8``, in one statement (the read sees the tables as
-they were before the update)."""
+"""Each outcome (the arrays ``$1``..``$6``, one element each: proposal, outcome, by whom, when, the outcome as JSON,
+decision) recorded on its decision and resolving its request (unless another decision resolved it first; of two
+here, the first), then :data:`_PAUSED` of the sessions ``$8``, in one statement (the read sees the tables as they
+were before the updates)."""
 
 _CONTINUE_TURN = (
     f"UPDATE {t.turns.fullname} SET continued_at = $4, continuation = $5, sends = 1"
@@ -324,17 +382,18 @@ async def _settle_turns(
     uow: SqlUnitOfWork,
     session_id: str,
     paused: Sequence[asyncpg.Record],
-    resolved: tuple[str, str, str | None] | None = None,
-) -> list[dict[str, Any]]:
-    """Settle the session's paused turns in ``uow`` (which holds the session lock); returns the live events
-    to announce once its transaction commits.
+    resolved: dict[str, tuple[str, str | None]] | None = None,
+) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
+    """Settle the session's paused turns in ``uow`` (which holds the session lock): emits each continuation, and
+    returns the live events to announce once its transaction commits and the arguments of :data:`_CONTINUE_TURN`
+    for each turn continued (the caller runs them, for all its sessions at once).
 
-    ``paused`` are the rows of :data:`_PAUSED` (each paused turn with what it waits on, each awaited call's
-    request or refusal beside it). ``resolved`` (proposal id, status, by whom) is a request this transaction
-    resolved after those rows were read: a row that still shows it pending is taken as resolved so.
+    ``paused`` are the session's rows of :data:`_PAUSED` (each paused turn with what it waits on, each awaited
+    call's request or refusal beside it). ``resolved`` (by proposal id: status, by whom) are requests this
+    transaction resolved after those rows were read: a row that still shows one pending is taken as resolved so.
     """
-    conn = await driver_connection(uow.conn)
     events: list[dict[str, Any]] = []
+    continued: list[tuple[Any, ...]] = []
     turns: dict[tuple[str, int], tuple[list[str], dict[str, RequestState], dict[str, RefusedCall]]] = {}
     for row in paused:
         awaited = row["awaited"]
@@ -343,8 +402,8 @@ async def _settle_turns(
         )
         if row["request_seq"] is not None:
             status, resolved_by = row["status"], row["resolved_by"]
-            if resolved is not None and row["proposal_id"] == resolved[0] and status == "pending":
-                status, resolved_by = resolved[1], resolved[2]
+            if resolved is not None and status == "pending" and row["proposal_id"] in resolved:
+                status, resolved_by = resolved[row["proposal_id"]]
             requests[awaited] = RequestState(
                 awaited,
                 row["request_seq"],
@@ -368,16 +427,16 @@ async def _settle_turns(
             text=continuation_text(decisions),
         )
         await uow.emit(STUDIO_CONTINUATIONS, session_id, continuation)
-        await conn.execute(
-            _CONTINUE_TURN,
-            session_id,
-            turn_id,
-            step,
-            datetime.now(UTC),
-            json_param(continuation.model_dump(mode="json")),
+        continued.append(
+            (session_id, turn_id, step, datetime.now(UTC), json_param(continuation.model_dump(mode="json")))
         )
         events.append(_event("turn.continued", session_id, turn_id=turn_id, step=step))
-    return events
+    return events, continued
+
+
+def _sessions_of(batch: Sequence[Received]) -> list[str]:
+    """The sessions ``batch``'s messages name, each once, in order."""
+    return list(dict.fromkeys(item.message.session_id for item in batch))  # type: ignore[attr-defined]
 
 
 # --- operator actions ---------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The runtime every Assent service is built from: consumers with one failure policy, the unit of work,
 the proposal kit that owner services plug their kinds into, the shared tables and their migrations."""
 
-from .consumer import FailurePolicy, subscribe
+from .consumer import FailurePolicy, Received, batch_span, subscribe
 from .kit import Applied, Call, LiveCard, LiveView, Output, OwnerKit, Proposal, ProposalKind, Stale, Tool
 from .service import ServiceRuntime, serve, service_metadata
 from .tables import SharedTables, shared_tables
@@ -17,12 +17,14 @@ __all__ = [
     "OwnerKit",
     "Proposal",
     "ProposalKind",
+    "Received",
     "ServiceRuntime",
     "SharedTables",
     "Stale",
     "StoredProposal",
     "Tool",
     "UnitOfWork",
+    "batch_span",
     "serve",
     "service_metadata",
     "shared_tables",

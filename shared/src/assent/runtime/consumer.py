@@ -28,6 +28,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -37,7 +38,7 @@ from aiokafka import TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import SpanKind
 from prometheus_client import Counter, Histogram
@@ -52,6 +53,10 @@ log = logging.getLogger(__name__)
 _TRACE_HEADERS = ("traceparent", "tracestate")
 
 
+_SPANNED: ContextVar[Received | None] = ContextVar("assent_spanned_message", default=None)
+"""The message whose span is current: :meth:`Received.span` inside its own span makes no second one."""
+
+
 @dataclass(frozen=True)
 class Received:
     """A parsed message with the trace context it arrived in."""
@@ -61,15 +66,24 @@ class Received:
     tracer: trace.Tracer
     source: str
 
+    def recorded_context(self) -> trace.SpanContext | None:
+        """The producer's span context when the message's trace is recorded (sampled), else None."""
+        context = trace.get_current_span(propagate.extract(self.carrier)).get_span_context()
+        return context if context.is_valid and context.trace_flags.sampled else None
+
     @contextmanager
     def span(self) -> Iterator[None]:
-        """Handle the message inside a consumer span continuing its producer's trace.
+        """Handle the message inside a consumer span continuing its producer's trace (inside it already: nothing).
 
         A message of a trace that is not recorded gets no span, only its trace's context (which its handler's
         publishes carry on): under the parent-based sampling the span would record nothing, and building it
         (ids, attributes, the sampler's decision) costs more than many a handler's statement.
         """
+        if _SPANNED.get() is self:
+            yield
+            return
         token = attach_carrier(self.carrier)
+        spanned = _SPANNED.set(self)
         try:
             parent = trace.get_current_span().get_span_context()
             if parent.is_valid and not parent.trace_flags.sampled:
@@ -86,7 +100,43 @@ class Received:
             ):
                 yield
         finally:
+            _SPANNED.reset(spanned)
             detach(token)
+
+
+@contextmanager
+def batch_span(items: Sequence[Received]) -> Iterator[None]:
+    """Where the statements that serve all of ``items`` at once run.
+
+    For one message, its own span (:meth:`Received.span`). For several, a consumer span in the trace of the first
+    whose trace is recorded, linked to the others whose traces are (the batch processing of OpenTelemetry's
+    messaging conventions), or no span when none is recorded. Each message's own work (what it emits) goes in
+    its own span, :meth:`Received.span`.
+    """
+    if len(items) == 1:
+        with items[0].span():
+            yield
+        return
+    recorded = [(item, context) for item in items if (context := item.recorded_context()) is not None]
+    if not recorded:
+        yield
+        return
+    first = recorded[0][0]
+    token = attach_carrier(first.carrier)
+    try:
+        with first.tracer.start_as_current_span(
+            f"{first.source} process",
+            kind=SpanKind.CONSUMER,
+            links=[trace.Link(context) for _, context in recorded[1:]],
+            attributes={
+                "messaging.system": "kafka",
+                "messaging.destination.name": first.source,
+                "messaging.batch.message_count": len(items),
+            },
+        ):
+            yield
+    finally:
+        detach(token)
 
 
 BatchHandler = Callable[[Sequence[Received]], Awaitable[None]]

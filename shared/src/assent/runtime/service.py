@@ -13,7 +13,7 @@ import contextlib
 import gc
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -50,6 +50,7 @@ from .walls import CallerOrg
 log = logging.getLogger(__name__)
 
 UowHandler = Callable[[Any, UnitOfWork], Awaitable[None]]
+BatchUowHandler = Callable[[Sequence[Received], UnitOfWork], Awaitable[None]]
 StoreFactory = Callable[[AsyncConnection], Any]
 SANITIZE_ENV = "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS"
 SANITIZED_HEADERS = ["authorization", "proxy-authorization", "cookie", "set-cookie"]
@@ -110,6 +111,16 @@ class ServiceRuntime:
         self._routers: list[APIRouter] = []
         self._routes: dict[Topic, Callable[[Sequence[Received]], Awaitable[None]]] = {}
 
+    @property
+    def routes(self) -> Mapping[Topic, Callable[[Sequence[Received]], Awaitable[None]]]:
+        """What the consumer hands each fetch to: each consumed topic's handling of a batch of parsed messages."""
+        return self._routes
+
+    async def migrate(self) -> None:
+        """Bring the shared tables and the service's own to the newest migration (the app does it as it starts)."""
+        await migrate(self.engine, SHARED_MIGRATIONS, self.schema, version_table=SHARED_VERSION_TABLE)
+        await migrate(self.engine, self.migrations, self.schema)
+
     # --- the internal API ---------------------------------------------------------------------------
 
     def internal_router(self, **kwargs: Any) -> APIRouter:
@@ -166,6 +177,29 @@ class ServiceRuntime:
         (without ``after_commit``). A failing batch is handled again message by message, under
         :class:`~assent.runtime.consumer.FailurePolicy`.
         """
+
+        async def each(fresh: Sequence[Received], uow: UnitOfWork) -> None:
+            for item in fresh:
+                with item.span():
+                    await handler(item.message, uow)
+
+        self.consume_batch(topic, each, label=label, after_commit=after_commit, when=when)
+
+    def consume_batch(
+        self,
+        topic: Topic,
+        handler: BatchUowHandler,
+        *,
+        label: str | None = None,
+        after_commit: Callable[[Any], Awaitable[None]] | None = None,
+        when: Callable[[Any], bool] | None = None,
+    ) -> None:
+        """:meth:`consume`, with ``handler`` taking the whole batch at once: the new messages of the fetch (claimed,
+        each once, in order) and the unit of work. For a handler whose statements can each serve many messages,
+        one round trip to the database for the batch rather than one per message; it makes its messages' spans
+        itself (:meth:`Received.span`) where it wants their traces to go on. A batch that fails is handed to it
+        again one message at a time.
+        """
         consumer = f"{self.service}:{topic.name}"
         label = label or topic.name
 
@@ -175,16 +209,18 @@ class ServiceRuntime:
                 return
             async with self.outbox.transaction(self.engine) as conn:
                 uow = SqlUnitOfWork(conn, self.outbox, self.tables, self.service, self.stores)
-                fresh = await uow.claim(
+                claimed = await uow.claim(
                     consumer,
                     [item.message.id for item in chosen],
                     (session_id for item in chosen if (session_id := getattr(item.message, "session_id", None))),
                 )
+                fresh = []
                 for item in chosen:
-                    if item.message.id in fresh:
-                        fresh.discard(item.message.id)  # the same message twice in one fetch: handled once
-                        with item.span():
-                            await handler(item.message, uow)
+                    if item.message.id in claimed:
+                        claimed.discard(item.message.id)  # the same message twice in one fetch: handled once
+                        fresh.append(item)
+                if fresh:
+                    await handler(fresh, uow)
             crash_point(f"{self.service}.{label}.after_commit")
             if after_commit is not None:
                 for item in chosen:
@@ -246,8 +282,7 @@ class ServiceRuntime:
 
         @asynccontextmanager
         async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-            await migrate(self.engine, SHARED_MIGRATIONS, self.schema, version_table=SHARED_VERSION_TABLE)
-            await migrate(self.engine, self.migrations, self.schema)
+            await self.migrate()
             await ensure_topics(
                 self.settings.kafka_bootstrap_servers,
                 self.settings.topic_prefix,
