@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 
 from assent.contracts import (
     DecisionMade,
@@ -19,7 +20,7 @@ from assent.contracts import (
 )
 from assent.domain import Agent, Guild
 from assent.hashing import content_hash
-from assent.runtime import OwnerKit
+from assent.runtime import OwnerKit, Received
 from assent.testing import FakeUnitOfWork, FakeWorkspace
 from assent.topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, TOOL_RESULTS, WORKSPACE_EVENTS
 from edits.domain import guild as guild_rules
@@ -424,3 +425,89 @@ async def test_a_result_too_large_to_publish_becomes_an_error_result() -> None:
     world.repo.memories["a1"] = LiveMemory("a1", "Short.\n", 4, content_hash("Short.\n"))
     small = await world.call("studio_read_memory", {"agent_id": "a1"}, seq=4)
     assert small.ok and small.output is not None and small.output["content"] == "Short.\n"
+
+
+# --- batches: what one fetch holds is checked as if it had come one message after another -------------
+
+
+def _call(seq: int, tool_call_id: str, content: str = "New.\n") -> ToolCall:
+    return ToolCall(
+        session_id=SESSION,
+        seq=seq,
+        turn_id="turn1",
+        step=1,
+        tool_call_id=tool_call_id,
+        tool="studio_edit_memory",
+        arguments=memory_args(content),
+        session=CONTEXT,
+    )
+
+
+def _fetched(*messages: Any) -> list[Received]:
+    return [Received(message, {}, trace.get_tracer("test"), "topic") for message in messages]
+
+
+def _answers(uow: FakeUnitOfWork) -> list[tuple[str, int, bool, str | None]]:
+    return [(r.tool_call_id, r.seq, r.ok, None if r.error is None else r.error.code) for r in uow.messages(ToolResult)]
+
+
+@pytest.mark.parametrize(
+    ("calls", "answers"),
+    [
+        pytest.param(
+            [(3, "tc1"), (4, "tc2")], [("tc1", 3, True, None), ("tc2", 4, True, None)], id="two-calls-both-proposed"
+        ),
+        pytest.param(
+            [(3, "tc1"), (3, "tc2")],
+            [("tc1", 3, True, None), ("tc2", 3, False, "seq_taken")],
+            id="a-second-call-at-the-same-seq-is-refused",
+        ),
+        pytest.param(
+            [(3, "tc1"), (3, "tc1")], [("tc1", 3, True, None), ("tc1", 3, True, None)], id="a-re-sent-call-is-replayed"
+        ),
+    ],
+)
+async def test_a_batch_of_calls_is_answered_as_one_after_another(
+    calls: list[tuple[int, str]], answers: list[tuple[str, int, bool, str | None]]
+) -> None:
+    messages = [_call(seq, tool_call_id) for seq, tool_call_id in calls]  # each its own envelope id
+    batched, one_by_one = await new_world(), await new_world()
+    await batched.kit.on_tool_calls(_fetched(*messages), batched.uow)
+    for message in messages:
+        await one_by_one.kit.on_tool_call(message, one_by_one.uow)
+    assert _answers(batched.uow) == _answers(one_by_one.uow) == answers
+    accepted = {tool_call_id for tool_call_id, _, ok, _ in answers if ok}
+    assert {p.tool_call_id for p in batched.uow.proposals.proposals.values()} == accepted
+    results = batched.uow.messages(ToolResult)
+    if calls[0] == calls[-1]:  # the replay is the very first result, envelope id included
+        assert results[0] == results[1]
+
+
+async def test_a_batch_of_decisions_on_one_request_applies_it_once() -> None:
+    world = await new_world()
+    result = await world.call("studio_edit_memory", memory_args(), seq=3)
+    assert result.widget is not None
+    world.uow.clear()
+    decisions = [
+        DecisionMade(
+            decision_id=f"d{n}",
+            proposal_id=result.widget.proposal_id,
+            session_id=SESSION,
+            seq=3,
+            kind="memory",
+            decision=decision,
+            actor=OPERATOR,
+        )
+        for n, decision in enumerate(["apply", "decline", "apply"])
+    ]
+    await world.kit.on_decisions(_fetched(*decisions), world.uow)
+    outcomes = world.uow.messages(ProposalOutcome)
+    assert [(o.decision_id, o.outcome, o.status) for o in outcomes] == [
+        ("d0", "applied", 200),
+        ("d1", "refused", 422),
+        ("d2", "refused", 422),
+    ]
+    assert "already applied" in outcomes[1].detail
+    assert [w["content"] for w in world.repo.memory_writes] == ["New.\n"]
+    stored = await world.uow.proposals.get(result.widget.proposal_id)
+    assert stored is not None and stored.status == "applied"

@@ -9,7 +9,7 @@ what a handler wrote stays written, like a commit after every message.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from .contracts import AgentChanged, GuildChanged, Message, OrgChanged, SessionClosed, SessionContext, SessionOpened
@@ -118,6 +118,9 @@ class FakeProposals:
         held = self.proposals.get(proposal_id)
         return None if held is None else dataclasses.replace(held)
 
+    async def get_many(self, proposal_ids: Sequence[str], *, for_update: bool = False) -> dict[str, StoredProposal]:
+        return {i: dataclasses.replace(self.proposals[i]) for i in proposal_ids if i in self.proposals}
+
     async def by_tool_call(self, tool_call_id: str) -> StoredProposal | None:
         for held in self.proposals.values():
             if held.tool_call_id == tool_call_id:
@@ -175,8 +178,11 @@ class FakeUnitOfWork:
     def store(self, name: str) -> Any:
         return self.stores[name]
 
-    async def call_context(self, session_id: str, seq: int, tool_call_id: str) -> CallContext:
-        return CallContext(await self.sessions.get(session_id), self.proposals.clashing(session_id, seq, tool_call_id))
+    async def call_contexts(self, calls: Sequence[tuple[str, int, str]]) -> list[CallContext]:
+        return [
+            CallContext(await self.sessions.get(session_id), self.proposals.clashing(session_id, seq, tool_call_id))
+            for session_id, seq, tool_call_id in calls
+        ]
 
     async def emit(self, topic: Topic, key: str, message: Message) -> None:
         self.emitted.append((topic.name, key, message))

@@ -20,6 +20,7 @@ lock, as the operator). :class:`OwnerKit` does the rest for all of an owner's ki
 from __future__ import annotations
 
 import abc
+import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -48,7 +49,8 @@ from ..domain import Refusal, Session, invalid_arguments
 from ..faults import crash_point, fail_point
 from ..kinds import KINDS, KindSpec
 from ..topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, TOOL_RESULTS
-from .uow import StoredProposal, UnitOfWork
+from .consumer import Received
+from .uow import CallContext, StoredProposal, UnitOfWork
 
 
 @dataclass(frozen=True)
@@ -207,11 +209,31 @@ class OwnerKit:
 
     # --- tool calls -------------------------------------------------------------------------------
 
+    async def on_tool_calls(self, batch: Sequence[Received], uow: UnitOfWork) -> None:
+        """Answer each call of ``batch`` (a fetch's new ``ToolCall`` messages, in order) as :meth:`on_tool_call`
+        does, with what they are checked against read for the whole batch at once."""
+        calls: list[ToolCall] = [item.message for item in batch]  # type: ignore[misc]
+        contexts = await uow.call_contexts([(call.session_id, call.seq, call.tool_call_id) for call in calls])
+        recorded: list[StoredProposal] = []
+        for item, call, context in zip(batch, calls, contexts, strict=True):
+            with item.span():
+                await self._on_tool_call(call, context, recorded, uow)
+
     async def on_tool_call(self, call: ToolCall, uow: UnitOfWork) -> None:
         """Answer ``call`` with exactly one ``ToolResult`` (a replay of the first one for a re-sent call)."""
+        [context] = await uow.call_contexts([(call.session_id, call.seq, call.tool_call_id)])
+        await self._on_tool_call(call, context, [], uow)
+
+    async def _on_tool_call(
+        self, call: ToolCall, context: CallContext, recorded: list[StoredProposal], uow: UnitOfWork
+    ) -> None:
+        """``context`` was read before the proposals of ``recorded`` (this batch's, to which this call's is added)."""
         fail_point(f"{self.service}.tool_call.{call.tool}")
-        context = await uow.call_context(call.session_id, call.seq, call.tool_call_id)
-        clashing = context.clashing
+        clashing = context.clashing + [
+            held
+            for held in recorded
+            if held.tool_call_id == call.tool_call_id or (held.session_id == call.session_id and held.seq == call.seq)
+        ]
         earlier = next((held for held in clashing if held.tool_call_id == call.tool_call_id), None)
         if earlier is not None and earlier.session_id == call.session_id:
             await uow.emit(TOOL_RESULTS, call.session_id, ToolResult.model_validate(earlier.result))
@@ -225,7 +247,7 @@ class OwnerKit:
         result = self._result(call, answer if isinstance(answer, Output) else None)
         if isinstance(answer, Proposal):
             kind, _ = self.dispatch[call.tool]
-            result = await self._record(call, kind, answer, uow)
+            result = await self._record(call, kind, answer, uow, recorded)
         if len(result.to_bytes()) > self.max_result_bytes:
             result = self._error(
                 call,
@@ -273,7 +295,9 @@ class OwnerKit:
             return invalid_arguments(call.tool, exc)
         return await tool.handler(Call(call, session), arguments, uow)
 
-    async def _record(self, call: ToolCall, kind: ProposalKind, proposal: Proposal, uow: UnitOfWork) -> ToolResult:
+    async def _record(
+        self, call: ToolCall, kind: ProposalKind, proposal: Proposal, uow: UnitOfWork, recorded: list[StoredProposal]
+    ) -> ToolResult:
         spec = kind.spec
         proposal_id = proposal_id_for(call.session_id, call.tool_call_id)
         result = self._result(
@@ -290,25 +314,25 @@ class OwnerKit:
                 widens=proposal.widens,
             ),
         )
-        await uow.proposals.add(
-            StoredProposal(
-                proposal_id=proposal_id,
-                session_id=call.session_id,
-                seq=call.seq,
-                turn_id=call.turn_id,
-                step=call.step,
-                tool_call_id=call.tool_call_id,
-                tool=call.tool,
-                kind=spec.name,
-                action=proposal.action,
-                agent_id=proposal.target.agent_id,
-                target=proposal.target.model_dump(mode="json"),
-                base=proposal.base.model_dump(mode="json"),
-                proposed_hash=proposal.proposed_hash,
-                payload=proposal.payload,
-                result=result.model_dump(mode="json"),
-            )
+        stored = StoredProposal(
+            proposal_id=proposal_id,
+            session_id=call.session_id,
+            seq=call.seq,
+            turn_id=call.turn_id,
+            step=call.step,
+            tool_call_id=call.tool_call_id,
+            tool=call.tool,
+            kind=spec.name,
+            action=proposal.action,
+            agent_id=proposal.target.agent_id,
+            target=proposal.target.model_dump(mode="json"),
+            base=proposal.base.model_dump(mode="json"),
+            proposed_hash=proposal.proposed_hash,
+            payload=proposal.payload,
+            result=result.model_dump(mode="json"),
         )
+        await uow.proposals.add(stored)
+        recorded.append(stored)
         await uow.emit(
             PROPOSALS_PROPOSED,
             call.session_id,
@@ -374,17 +398,36 @@ class OwnerKit:
 
     # --- decisions --------------------------------------------------------------------------------
 
+    async def on_decisions(self, batch: Sequence[Received], uow: UnitOfWork) -> None:
+        """Decide each of ``batch`` (a fetch's new ``DecisionMade`` messages, in order) as :meth:`on_decision`
+        does, with the requests they decide read and locked for the whole batch at once."""
+        decisions: list[DecisionMade] = [item.message for item in batch]  # type: ignore[misc]
+        held = await uow.proposals.get_many(
+            sorted({d.proposal_id for d in decisions if d.kind in self.kinds}), for_update=True
+        )
+        for item, decision in zip(batch, decisions, strict=True):
+            with item.span():
+                await self._on_decision(decision, held, uow)
+
     async def on_decision(self, decision: DecisionMade, uow: UnitOfWork) -> None:
         """Resolve a request of one of this owner's kinds once; exactly one outcome per decision."""
+        held = await uow.proposals.get_many([decision.proposal_id], for_update=True)
+        await self._on_decision(decision, held, uow)
+
+    async def _on_decision(self, decision: DecisionMade, held: dict[str, StoredProposal], uow: UnitOfWork) -> None:
+        """``held``: the requests decided, read (and locked) before; what this decision changes is changed there too,
+        so the next decision of the batch sees it."""
         kind = self.kinds.get(decision.kind)
         if kind is None:
             return  # another owner's decision
         await uow.lock_session(decision.session_id)
-        outcome = await self._decide(kind, decision, uow)
+        outcome = await self._decide(kind, decision, held, uow)
         await uow.emit(PROPOSALS_APPLIED, decision.session_id, outcome)
         crash_point(f"{self.service}.decision.before_commit")
 
-    async def _decide(self, kind: ProposalKind, decision: DecisionMade, uow: UnitOfWork) -> ProposalOutcome:
+    async def _decide(
+        self, kind: ProposalKind, decision: DecisionMade, held: dict[str, StoredProposal], uow: UnitOfWork
+    ) -> ProposalOutcome:
         def outcome(name: str, status: int, detail: str, **fields: Any) -> ProposalOutcome:
             return ProposalOutcome(
                 decision_id=decision.decision_id,
@@ -400,7 +443,11 @@ class OwnerKit:
                 **fields,
             )
 
-        proposal = await uow.proposals.get(decision.proposal_id, for_update=True)
+        async def update(**fields: Any) -> None:
+            await uow.proposals.update(proposal.proposal_id, **fields)
+            held[proposal.proposal_id] = dataclasses.replace(proposal, **fields)
+
+        proposal = held.get(decision.proposal_id)
         if proposal is None or proposal.session_id != decision.session_id or proposal.kind != decision.kind:
             return outcome("refused", 404, f"no request {decision.proposal_id!r} in session {decision.session_id!r}")
         if proposal.status != "pending":
@@ -418,9 +465,7 @@ class OwnerKit:
         now = datetime.now(UTC)
         if decision.decision in ("decline", "discard"):
             await kind.decline(proposal, decision, uow)
-            await uow.proposals.update(
-                proposal.proposal_id, status=resolved_as, resolved_by=decision.actor, resolved_at=now, stale=False
-            )
+            await update(status=resolved_as, resolved_by=decision.actor, resolved_at=now, stale=False)
             return outcome(
                 resolved_as, 200, f"{resolved_as}; nothing was written", resolved_by=decision.actor, resolved_at=now
             )
@@ -428,10 +473,9 @@ class OwnerKit:
         if isinstance(verdict, Refusal):  # the request stays pending: a rule refuses it now, perhaps not later
             return outcome("refused", verdict.status, verdict.message, effects={"code": verdict.code})
         if isinstance(verdict, Stale):
-            await uow.proposals.update(proposal.proposal_id, stale=True)
+            await update(stale=True)
             return outcome("stale", 409, verdict.detail, effects=verdict.effects)
-        await uow.proposals.update(
-            proposal.proposal_id,
+        await update(
             status=resolved_as,
             resolved_by=decision.actor,
             resolved_at=now,

@@ -236,9 +236,9 @@ class ServiceRuntime:
         """Serve an owner's kinds: its tool calls, the decisions on them, the sessions, the live-view API."""
         self.kit = kit
         self.consume(STUDIO_SESSIONS, kit.on_session_event, label="session")
-        self.consume(TOOL_CALLS[self.service], kit.on_tool_call, label="tool_call")
+        self.consume_batch(TOOL_CALLS[self.service], kit.on_tool_calls, label="tool_call")
         # Every owner reads the one decisions topic; another owner's decisions are passed over unopened.
-        self.consume(PROPOSALS_DECIDED, kit.on_decision, label="decision", when=lambda d: d.kind in kit.kinds)
+        self.consume_batch(PROPOSALS_DECIDED, kit.on_decisions, label="decision", when=lambda d: d.kind in kit.kinds)
         router = self.internal_router(tags=["internal"])
 
         @router.get("/proposals/{proposal_id}/live", response_model=LiveCard)

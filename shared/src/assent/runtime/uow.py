@@ -63,6 +63,10 @@ class SessionStore(Protocol):
 
 class ProposalStore(Protocol):
     async def get(self, proposal_id: str, *, for_update: bool = False) -> StoredProposal | None: ...
+    async def get_many(self, proposal_ids: Sequence[str], *, for_update: bool = False) -> dict[str, StoredProposal]:
+        """The proposals of ``proposal_ids`` that exist, by id, in one read (locked with ``for_update``)."""
+        ...
+
     async def by_tool_call(self, tool_call_id: str) -> StoredProposal | None: ...
     async def at_seq(self, session_id: str, seq: int) -> StoredProposal | None: ...
     async def add(self, proposal: StoredProposal) -> None: ...
@@ -93,9 +97,9 @@ class UnitOfWork(Protocol):
     proposals: ProposalStore
     workspace: WorkspaceStore
 
-    async def call_context(self, session_id: str, seq: int, tool_call_id: str) -> CallContext:
-        """The session, and the proposals of this tool call or at this session's ``seq``, in one read: every tool
-        call starts with it."""
+    async def call_contexts(self, calls: Sequence[tuple[str, int, str]]) -> list[CallContext]:
+        """For each call (session id, seq, tool call id), in order: its session, and the proposals of the call or at
+        the session's ``seq``, all in one read: every batch of tool calls starts with it."""
         ...
 
     def store(self, name: str) -> Any: ...
@@ -200,6 +204,8 @@ class _ProposalSql:
     by_tool_call: str
     at_seq: str
     add: str
+    get_many: str
+    get_many_for_update: str
 
 
 @functools.cache
@@ -212,6 +218,8 @@ def _proposal_sql(proposals: Table) -> _ProposalSql:
         json_columns=_json_columns(proposals),
         get=f"{select_} WHERE proposal_id = $1",
         get_for_update=f"{select_} WHERE proposal_id = $1 FOR UPDATE",
+        get_many=f"{select_} WHERE proposal_id = ANY($1::text[])",
+        get_many_for_update=f"{select_} WHERE proposal_id = ANY($1::text[]) ORDER BY proposal_id FOR UPDATE",
         by_tool_call=f"{select_} WHERE tool_call_id = $1",
         at_seq=f"{select_} WHERE session_id = $1 AND seq = $2",
         add=f"INSERT INTO {p} ({columns}) VALUES ({values})",
@@ -219,16 +227,19 @@ def _proposal_sql(proposals: Table) -> _ProposalSql:
 
 
 @functools.cache
-def _call_context_sql(proposals: Table, sessions: Table) -> str:
-    """The session ``$2`` (columns ``s_…``) beside each proposal of tool call ``$1`` or at its seq ``$3``: one row
-    with no proposal when none clashes (and with no session when it is unknown)."""
+def _call_contexts_sql(proposals: Table, sessions: Table) -> str:
+    """For each call ``n`` of the arrays ``$1`` (tool call ids), ``$2`` (session ids) and ``$3`` (seqs): its session
+    (columns ``s_…``) beside each proposal of the call or at its seq, one row with no proposal when none clashes
+    (and with no session when it is unknown). Each call's proposals are looked up on their own, by index."""
     columns = ", ".join(f"p.{name}" for name in _PROPOSAL_FIELDS)
     return (
-        "SELECT s.session_id AS s_session_id, s.org_id AS s_org_id, s.source_guild_id AS s_source_guild_id,"
+        "SELECT c.n, s.session_id AS s_session_id, s.org_id AS s_org_id, s.source_guild_id AS s_source_guild_id,"
         " s.operator_user_id AS s_operator_user_id, s.closed_at AS s_closed_at,"
         f" s.source_guild_snapshot AS s_source_guild_snapshot, {columns}"
-        f" FROM (SELECT 1) AS one LEFT OUTER JOIN {sessions.fullname} AS s ON s.session_id = $2"
-        f" LEFT OUTER JOIN {proposals.fullname} AS p ON p.tool_call_id = $1 OR (p.session_id = $2 AND p.seq = $3)"
+        " FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS c(tool_call_id, session_id, seq, n)"
+        f" LEFT OUTER JOIN {sessions.fullname} AS s ON s.session_id = c.session_id"
+        f" LEFT OUTER JOIN LATERAL (SELECT * FROM {proposals.fullname} AS p"
+        "  WHERE p.tool_call_id = c.tool_call_id OR (p.session_id = c.session_id AND p.seq = c.seq)) AS p ON true"
     )
 
 
@@ -254,6 +265,11 @@ class SqlProposals:
         query = self.sql.get_for_update if for_update else self.sql.get
         row = await (await driver_connection(self.conn)).fetchrow(query, proposal_id)
         return None if row is None else _proposal(row)
+
+    async def get_many(self, proposal_ids: Sequence[str], *, for_update: bool = False) -> dict[str, StoredProposal]:
+        query = self.sql.get_many_for_update if for_update else self.sql.get_many
+        rows = await (await driver_connection(self.conn)).fetch(query, list(proposal_ids))
+        return {row["proposal_id"]: _proposal(row) for row in rows}
 
     async def by_tool_call(self, tool_call_id: str) -> StoredProposal | None:
         row = await (await driver_connection(self.conn)).fetchrow(self.sql.by_tool_call, tool_call_id)
@@ -395,21 +411,31 @@ class SqlUnitOfWork:
         self.proposals = SqlProposals(self.conn, self.tables)
         self.workspace = SqlWorkspace(self.conn, self.tables)
 
-    async def call_context(self, session_id: str, seq: int, tool_call_id: str) -> CallContext:
-        statement = _call_context_sql(self.tables.proposals, self.tables.sessions)
-        rows = await (await driver_connection(self.conn)).fetch(statement, tool_call_id, session_id, seq)
-        session = None
-        if rows and rows[0]["s_session_id"] is not None:
-            row = rows[0]
-            session = Session(
-                row["s_session_id"],
-                row["s_org_id"],
-                row["s_source_guild_id"],
-                row["s_operator_user_id"],
-                row["s_closed_at"] is not None,
-                row["s_source_guild_snapshot"],
-            )
-        return CallContext(session, [_proposal(row) for row in rows if row["proposal_id"] is not None])
+    async def call_contexts(self, calls: Sequence[tuple[str, int, str]]) -> list[CallContext]:
+        if not calls:
+            return []
+        statement = _call_contexts_sql(self.tables.proposals, self.tables.sessions)
+        rows = await (await driver_connection(self.conn)).fetch(
+            statement, [call[2] for call in calls], [call[0] for call in calls], [call[1] for call in calls]
+        )
+        contexts = [CallContext(None, []) for _ in calls]
+        for row in rows:
+            context = contexts[row["n"] - 1]
+            if context.session is None and row["s_session_id"] is not None:
+                context = contexts[row["n"] - 1] = CallContext(
+                    Session(
+                        row["s_session_id"],
+                        row["s_org_id"],
+                        row["s_source_guild_id"],
+                        row["s_operator_user_id"],
+                        row["s_closed_at"] is not None,
+                        row["s_source_guild_snapshot"],
+                    ),
+                    context.clashing,
+                )
+            if row["proposal_id"] is not None:
+                context.clashing.append(_proposal(row))
+        return contexts
 
     def store(self, name: str) -> Any:
         if name not in self._stores:
