@@ -14,7 +14,8 @@ Nothing is measured until the whole system has run the same load for ``WARM_UP_S
 read before): a freshly started broker's JVM, and the services' and the database's caches, are slow until they
 are warm, and the figures are of the system as it runs, not as it starts. The preloaded figures are measured
 warm too, after the throughput runs of one replica each (the run with two replicas comes after, on the preloaded
-database), and compared with the empty database's measured just before the preload.
+database), and compared with those of a second system of its own on an empty database, warmed the same way: the
+two are measured in turn, block by block, so that the machine's drift weighs on both alike.
 
 The benchmark itself (the coach, the operators' HTTP clients, the raw floors) runs on uvloop, as the services do.
 
@@ -45,7 +46,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,8 +68,30 @@ ORG = "bench"
 WARM_UP = 300  # a freshly started broker's JVM is slow until its hot paths are compiled
 HOP_IDLE_SECONDS = (0.001, 0.01)
 """How long the processes of the context hops sleep between two hops (a round's processes sleep a few ms)."""
+INTERLEAVED_BLOCKS = 4
+"""The preloaded system and an empty one are measured in this many blocks each, taken in turn."""
 WARM_UP_SECONDS = 5.0
 """How long the system runs the throughput load before the floors and the latency are measured."""
+
+
+async def interleaved(
+    first: Bench, second: Bench, rounds: int, blocks: int = INTERLEAVED_BLOCKS
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """``rounds`` rounds on each of two systems, in ``blocks`` blocks taken in turn (ABBA, so that a drift of the
+    machine's speed weighs on both alike): each leg's samples on ``first``, and on ``second``."""
+    legs: tuple[dict[str, list[float]], dict[str, list[float]]] = (
+        collections.defaultdict(list),
+        collections.defaultdict(list),
+    )
+    async with first.probe() as block_a, second.probe() as block_b:
+        await block_a(0, 10)
+        await block_b(0, 10)
+        for i in range(blocks):
+            order = ((block_a, legs[0]), (block_b, legs[1]))
+            for block, into in order if i % 2 == 0 else order[::-1]:
+                for leg, samples in (await block(rounds // blocks)).items():
+                    into[leg] += samples
+    return dict(legs[0]), dict(legs[1])
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -432,12 +455,16 @@ class Bench:
         async with CoachClient(self.kafka, topic_prefix=self.prefix) as coach:
             yield [p.url for p in self.replicas["gateway"]], coach
 
-    async def latency(self, rounds: int) -> dict[str, list[float]]:
+    @asynccontextmanager
+    async def probe(self) -> AsyncIterator[Callable[[int, int], Awaitable[dict[str, list[float]]]]]:
+        """One session of its own, for blocks of rounds one after another: ``block(rounds, warm_up)`` returns
+        each leg's samples of ``rounds`` rounds (after ``warm_up`` unmeasured ones) and as many ``GET …/pending``."""
         async with self.clients() as (gateways, coach):
             session = BenchSession(gateways[0], self.headers, coach)
             await session.open()
-            try:
-                legs = await session.run(rounds=rounds, warm_up=10)
+
+            async def block(rounds: int, warm_up: int = 0) -> dict[str, list[float]]:
+                legs = await session.run(rounds=rounds, warm_up=warm_up)
                 pending = []
                 for _ in range(rounds):
                     start = time.perf_counter()
@@ -445,10 +472,17 @@ class Bench:
                     assert status == 200, body
                     pending.append(time.perf_counter() - start)
                 legs["GET …/pending"] = pending
+                return legs
+
+            try:
+                yield block
                 assert await session.settled()
             finally:
                 await session.close()
-            return legs
+
+    async def latency(self, rounds: int) -> dict[str, list[float]]:
+        async with self.probe() as block:
+            return await block(rounds, 10)
 
     async def throughput(self, concurrency: int, seconds: float) -> Load:
         """``concurrency`` sessions (spread over the gateway replicas) run rounds at once for ``seconds``."""
@@ -551,25 +585,32 @@ async def main() -> None:
         env = devstack.env()
         kafka, database_url, redis_url = env["KAFKA_BOOTSTRAP_SERVERS"], env["DATABASE_URL"], env["REDIS_URL"]
     assert kafka and database_url and redis_url
-    name = f"bench_{uuid.uuid4().hex[:8]}"
     url = make_url(database_url)
-    admin = await asyncpg.connect(
-        host=url.host, port=url.port, user=url.username, password=url.password, database=url.database
-    )
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    bench_db = url.set(database=name).render_as_string(hide_password=False)
-    system = build_system(
-        kafka_bootstrap_servers=kafka,
-        database_url=bench_db,
-        redis_url=redis_url,
-        log_dir=scratch[0],
-        topic_prefix=f"{name}.",
-        api_tokens=json.dumps({TOKEN: {"user": "bench", "org": ORG, "roles": ["admin"]}}),
-        extra_env={"ASSENT_LOG_LEVEL": "WARNING", **({"OTEL_SDK_DISABLED": "true"} if args.no_telemetry else {})},
-    )
-    system.start()
-    bench = Bench(system, kafka, f"{name}.", bench_db, devstack)
+
+    async def new_system(log_dir: Path) -> tuple[Any, str, str]:
+        """A system of its own (database and topics), started: the system, its topic prefix, its database."""
+        name = f"bench_{uuid.uuid4().hex[:8]}"
+        admin = await asyncpg.connect(
+            host=url.host, port=url.port, user=url.username, password=url.password, database=url.database
+        )
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        await admin.close()
+        bench_db = url.set(database=name).render_as_string(hide_password=False)
+        system = build_system(
+            kafka_bootstrap_servers=kafka,
+            database_url=bench_db,
+            redis_url=redis_url,
+            log_dir=log_dir,
+            topic_prefix=f"{name}.",
+            api_tokens=json.dumps({TOKEN: {"user": "bench", "org": ORG, "roles": ["admin"]}}),
+            extra_env={"ASSENT_LOG_LEVEL": "WARNING", **({"OTEL_SDK_DISABLED": "true"} if args.no_telemetry else {})},
+        )
+        system.start()
+        return system, f"{name}.", bench_db
+
+    system, prefix, bench_db = await new_system(scratch[0])
+    bench = Bench(system, kafka, prefix, bench_db, devstack)
+    control: Bench | None = None
     loads: list[Load] = []
     finished = False
     try:
@@ -584,13 +625,20 @@ async def main() -> None:
             loads.append(await bench.throughput(args.concurrency, args.seconds))
         preloaded: dict[str, list[float]] | None = None
         if args.preload:
-            # The empty-database figures the preloaded ones are compared with are taken just before the preload
-            # (the machine's speed drifts by a tenth and more within minutes), and before the replicas come and go
-            # (their consumer group's rebalances would slow the rounds of either).
-            empty = await bench.latency(args.rounds)
+            # The preloaded system is compared with one of its own on an empty database, each measured in turn,
+            # block by block: the machine's speed drifts by a tenth and more within minutes, and a comparison of
+            # two figures taken minutes apart measured the drift as much as the data. (Before the replicas come
+            # and go: their consumer group's rebalances would slow the rounds.)
+            scratch.append(Path(tempfile.mkdtemp(prefix="assent-bench-control-logs-")))
+            control_system, control_prefix, control_db = await new_system(scratch[-1])
+            control = Bench(control_system, kafka, control_prefix, control_db)
+            # As warm as the system under test: the same load for as long.
+            await control.throughput(args.concurrency, WARM_UP_SECONDS + 2 * args.seconds)
             took = await preload(bench_db, args.preload)
             print(f"(preloaded {args.preload:,} resolved requests, decisions, turns and inbox rows in {took:.0f} s)")
-            preloaded = await bench.latency(args.rounds)
+            empty, preloaded = await interleaved(control, bench, args.rounds)
+            control_system.stop()
+            control = None
         if not args.no_replicas:
             bench.add_replicas()
             loads.append(await bench.throughput(args.concurrency, args.seconds))
@@ -600,6 +648,8 @@ async def main() -> None:
     finally:
         bench.stop_replicas()
         system.stop()
+        if control is not None:
+            control.system.stop()
         if devstack is not None:
             devstack.stop()
         if finished:
@@ -622,11 +672,12 @@ async def main() -> None:
     print(f"{'leg floor (2 RT + 2 commit)':<28}{floor[0]:>10.2f}{floor[1]:>10.2f}")
     print_legs(f"Latency: {args.rounds} rounds one after another, one replica of each service", legs, floor)
     if preloaded is not None:
+        print_legs("The same on an empty database, in turn with the preloaded one below", empty, floor)
         print_legs(f"The same after preloading {args.preload:,} resolved requests", preloaded, floor)
         for leg in ("round", "GET …/pending"):
             before, after = ms(empty[leg])[0], ms(preloaded[leg])[0]
             change = 100 * (after / before - 1)
-            print(f"  {leg} p50: {before:.2f} ms empty (just before), {after:.2f} ms preloaded ({change:+.0f}%)")
+            print(f"  {leg} p50: {before:.2f} ms empty, {after:.2f} ms preloaded ({change:+.0f}%), measured in turn")
     print("\nThroughput (every apply answered 200, nothing left pending):")
     for load in loads:
         print_load(load)
