@@ -11,7 +11,15 @@ from sqlalchemy.exc import DataError
 
 from assent.contracts import Message, StepEnded
 from assent.messaging import broker_answers, make_broker
-from assent.runtime.consumer import DEAD_LETTERED, FailurePolicy, Received, backoff, is_outage, subscribe
+from assent.runtime.consumer import (
+    DEAD_LETTERED,
+    FailurePolicy,
+    Received,
+    backoff,
+    batch_span,
+    is_outage,
+    subscribe,
+)
 from assent.topics import STUDIO_TURNS
 
 FAST = FailurePolicy(max_attempts=3, backoff_initial=0.001, backoff_max=0.002)
@@ -146,6 +154,46 @@ def test_a_consumed_message_gets_a_span_only_when_its_trace_is_recorded() -> Non
     spans = exporter.get_finished_spans()
     assert [(span.name, span.kind) for span in spans] == [("studio.turns process", trace.SpanKind.CONSUMER)] * 2
     assert spans[0].context.trace_id == inside[1].trace_id
+
+
+def test_a_batch_runs_in_the_span_of_its_one_message_or_in_one_linked_to_its_recorded_messages() -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    unsampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+    first = "00-1bf7651916cd43dd8448eb211c80319c-c7ad6b7169203331-01"
+    second = "00-2bf7651916cd43dd8448eb211c80319c-d7ad6b7169203331-01"
+
+    def received(*carriers: str) -> list[Received]:
+        return [Received(step(n), {"traceparent": c}, tracer, "studio.turns") for n, c in enumerate(carriers)]
+
+    # One message: its own span, once, however often its span is asked for inside it.
+    [alone] = received(first)
+    with batch_span([alone]), alone.span():
+        inner = trace.get_current_span().get_span_context()
+    [span] = exporter.get_finished_spans()
+    assert span.context.span_id == inner.span_id and format(span.context.trace_id, "032x") == first.split("-")[1]
+    exporter.clear()
+
+    # Several: one span in the first recorded message's trace, linked to the other recorded ones.
+    with batch_span(received(unsampled, first, second)):
+        batch = trace.get_current_span().get_span_context()
+    [span] = exporter.get_finished_spans()
+    assert span.context.span_id == batch.span_id and format(batch.trace_id, "032x") == first.split("-")[1]
+    assert [format(link.context.trace_id, "032x") for link in span.links] == [second.split("-")[1]]
+    assert span.attributes is not None and span.attributes["messaging.batch.message_count"] == 3
+    exporter.clear()
+
+    # None recorded: no span (it would record nothing).
+    with batch_span(received(unsampled, unsampled)):
+        assert not trace.get_current_span().get_span_context().is_valid
+    assert exporter.get_finished_spans() == ()
 
 
 async def test_the_readiness_ping_asks_for_one_topic_not_the_whole_cluster() -> None:
