@@ -126,8 +126,8 @@ async def test_a_publish_carries_its_trace_on_whether_the_trace_is_recorded_or_n
     assert spans and {format(span.context.trace_id, "032x") for span in spans} == {sampled.split("-")[1]}
 
 
-def test_a_consumed_message_gets_a_span_only_when_its_trace_is_recorded() -> None:
-    from opentelemetry import trace
+def _recording() -> tuple[Any, Any]:
+    """An in-memory exporter, and a tracer of a provider that records every span into it."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -135,7 +135,13 @@ def test_a_consumed_message_gets_a_span_only_when_its_trace_is_recorded() -> Non
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("test")
+    return exporter, provider.get_tracer("test")
+
+
+def test_a_consumed_message_gets_a_span_only_when_its_trace_is_recorded() -> None:
+    from opentelemetry import trace
+
+    exporter, tracer = _recording()
     unsampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
     sampled = "00-1bf7651916cd43dd8448eb211c80319c-c7ad6b7169203331-01"
     inside: list[trace.SpanContext] = []
@@ -158,14 +164,8 @@ def test_a_consumed_message_gets_a_span_only_when_its_trace_is_recorded() -> Non
 
 def test_a_batch_runs_in_the_span_of_its_one_message_or_in_one_linked_to_its_recorded_messages() -> None:
     from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("test")
+    exporter, tracer = _recording()
     unsampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
     first = "00-1bf7651916cd43dd8448eb211c80319c-c7ad6b7169203331-01"
     second = "00-2bf7651916cd43dd8448eb211c80319c-d7ad6b7169203331-01"
