@@ -511,3 +511,49 @@ async def test_a_batch_of_decisions_on_one_request_applies_it_once() -> None:
     assert [w["content"] for w in world.repo.memory_writes] == ["New.\n"]
     stored = await world.uow.proposals.get(result.widget.proposal_id)
     assert stored is not None and stored.status == "applied"
+
+
+async def test_a_batch_writes_its_proposals_and_their_resolutions_in_one_round_trip_each() -> None:
+    world = await new_world()
+    await world.kit.on_tool_calls(_fetched(_call(3, "tc1"), _call(4, "tc2")), world.uow)
+    assert world.uow.proposals.round_trips == [("add", 2)]
+    proposals = sorted(world.uow.proposals.proposals.values(), key=lambda p: p.seq)
+    decisions = [
+        DecisionMade(
+            decision_id=f"d{p.seq}",
+            proposal_id=p.proposal_id,
+            session_id=SESSION,
+            seq=p.seq,
+            kind="memory",
+            decision="decline",
+            actor=OPERATOR,
+        )
+        for p in proposals
+    ]
+    await world.kit.on_decisions(_fetched(*decisions), world.uow)
+    assert world.uow.proposals.round_trips == [("add", 2), ("update", 2)]
+    assert [p.status for p in world.uow.proposals.proposals.values()] == ["declined", "declined"]
+
+
+class ReadingMemoryKind(MemoryKind):
+    """The memory kind, if its rules read the proposals table: each call notes the proposal it finds a seq before."""
+
+    reads_proposals = True
+
+    def __init__(self) -> None:
+        super().__init__(1024)
+        self.seen: list[str | None] = []
+
+    async def propose(self, call: Any, args: Any, uow: Any) -> Any:
+        earlier = await uow.proposals.at_seq(call.message.session_id, call.message.seq - 1)
+        self.seen.append(None if earlier is None else earlier.tool_call_id)
+        return await super().propose(call, args, uow)
+
+
+async def test_a_kind_that_reads_proposals_sees_those_of_the_calls_before_it_in_its_batch() -> None:
+    world = await new_world()
+    kind = ReadingMemoryKind()
+    kit = OwnerKit("edits", [kind, GuildKind()])
+    await kit.on_tool_calls(_fetched(_call(3, "tc1"), _call(4, "tc2"), _call(5, "tc3")), world.uow)
+    assert kind.seen == [None, "tc1", "tc2"]
+    assert world.uow.proposals.round_trips == [("add", 1), ("add", 1), ("add", 1)]

@@ -113,6 +113,8 @@ class FakeProposals:
 
     def __init__(self) -> None:
         self.proposals: dict[str, StoredProposal] = {}
+        self.round_trips: list[tuple[str, int]] = []
+        """Each write as the database would get it: ("add" or "update", how many proposals)."""
 
     async def get(self, proposal_id: str, *, for_update: bool = False) -> StoredProposal | None:
         held = self.proposals.get(proposal_id)
@@ -142,11 +144,33 @@ class FakeProposals:
         ]
 
     async def add(self, proposal: StoredProposal) -> None:
-        if proposal.proposal_id in self.proposals or await self.by_tool_call(proposal.tool_call_id) is not None:
+        self.round_trips.append(("add", 1))
+        self._add(proposal)
+
+    async def add_many(self, proposals: Sequence[StoredProposal]) -> None:
+        if proposals:
+            self.round_trips.append(("add", len(proposals)))
+        for proposal in proposals:
+            self._add(proposal)
+
+    def _add(self, proposal: StoredProposal) -> None:
+        if proposal.proposal_id in self.proposals or any(
+            held.tool_call_id == proposal.tool_call_id for held in self.proposals.values()
+        ):
             raise ValueError(f"proposal {proposal.proposal_id!r} is already recorded")  # a unique violation
         self.proposals[proposal.proposal_id] = dataclasses.replace(proposal)
 
     async def update(self, proposal_id: str, **fields: Any) -> None:
+        self.round_trips.append(("update", 1))
+        self._update(proposal_id, fields)
+
+    async def update_many(self, changes: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        if changes:
+            self.round_trips.append(("update", len(changes)))
+        for proposal_id, fields in changes:
+            self._update(proposal_id, fields)
+
+    def _update(self, proposal_id: str, fields: dict[str, Any]) -> None:
         held = self.proposals.get(proposal_id)
         if held is not None:
             self.proposals[proposal_id] = dataclasses.replace(held, **fields)

@@ -153,6 +153,11 @@ class ProposalKind(abc.ABC):
     """A kind's plug-in. Subclasses name the kind (a row of :data:`assent.kinds.KINDS`) and give its tools."""
 
     name: ClassVar[str]
+    reads_proposals: ClassVar[bool] = True
+    """Whether the kind's rules read the proposals table (through ``uow.proposals`` or queries of their own). The
+    kit writes a batch's proposals (the new ones, and what its decisions change) in one round trip at the end of
+    the batch, and before each rule of a kind that reads them: such a rule sees every earlier message's write.
+    A kind that never reads them says False, and its batches write once."""
 
     @property
     def spec(self) -> KindSpec:
@@ -174,6 +179,22 @@ class ProposalKind(abc.ABC):
 
     async def decline(self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork) -> None:  # noqa: B027
         """What declining (or discarding) does beyond resolving the request; nothing by default."""
+
+
+@dataclass
+class _Writes:
+    """The proposal writes a batch holds back, to send in one round trip (see :attr:`ProposalKind.reads_proposals`)."""
+
+    adds: list[StoredProposal] = field(default_factory=list)
+    updates: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    async def flush(self, uow: UnitOfWork) -> None:
+        if self.adds:
+            adds, self.adds = self.adds, []
+            await uow.proposals.add_many(adds)
+        if self.updates:
+            updates, self.updates = self.updates, []
+            await uow.proposals.update_many(updates)
 
 
 def proposal_id_for(session_id: str, tool_call_id: str) -> str:
@@ -215,19 +236,29 @@ class OwnerKit:
         calls: list[ToolCall] = [item.message for item in batch]  # type: ignore[misc]
         contexts = await uow.call_contexts([(call.session_id, call.seq, call.tool_call_id) for call in calls])
         recorded: list[StoredProposal] = []
+        writes = _Writes()
         for item, call, context in zip(batch, calls, contexts, strict=True):
             with item.span():
-                await self._on_tool_call(call, context, recorded, uow)
+                await self._on_tool_call(call, context, recorded, writes, uow)
+        await writes.flush(uow)
 
     async def on_tool_call(self, call: ToolCall, uow: UnitOfWork) -> None:
         """Answer ``call`` with exactly one ``ToolResult`` (a replay of the first one for a re-sent call)."""
         [context] = await uow.call_contexts([(call.session_id, call.seq, call.tool_call_id)])
-        await self._on_tool_call(call, context, [], uow)
+        writes = _Writes()
+        await self._on_tool_call(call, context, [], writes, uow)
+        await writes.flush(uow)
 
     async def _on_tool_call(
-        self, call: ToolCall, context: CallContext, recorded: list[StoredProposal], uow: UnitOfWork
+        self,
+        call: ToolCall,
+        context: CallContext,
+        recorded: list[StoredProposal],
+        writes: _Writes,
+        uow: UnitOfWork,
     ) -> None:
-        """``context`` was read before the proposals of ``recorded`` (this batch's, to which this call's is added)."""
+        """``context`` was read before the proposals of ``recorded`` (this batch's, to which this call's is added;
+        ``writes`` holds those not yet written)."""
         fail_point(f"{self.service}.tool_call.{call.tool}")
         clashing = context.clashing + [
             held
@@ -239,7 +270,7 @@ class OwnerKit:
             await uow.emit(TOOL_RESULTS, call.session_id, ToolResult.model_validate(earlier.result))
             return
         answer = await self._answer(
-            call, earlier, context.session, seq_taken=bool(clashing) and earlier is None, uow=uow
+            call, earlier, context.session, seq_taken=bool(clashing) and earlier is None, writes=writes, uow=uow
         )
         if isinstance(answer, Refusal):
             await uow.emit(TOOL_RESULTS, call.session_id, self._error(call, answer))
@@ -247,7 +278,7 @@ class OwnerKit:
         result = self._result(call, answer if isinstance(answer, Output) else None)
         if isinstance(answer, Proposal):
             kind, _ = self.dispatch[call.tool]
-            result = await self._record(call, kind, answer, uow, recorded)
+            result = await self._record(call, kind, answer, recorded, writes, uow)
         if len(result.to_bytes()) > self.max_result_bytes:
             result = self._error(
                 call,
@@ -267,6 +298,7 @@ class OwnerKit:
         session: Session | None,
         *,
         seq_taken: bool,
+        writes: _Writes,
         uow: UnitOfWork,
     ) -> Proposal | Output | Refusal:
         if earlier is not None:
@@ -293,10 +325,18 @@ class OwnerKit:
             arguments = tool.arguments.model_validate(call.arguments)
         except ValidationError as exc:
             return invalid_arguments(call.tool, exc)
+        if kind.reads_proposals:
+            await writes.flush(uow)
         return await tool.handler(Call(call, session), arguments, uow)
 
     async def _record(
-        self, call: ToolCall, kind: ProposalKind, proposal: Proposal, uow: UnitOfWork, recorded: list[StoredProposal]
+        self,
+        call: ToolCall,
+        kind: ProposalKind,
+        proposal: Proposal,
+        recorded: list[StoredProposal],
+        writes: _Writes,
+        uow: UnitOfWork,
     ) -> ToolResult:
         spec = kind.spec
         proposal_id = proposal_id_for(call.session_id, call.tool_call_id)
@@ -331,7 +371,7 @@ class OwnerKit:
             payload=proposal.payload,
             result=result.model_dump(mode="json"),
         )
-        await uow.proposals.add(stored)
+        writes.adds.append(stored)
         recorded.append(stored)
         await uow.emit(
             PROPOSALS_PROPOSED,
@@ -405,28 +445,39 @@ class OwnerKit:
         held = await uow.proposals.get_many(
             sorted({d.proposal_id for d in decisions if d.kind in self.kinds}), for_update=True
         )
+        writes = _Writes()
         for item, decision in zip(batch, decisions, strict=True):
             with item.span():
-                await self._on_decision(decision, held, uow)
+                await self._on_decision(decision, held, writes, uow)
+        await writes.flush(uow)
 
     async def on_decision(self, decision: DecisionMade, uow: UnitOfWork) -> None:
         """Resolve a request of one of this owner's kinds once; exactly one outcome per decision."""
         held = await uow.proposals.get_many([decision.proposal_id], for_update=True)
-        await self._on_decision(decision, held, uow)
+        writes = _Writes()
+        await self._on_decision(decision, held, writes, uow)
+        await writes.flush(uow)
 
-    async def _on_decision(self, decision: DecisionMade, held: dict[str, StoredProposal], uow: UnitOfWork) -> None:
+    async def _on_decision(
+        self, decision: DecisionMade, held: dict[str, StoredProposal], writes: _Writes, uow: UnitOfWork
+    ) -> None:
         """``held``: the requests decided, read (and locked) before; what this decision changes is changed there too,
-        so the next decision of the batch sees it."""
+        so the next decision of the batch sees it, and goes to ``writes``."""
         kind = self.kinds.get(decision.kind)
         if kind is None:
             return  # another owner's decision
         await uow.lock_session(decision.session_id)
-        outcome = await self._decide(kind, decision, held, uow)
+        outcome = await self._decide(kind, decision, held, writes, uow)
         await uow.emit(PROPOSALS_APPLIED, decision.session_id, outcome)
         crash_point(f"{self.service}.decision.before_commit")
 
     async def _decide(
-        self, kind: ProposalKind, decision: DecisionMade, held: dict[str, StoredProposal], uow: UnitOfWork
+        self,
+        kind: ProposalKind,
+        decision: DecisionMade,
+        held: dict[str, StoredProposal],
+        writes: _Writes,
+        uow: UnitOfWork,
     ) -> ProposalOutcome:
         def outcome(name: str, status: int, detail: str, **fields: Any) -> ProposalOutcome:
             return ProposalOutcome(
@@ -444,7 +495,7 @@ class OwnerKit:
             )
 
         async def update(**fields: Any) -> None:
-            await uow.proposals.update(proposal.proposal_id, **fields)
+            writes.updates.append((proposal.proposal_id, fields))
             held[proposal.proposal_id] = dataclasses.replace(proposal, **fields)
 
         proposal = held.get(decision.proposal_id)
@@ -463,6 +514,8 @@ class OwnerKit:
                 "refused", 422, f"a {spec.name} request is decided with {accepted}, not {decision.decision!r}"
             )
         now = datetime.now(UTC)
+        if kind.reads_proposals:
+            await writes.flush(uow)
         if decision.decision in ("decline", "discard"):
             await kind.decline(proposal, decision, uow)
             await update(status=resolved_as, resolved_by=decision.actor, resolved_at=now, stale=False)

@@ -9,6 +9,7 @@ and is published after commit. Unit tests hand the same handlers :class:`assent.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -71,6 +72,14 @@ class ProposalStore(Protocol):
     async def at_seq(self, session_id: str, seq: int) -> StoredProposal | None: ...
     async def add(self, proposal: StoredProposal) -> None: ...
     async def update(self, proposal_id: str, **fields: Any) -> None: ...
+    async def add_many(self, proposals: Sequence[StoredProposal]) -> None:
+        """:meth:`add` each of ``proposals``, in one round trip."""
+        ...
+
+    async def update_many(self, changes: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """:meth:`update` each (proposal id, fields) of ``changes``, in order, in as few round trips as the runs of
+        the same fields allow."""
+        ...
 
 
 class WorkspaceStore(Protocol):
@@ -287,6 +296,17 @@ class SqlProposals:
         names = tuple(sorted(fields))
         values = [self._value(name, fields[name]) for name in names]
         await (await driver_connection(self.conn)).execute(_proposal_update_sql(self.t, names), proposal_id, *values)
+
+    async def add_many(self, proposals: Sequence[StoredProposal]) -> None:
+        if proposals:
+            rows = [[self._value(name, getattr(p, name)) for name in _PROPOSAL_FIELDS] for p in proposals]
+            await (await driver_connection(self.conn)).executemany(self.sql.add, rows)
+
+    async def update_many(self, changes: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        conn = await driver_connection(self.conn)
+        for names, run in itertools.groupby(changes, key=lambda change: tuple(sorted(change[1]))):
+            rows = [[proposal_id, *(self._value(name, fields[name]) for name in names)] for proposal_id, fields in run]
+            await conn.executemany(_proposal_update_sql(self.t, names), rows)
 
 
 def _agent(row: Any) -> Agent:

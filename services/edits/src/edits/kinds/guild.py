@@ -20,6 +20,7 @@ def repo(uow: UnitOfWork) -> EditsRepository:
 
 class GuildKind(ProposalKind):
     name = "guild"
+    reads_proposals = False  # its rules read the targets, never the proposals table
 
     def __init__(self, about_max: int = rules.ABOUT_MAX, description_max: int = rules.DESCRIPTION_MAX) -> None:
         self.limits = {"about": about_max, "description": description_max}

@@ -21,6 +21,7 @@ def repo(uow: UnitOfWork) -> EditsRepository:
 
 class MemoryKind(ProposalKind):
     name = "memory"
+    reads_proposals = False  # its rules read the targets, never the proposals table
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes

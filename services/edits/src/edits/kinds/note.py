@@ -38,6 +38,7 @@ async def card_notes(uow: UnitOfWork, org_id: str, action: str, path: notes.Note
 
 class NoteKind(ProposalKind):
     name = "note"
+    reads_proposals = False  # its rules read the targets, never the proposals table
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
