@@ -29,6 +29,10 @@ from assent.outbox import Outbox, OutboxRelay, outbox_table
 from assent.runtime import ServiceRuntime
 from assent.runtime.consumer import FailurePolicy, Received, subscribe
 from assent.topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, STUDIO_TURNS
+from edits.adapters import tables as edits_tables
+from edits.adapters.repository import EditsRepository
+from edits.entrypoint import MIGRATIONS as EDITS_MIGRATIONS
+from edits.settings import EditsSettings
 from gateway.adapters import tables as gateway_tables
 from gateway.entrypoint import MIGRATIONS
 from gateway.handlers import Projection
@@ -402,3 +406,50 @@ async def test_the_gateway_projects_a_batch_of_many_sessions_with_one_statement_
     ]
     continued = [(e["session_id"], e["turn_id"]) for e in feed.published if e["event"] == "turn.continued"]
     assert sorted(continued) == [("s1", "ts1"), ("s2", "ts2")]
+
+
+async def test_the_memory_store_reads_a_batch_of_agents_in_one_statement_and_forgets_what_it_writes(
+    endpoints: Endpoints,
+) -> None:
+    """The edits repository against the real database: :meth:`read_agent_memories` reads every agent asked for, with
+    its Memory, in one statement; :meth:`agent_memory` then answers from it (an unknown agent as unknown) without
+    a statement, until the repository writes that agent's Memory, after which it reads it again."""
+    database_url = await create_database(endpoints.database_url, f"memory_{uuid.uuid4().hex[:8]}")
+    settings = EditsSettings(
+        database_url=database_url, kafka_bootstrap_servers=endpoints.kafka, service_key=secrets.token_urlsafe(48)
+    )
+    runtime = ServiceRuntime(
+        settings, tables=edits_tables.shared, migrations=EDITS_MIGRATIONS, schema=edits_tables.SCHEMA
+    )
+    try:
+        await runtime.migrate()
+        async with runtime.engine.begin() as conn:
+            pg = await driver_connection(conn)
+            await pg.execute("INSERT INTO edits.orgs (org_id, name) VALUES ('o', 'Acme')")
+            for agent_id in ("a1", "a2"):
+                await pg.execute("INSERT INTO edits.agents (agent_id, org_id, name) VALUES ($1, 'o', $1)", agent_id)
+                await EditsRepository(conn).create_memory(agent_id, "olga")
+        async with runtime.engine.begin() as conn:
+            pg = await driver_connection(conn)
+            logged: list[str] = []
+            pg.add_query_logger(lambda query: logged.append(query.query))
+
+            async def statements() -> int:
+                await asyncio.sleep(0)  # asyncpg hands each statement to its loggers in a callback of its own
+                return len(logged)
+
+            repo = EditsRepository(conn)
+            await repo.read_agent_memories(["a1", "a2", "ghost"])
+            assert await statements() == 1
+            agent, live = await repo.agent_memory("a2")
+            assert agent is not None and agent.agent_id == "a2" and live is not None and live.version == 0
+            assert await repo.agent_memory("ghost") == (None, None)
+            await repo.read_agent_memories(["a1"])  # read already
+            assert await statements() == 1
+            written = await repo.write_memory("o", "a1", "New.\n", expected_version=0, actor="olga")
+            assert written == 1
+            agent, live = await repo.agent_memory("a1")
+            assert await statements() == 3  # the write, then a1 read again
+            assert live is not None and (live.version, live.content) == (1, "New.\n")
+    finally:
+        await runtime.engine.dispose()

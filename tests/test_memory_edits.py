@@ -369,6 +369,14 @@ async def test_the_live_stream_announces_each_change_of_the_session(stack: Stack
         await wait_pending(http, sid, 0)  # the stream is the organisation's once the gateway knows the session
         seen: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
 
+        async def open_streams() -> float:
+            metrics = (await http.get("/metrics")).text
+            return next(
+                float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("assent_live_streams ")
+            )
+
+        before = await open_streams()
+
         async def read() -> None:
             async with http.stream("GET", f"/api/studio/sessions/{sid}/events") as response:
                 assert response.status_code == 200
@@ -383,6 +391,7 @@ async def test_the_live_stream_announces_each_change_of_the_session(stack: Stack
         reader = asyncio.create_task(read())
         try:
             assert (await asyncio.wait_for(seen.get(), 15))[0] == "ready"
+            assert await open_streams() == before + 1
             result = await propose(turn, world.agent_id, "Streamed.\n", (await memory(http, world.agent_id))["version"])
             seq = turn.calls[result.tool_call_id].seq
             await turn.end_step()
@@ -401,6 +410,12 @@ async def test_the_live_stream_announces_each_change_of_the_session(stack: Stack
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
+
+        # The client went: the gateway ends the stream without waiting for an event or a keep-alive.
+        async def closed() -> bool:
+            return await open_streams() == before
+
+        await wait_for(closed, timeout=5)
 
 
 async def test_tools_the_service_does_not_handle_yet_are_refused(stack: Stack) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,6 +41,11 @@ class FakeEditsRepository:
     memories: dict[str, LiveMemory]
     memory_writes: list[dict[str, Any]] = field(default_factory=list)
     guild_changes: list[dict[str, Any]] = field(default_factory=list)
+    read_ahead: list[list[str]] = field(default_factory=list)
+    """The agent ids of each :meth:`read_agent_memories` (a round trip of the real repository)."""
+
+    async def read_agent_memories(self, agent_ids: Sequence[str]) -> None:
+        self.read_ahead.append(list(agent_ids))
 
     async def memory(self, agent_id: str, *, for_update: bool = False) -> LiveMemory | None:
         return self.memories.get(agent_id)
@@ -557,3 +563,43 @@ async def test_a_kind_that_reads_proposals_sees_those_of_the_calls_before_it_in_
     await kit.on_tool_calls(_fetched(_call(3, "tc1"), _call(4, "tc2"), _call(5, "tc3")), world.uow)
     assert kind.seen == [None, "tc1", "tc2"]
     assert world.uow.proposals.round_trips == [("add", 1), ("add", 1), ("add", 1)]
+
+
+@pytest.mark.parametrize(
+    ("calls", "read_ahead"),
+    [
+        pytest.param(
+            [("studio_edit_memory", "a1"), ("studio_read_memory", "out"), ("studio_edit_memory", "ghost")],
+            [["a1", "ghost", "out"]],
+            id="every-agent-of-the-batch-in-one-read",
+        ),
+        pytest.param(
+            [("studio_edit_memory", "a1"), ("studio_read_guild", None), ("studio_edit_memory", "a1")],
+            [["a1"]],
+            id="each-agent-once-and-other-kinds-apart",
+        ),
+        pytest.param([("studio_edit_memory", "a1")], [], id="a-lone-call-reads-for-itself"),
+    ],
+)
+async def test_a_batch_reads_what_its_memory_calls_read_at_once(
+    calls: list[tuple[str, str | None]], read_ahead: list[list[str]]
+) -> None:
+    messages = [
+        ToolCall(
+            session_id=SESSION,
+            seq=seq,
+            turn_id="turn1",
+            step=1,
+            tool_call_id=f"tc{seq}",
+            tool=tool,
+            arguments={} if agent is None else memory_args(agent_id=agent),
+            session=CONTEXT,
+        )
+        for seq, (tool, agent) in enumerate(calls, start=3)
+    ]
+    batched, one_by_one = await new_world(), await new_world()
+    await batched.kit.on_tool_calls(_fetched(*messages), batched.uow)
+    for message in messages:
+        await one_by_one.kit.on_tool_call(message, one_by_one.uow)
+    assert batched.repo.read_ahead == read_ahead
+    assert _answers(batched.uow) == _answers(one_by_one.uow)

@@ -30,6 +30,8 @@ Name = Id
 SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
 PathId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 bearer = HTTPBearer(auto_error=False, description="An API token of the operator")
+KEEP_ALIVE_SECONDS = 15.0
+"""A live stream with nothing to say writes a comment this often (proxies keep it open; a gone client is found)."""
 
 
 class EditDecision(BaseModel):
@@ -231,22 +233,31 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
         return {"session_id": session_id, **summarize(items), "items": items}
 
     @studio.get("/{session_id}/events", response_class=StreamingResponse)
-    async def live_events(session_id: PathId, request: Request, user: User) -> StreamingResponse:
+    async def live_events(session_id: PathId, user: User) -> StreamingResponse:
         """Server-sent events of the session: ``request.proposed``, ``request.decided``, ``turn.step_ended``,
         ``turn.continued``. The first event, ``ready``, comes once the stream is listening. Events are hints
         to re-read the pending items, not a record: a client that reconnects re-reads."""
         await handlers.check_session(deps, session_id, user.org_id)
 
         async def stream() -> AsyncIterator[str]:
+            # The server ends the stream when the client goes: under ASGI 2.3 (uvicorn) the response cancels it at
+            # once, from 2.4 its next write fails, and a keep-alive is written at least every KEEP_ALIVE_SECONDS.
+            # So no event waits for a check of the connection (an extra receive per event).
             async with deps.events.listen(session_id) as queue:
                 yield "event: ready\ndata: {}\n\n"
-                while not await request.is_disconnected():
+                while True:
                     try:
-                        event = await asyncio.wait_for(queue.get(), timeout=15)
+                        async with asyncio.timeout(KEEP_ALIVE_SECONDS):
+                            event = await queue.get()
                     except TimeoutError:
                         yield ": keep-alive\n\n"
                         continue
-                    yield f"event: {event['event']}\ndata: {json.dumps(event, default=str)}\n\n"
+                    chunk = [event]
+                    while not queue.empty():  # what arrived meanwhile goes in the same write
+                        chunk.append(queue.get_nowait())
+                    yield "".join(
+                        f"event: {event['event']}\ndata: {json.dumps(event, default=str)}\n\n" for event in chunk
+                    )
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 

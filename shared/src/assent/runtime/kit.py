@@ -180,6 +180,15 @@ class ProposalKind(abc.ABC):
     async def decline(self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork) -> None:  # noqa: B027
         """What declining (or discarding) does beyond resolving the request; nothing by default."""
 
+    async def read_ahead(self, calls: Sequence[ToolCall], uow: UnitOfWork) -> None:  # noqa: B027
+        """Before a batch's calls are answered, read at once what this kind's tools will read for ``calls`` (the
+        batch's calls of this kind, in order, their arguments not yet checked), so that the kind's store answers
+        each tool from what was read: one round trip per batch instead of one per call. Nothing by default.
+
+        What is read ahead is what each call would have read at the start of its batch: no tool writes its
+        target (applying does, in decisions' units of work), and a store that writes forgets what it read.
+        """
+
 
 @dataclass
 class _Writes:
@@ -235,12 +244,24 @@ class OwnerKit:
         does, with what they are checked against read for the whole batch at once."""
         calls: list[ToolCall] = [item.message for item in batch]  # type: ignore[misc]
         contexts = await uow.call_contexts([(call.session_id, call.seq, call.tool_call_id) for call in calls])
+        if len(calls) > 1:  # a lone call reads what it needs itself, no more
+            await self._read_ahead(calls, uow)
         recorded: list[StoredProposal] = []
         writes = _Writes()
         for item, call, context in zip(batch, calls, contexts, strict=True):
             with item.span():
                 await self._on_tool_call(call, context, recorded, writes, uow)
         await writes.flush(uow)
+
+    async def _read_ahead(self, calls: Sequence[ToolCall], uow: UnitOfWork) -> None:
+        """Each kind's :meth:`ProposalKind.read_ahead` of its calls in ``calls``, in the order the kinds come."""
+        of_kind: dict[str, list[ToolCall]] = {}
+        for call in calls:
+            routed = self.dispatch.get(call.tool)
+            if routed is not None:
+                of_kind.setdefault(routed[0].name, []).append(call)
+        for name, its_calls in of_kind.items():
+            await self.kinds[name].read_ahead(its_calls, uow)
 
     async def on_tool_call(self, call: ToolCall, uow: UnitOfWork) -> None:
         """Answer ``call`` with exactly one ``ToolResult`` (a replay of the first one for a re-sent call)."""

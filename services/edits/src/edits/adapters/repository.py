@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -20,13 +21,15 @@ from . import tables as t
 _MEMORY = f"SELECT agent_id, content, version, hash FROM {t.memory.fullname} WHERE agent_id = $1"
 _MEMORY_FOR_UPDATE = f"{_MEMORY} FOR UPDATE"
 
-_AGENT_MEMORY = (
+_AGENTS_WITH_MEMORY = (
     "SELECT a.agent_id, a.org_id, a.guild_id, a.name, a.live, a.task, a.revision, a.owners, a.editors,"
     " m.content, m.version AS memory_version, m.hash"
     f" FROM {t.agents.fullname} AS a JOIN {t.memory.fullname} AS m ON m.agent_id = a.agent_id"
-    " WHERE a.agent_id = $1"
 )
+_AGENT_MEMORY = f"{_AGENTS_WITH_MEMORY} WHERE a.agent_id = $1"
 """An agent with its live Memory."""
+_AGENT_MEMORIES = f"{_AGENTS_WITH_MEMORY} WHERE a.agent_id = ANY($1::text[])"
+"""The agents of ``$1`` with their live Memory."""
 
 _WRITE_MEMORY = (
     "WITH updated AS ("
@@ -55,11 +58,31 @@ it came from (``$8`` tool call id, ``$9`` tool name, ``$10`` session, ``$11`` se
 The row is locked by the update itself, which checks its condition again on the row as committed."""
 
 
+def _agent_memory(row: Any) -> tuple[Agent | None, LiveMemory | None]:
+    """An agent and its live Memory from a row of :data:`_AGENTS_WITH_MEMORY` (none from no row)."""
+    if row is None:
+        return None, None
+    agent = Agent(
+        row["agent_id"],
+        row["org_id"],
+        row["guild_id"],
+        row["name"],
+        row["live"],
+        row["task"],
+        row["revision"],
+        tuple(row["owners"]),
+        tuple(row["editors"]),
+    )
+    return agent, LiveMemory(row["agent_id"], row["content"], row["memory_version"], row["hash"])
+
+
 class EditsRepository:
     """The edits service's own targets: Memory, the guild text and its change log."""
 
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
+        self._read_ahead: dict[str, tuple[Agent | None, LiveMemory | None]] = {}
+        """What :meth:`read_agent_memories` read, by agent id, until this repository writes that Memory."""
 
     async def memory(self, agent_id: str, *, for_update: bool = False) -> LiveMemory | None:
         query = _MEMORY_FOR_UPDATE if for_update else _MEMORY
@@ -67,24 +90,25 @@ class EditsRepository:
         return None if row is None else LiveMemory(row["agent_id"], row["content"], row["version"], row["hash"])
 
     async def agent_memory(self, agent_id: str) -> tuple[Agent | None, LiveMemory | None]:
-        """The agent (from the workspace directory this service owns) and its live Memory, in one round trip."""
-        row = await (await driver_connection(self.conn)).fetchrow(_AGENT_MEMORY, agent_id)
-        if row is None:
-            return None, None
-        agent = Agent(
-            row["agent_id"],
-            row["org_id"],
-            row["guild_id"],
-            row["name"],
-            row["live"],
-            row["task"],
-            row["revision"],
-            tuple(row["owners"]),
-            tuple(row["editors"]),
-        )
-        return agent, LiveMemory(row["agent_id"], row["content"], row["memory_version"], row["hash"])
+        """The agent (from the workspace directory this service owns) and its live Memory, in one round trip, or
+        none when :meth:`read_agent_memories` read them."""
+        ahead = self._read_ahead.get(agent_id)
+        if ahead is not None:
+            return ahead
+        return _agent_memory(await (await driver_connection(self.conn)).fetchrow(_AGENT_MEMORY, agent_id))
+
+    async def read_agent_memories(self, agent_ids: Sequence[str]) -> None:
+        """Read the agents of ``agent_ids`` with their live Memory in one round trip, for :meth:`agent_memory` to
+        answer from (an agent that does not exist, or has no Memory, as such)."""
+        wanted = [agent_id for agent_id in agent_ids if agent_id not in self._read_ahead]
+        if not wanted:
+            return
+        rows = await (await driver_connection(self.conn)).fetch(_AGENT_MEMORIES, wanted)
+        self._read_ahead.update(dict.fromkeys(wanted, (None, None)))
+        self._read_ahead.update({row["agent_id"]: _agent_memory(row) for row in rows})
 
     async def create_memory(self, agent_id: str, actor: str) -> None:
+        self._read_ahead.pop(agent_id, None)
         await self.conn.execute(
             t.memory.insert().values(agent_id=agent_id, content="", version=0, hash=content_hash(""), updated_by=actor)
         )
@@ -111,6 +135,7 @@ class EditsRepository:
         """
         if expected_version is None and expected_hash is None:
             raise ValueError("a Memory write names the version or the hash it replaces")
+        self._read_ahead.pop(agent_id, None)
         version = await (await driver_connection(self.conn)).fetchval(
             _WRITE_MEMORY,
             org_id,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from assent.contracts import CardField, DecisionMade, EditBase, EditTarget, LineCounts
+from assent.contracts import CardField, DecisionMade, EditBase, EditTarget, LineCounts, ToolCall
 from assent.domain import Refusal, check_live_member
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.uow import UnitOfWork
@@ -31,6 +32,11 @@ class MemoryKind(ProposalKind):
             "studio_read_memory": Tool(memory.ReadMemory, self.read),
             "studio_edit_memory": Tool(memory.EditMemory, self.propose),
         }
+
+    async def read_ahead(self, calls: Sequence[ToolCall], uow: UnitOfWork) -> None:
+        """Both tools read the agent of ``agent_id`` with its Memory: the batch's are read in one round trip."""
+        agent_ids = {call.arguments.get("agent_id") for call in calls}
+        await repo(uow).read_agent_memories(sorted(a for a in agent_ids if isinstance(a, str)))
 
     async def read(self, call: Call, args: memory.ReadMemory, uow: UnitOfWork) -> Output | Refusal:
         agent, live = await repo(uow).agent_memory(args.agent_id)

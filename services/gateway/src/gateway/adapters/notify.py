@@ -21,11 +21,13 @@ from collections import defaultdict
 from collections.abc import AsyncIterator
 from typing import Any
 
+from prometheus_client import Gauge
 from redis.asyncio import Redis
 
 log = logging.getLogger(__name__)
 
 RECENT_FAILURE_SECONDS = 30.0
+LIVE_STREAMS = Gauge("assent_live_streams", "Live event streams (GET …/events) open on this replica")
 
 
 class EventFeed:
@@ -100,9 +102,11 @@ class EventFeed:
         """A queue of the session's events for as long as the block runs."""
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=1000)
         self._streams[session_id].add(queue)
+        LIVE_STREAMS.inc()
         try:
             yield queue
         finally:
+            LIVE_STREAMS.dec()
             self._streams[session_id].discard(queue)
             if not self._streams[session_id]:
                 del self._streams[session_id]
