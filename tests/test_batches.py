@@ -18,7 +18,7 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from opentelemetry import trace
-from sqlalchemy import MetaData, func, select, text
+from sqlalchemy import MetaData, event, func, select, text
 from sqlalchemy.engine import make_url
 
 from assent import contracts
@@ -323,7 +323,7 @@ async def test_the_gateway_projects_a_batch_of_many_sessions_with_one_statement_
     )
     feed = _Feed()
     projection = Projection(feed)  # type: ignore[arg-type]
-    runtime.consume_batch(PROPOSALS_PROPOSED, projection.on_proposed, after_commit=projection.proposed)
+    runtime.consume_in_one_statement(PROPOSALS_PROPOSED, projection.proposed_requests, after_commit=projection.proposed)
     runtime.consume_batch(STUDIO_TURNS, projection.on_step_ended, after_commit=projection.step_ended)
     runtime.consume_batch(PROPOSALS_APPLIED, projection.on_outcome, after_commit=projection.outcome)
     tracer = trace.get_tracer("test")
@@ -359,7 +359,25 @@ async def test_the_gateway_projects_a_batch_of_many_sessions_with_one_statement_
                     decision.proposal_id,
                     uuid.uuid4(),
                 )
+        logged: list[str] = []
+
+        def log_statements(dbapi_connection: Any, _: Any) -> None:
+            dbapi_connection.driver_connection.add_query_logger(lambda query: logged.append(query.query))
+
+        event.listen(runtime.engine.sync_engine, "connect", log_statements)
+        await runtime.engine.dispose()  # every connection from now on logs its statements
+        async with runtime.engine.connect() as conn:
+            await driver_connection(conn)  # a new connection's own set-up, not counted
+        await asyncio.sleep(0)
+        logged.clear()
+        # The requests of a batch (with a message twice in it), and the same batch again: one statement each time.
+        await runtime.routes[PROPOSALS_PROPOSED](fetched(*proposed, proposed[1]))
         await runtime.routes[PROPOSALS_PROPOSED](fetched(*proposed))
+        await asyncio.sleep(0)  # asyncpg hands each statement to its loggers in a callback of its own
+        ours = [
+            query for query in logged if "gateway." in query or "BEGIN" in query or "COMMIT" in query
+        ]  # not asyncpg's type introspection
+        assert len(ours) == 2 and all(query.startswith("WITH claimed AS (") for query in ours), ours
         steps = [
             StepEnded(session_id="s1", turn_id="ts1", step=0, tool_call_ids=("c1", "c2")),
             StepEnded(session_id="s2", turn_id="ts2", step=0, tool_call_ids=("c3",)),

@@ -63,6 +63,39 @@ async def test_kill_9_while_applying_loses_nothing_and_writes_once(
             assert len({json.loads(r.value)["id"] for r in outcomes}) == 1
 
 
+async def test_kill_9_after_the_gateway_recorded_requests_in_one_statement_records_them_once(
+    endpoints: Any, tmp_path: Any
+) -> None:
+    """The gateway records a batch of requests in one statement with its claim, and dies right after it, before
+    the offsets are committed: once back, the batch comes again and the claim drops it; the request is there
+    once, and its decision and the turn's continuation go through."""
+    async with running_stack(endpoints, tmp_path, extra_env={"ASSENT_DECISION_TIMEOUT_SECONDS": "60"}) as stack:
+        async with stack.http() as http, stack.coach() as coach:
+            world = await new_world(http)
+            turn = await open_turn(coach, world)
+            sid = turn.session.session_id
+            await wait_pending(http, sid, 0)
+            base = await memory(http, world.agent_id)
+
+            gateway = stack.system.gateway
+            await asyncio.to_thread(gateway.stop)
+            await asyncio.to_thread(gateway.start, {"ASSENT_CRASH_AT": "gateway.proposals.proposed.after_commit"})
+            result = await propose(turn, world.agent_id, "Recorded once.\n", base["version"])
+            assert result.ok, result.error
+            assert await asyncio.to_thread(gateway.wait_exit, 60) == -9
+            await asyncio.to_thread(gateway.start)
+
+            await turn.end_step()
+            pending = await wait_pending(http, sid, 1)
+            seq = turn.calls[result.tool_call_id].seq
+            assert [item["seq"] for item in pending["items"]] == [seq]
+            answer = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["outcome"] == "applied"
+            continuation = await turn.continuation(timeout=60)
+            assert [(d.seq, d.outcome) for d in continuation.decisions] == [(seq, "applied")]
+
+
 async def test_malformed_tool_call_goes_to_the_dead_letter_topic_and_the_next_is_handled(stack: Stack) -> None:
     async with stack.http() as http, stack.coach() as coach:
         world = await new_world(http)

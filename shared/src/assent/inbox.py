@@ -56,6 +56,14 @@ async def claim_many(
     subquery in ``WHERE`` is evaluated once, ahead of the first row. It runs on the asyncpg connection itself
     (:func:`assent.db.driver_connection`): it is the first statement of every batch of every consumer.
     """
+    pg = await driver_connection(conn)
+    rows = await pg.fetch(claim_statement(table), consumer, list(message_ids), list(lock_keys))
+    return {row[0] for row in rows}
+
+
+def claim_statement(table: Table) -> str:
+    """The statement of :func:`claim_many`: ``$1`` the consumer, ``$2`` the message ids, ``$3`` the lock keys; it
+    returns the ids delivered for the first time (``message_id``)."""
     statement = _CLAIM_LOCKED.get(table.fullname)
     if statement is None:
         statement = _CLAIM_LOCKED[table.fullname] = (
@@ -65,9 +73,7 @@ async def claim_many(
             "  (SELECT DISTINCT hashtext(key) AS k FROM unnest($3::text[]) AS key ORDER BY 1 OFFSET 0) AS ks) >= 0"
             " ON CONFLICT DO NOTHING RETURNING message_id"
         )
-    pg = await driver_connection(conn)
-    rows = await pg.fetch(statement, consumer, list(message_ids), list(lock_keys))
-    return {row[0] for row in rows}
+    return statement
 
 
 async def prune(engine: AsyncEngine, table: Table, older_than: timedelta) -> int:

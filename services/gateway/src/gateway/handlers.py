@@ -11,6 +11,7 @@ kind: which decisions a request takes comes from the kind registry.
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,7 +88,8 @@ class Projection:
 
     The runtime hands each handler a batch of new messages of its topic and a unit of work that already holds the
     lock of every session they name. Each statement serves the whole batch (one round trip to the database for
-    many messages under load). A handler that can complete what a paused turn waits on (an outcome, a refusal,
+    many messages under load). The requests of a batch of proposals are one statement that the runtime runs with
+    the batch's claim, without a transaction around it (:meth:`proposed_requests`). A handler that can complete what a paused turn waits on (an outcome, a refusal,
     the step's end) settles those sessions' turns in the same transaction: the continuation is written to the
     outbox in the transaction that marks its turn continued, exactly one per pause, and nothing is lost between
     two commits. The live events (``request.proposed``, ``turn.step_ended``, ``request.decided``) are announced
@@ -101,38 +103,40 @@ class Projection:
     async def on_session_event(self, message: SessionOpened | SessionClosed, uow: UnitOfWork) -> None:
         await uow.sessions.record(message)
 
-    async def on_proposed(self, batch: Sequence[Received], uow: UnitOfWork) -> None:
-        rows = []
+    def proposed_requests(self, batch: Sequence[Received], n: int) -> tuple[str, list[Any]]:
+        """The requests of a batch of ``ProposalProposed``, as one statement (parameters from ``$n``) that the runtime
+        runs with the batch's claim (:meth:`ServiceRuntime.consume_in_one_statement`): it reads nothing, and a new
+        request cannot complete the turn that waits on it, so there is nothing to settle."""
+        columns: list[list[Any]] = [[] for _ in _REQUEST_COLUMNS]
         for item in batch:
             message: ProposalProposed = item.message  # type: ignore[assignment]
             with item.span():  # the request keeps the trace its decision will continue
                 carrier = current_carrier()
-            rows.append(
-                (
-                    message.session_id,
-                    message.seq,
-                    message.proposal_id,
-                    message.tool_call_id,
-                    message.turn_id,
-                    message.step,
-                    message.tool,
-                    message.kind,
-                    message.action,
-                    message.section,
-                    message.agent_id,
-                    json_param(message.target.model_dump(mode="json")),
-                    json_param(message.base.model_dump(mode="json")),
-                    message.proposed_hash,
-                    json_param(message.lines.model_dump(mode="json")),
-                    message.widens,
-                    message.reason,
-                    json_param(message.card.model_dump(mode="json")),
-                    json_param(carrier),
-                )
+            row = (
+                message.id,
+                message.session_id,
+                message.seq,
+                message.proposal_id,
+                message.tool_call_id,
+                message.turn_id,
+                message.step,
+                message.tool,
+                message.kind,
+                message.action,
+                message.section,
+                message.agent_id,
+                json_param(message.target.model_dump(mode="json")),
+                json_param(message.base.model_dump(mode="json")),
+                message.proposed_hash,
+                json_param(message.lines.model_dump(mode="json")),
+                message.widens,
+                message.reason,
+                json_param(message.card.model_dump(mode="json")),
+                json_param(carrier),
             )
-        with batch_span(batch):
-            await (await _driver(uow)).executemany(_INSERT_REQUEST, rows)
-        # No settling here: a new request is open, so it cannot complete the turn that waits on it.
+            for column, value in zip(columns, row, strict=True):
+                column.append(value)
+        return _insert_claimed_requests(n), columns
 
     async def on_tool_result(self, message: ToolResult, uow: UnitOfWork) -> None:
         if message.ok:
@@ -288,12 +292,46 @@ def _event(name: str, session_id: str, **fields: Any) -> dict[str, Any]:
 # The projection's statements run on every round: on the asyncpg connection inside the unit of work's transaction
 # (assent.db.driver_connection), as fixed texts prepared once per connection. JSONB values go as JSON text.
 
-_INSERT_REQUEST = (
-    f"INSERT INTO {t.requests.fullname} (session_id, seq, proposal_id, tool_call_id, turn_id, step, tool, kind, action,"
-    " section, agent_id, target, base, proposed_hash, lines, widens, reason, card, trace)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
-    " ON CONFLICT DO NOTHING"
+_REQUEST_COLUMNS = (
+    ("message_id", "uuid"),
+    ("session_id", "text"),
+    ("seq", "integer"),
+    ("proposal_id", "text"),
+    ("tool_call_id", "text"),
+    ("turn_id", "text"),
+    ("step", "integer"),
+    ("tool", "text"),
+    ("kind", "text"),
+    ("action", "text"),
+    ("section", "text"),
+    ("agent_id", "text"),
+    ("target", "jsonb"),
+    ("base", "jsonb"),
+    ("proposed_hash", "text"),
+    ("lines", "jsonb"),
+    ("widens", "boolean"),
+    ("reason", "text"),
+    ("card", "jsonb"),
+    ("trace", "jsonb"),
 )
+"""A request's columns as :meth:`Projection.proposed_requests` passes them (one array each), the message's first."""
+
+
+@functools.cache
+def _insert_claimed_requests(n: int) -> str:
+    """The requests of the messages that the batch's claim (``claimed``) took, from the arrays ``$n``… (one per column
+    of :data:`_REQUEST_COLUMNS`)."""
+    names = [name for name, _ in _REQUEST_COLUMNS]
+    arrays = ", ".join(
+        f"${n + i}::{'text' if kind == 'jsonb' else kind}[]" for i, (_, kind) in enumerate(_REQUEST_COLUMNS)
+    )
+    values = ", ".join(f"r.{name}::jsonb" if kind == "jsonb" else f"r.{name}" for name, kind in _REQUEST_COLUMNS[1:])
+    return (
+        f"INSERT INTO {t.requests.fullname} ({', '.join(names[1:])}) SELECT {values}"
+        f" FROM unnest({arrays}) AS r({', '.join(names)})"
+        " WHERE r.message_id IN (SELECT message_id FROM claimed) ON CONFLICT DO NOTHING"
+    )
+
 
 _INSERT_REFUSED_CALL = (
     f"INSERT INTO {t.refused_calls.fullname} (tool_call_id, session_id, seq, tool, error) VALUES ($1, $2, $3, $4, $5)"

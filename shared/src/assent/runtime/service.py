@@ -29,7 +29,7 @@ from sqlalchemy import MetaData, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .. import inbox
-from ..db import create_engine, migrate
+from ..db import create_engine, driver_connection, migrate, session_key
 from ..faults import crash_point
 from ..http import install_guards
 from ..kinds import WORKSPACE_OWNER
@@ -39,7 +39,7 @@ from ..service_auth import InvalidServiceToken, ServiceSigner, ServiceVerifier, 
 from ..settings import ServiceSettings
 from ..telemetry import setup_telemetry
 from ..topics import PROPOSALS_DECIDED, STUDIO_SESSIONS, TOOL_CALLS, WORKSPACE_EVENTS, Topic
-from .consumer import FailurePolicy, Received, subscribe
+from .consumer import FailurePolicy, Received, batch_span, subscribe
 from .kit import LiveCard, OwnerKit
 from .tables import MIGRATIONS as SHARED_MIGRATIONS
 from .tables import VERSION_TABLE as SHARED_VERSION_TABLE
@@ -51,6 +51,9 @@ log = logging.getLogger(__name__)
 
 UowHandler = Callable[[Any, UnitOfWork], Awaitable[None]]
 BatchUowHandler = Callable[[Sequence[Received], UnitOfWork], Awaitable[None]]
+StatementOf = Callable[[Sequence[Received], int], tuple[str, Sequence[Any]]]
+"""What a batch writes, as one statement: given the batch and the number of its first parameter, the text and the
+arguments (see :meth:`ServiceRuntime.consume_in_one_statement`)."""
 StoreFactory = Callable[[AsyncConnection], Any]
 SANITIZE_ENV = "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS"
 SANITIZED_HEADERS = ["authorization", "proxy-authorization", "cookie", "set-cookie"]
@@ -227,6 +230,56 @@ class ServiceRuntime:
                     await after_commit(item.message)
             for callback in uow.committed:  # after the messages' own notices: what handling them caused
                 await callback()
+
+        if topic in self._routes:
+            raise ValueError(f"{topic.name} is consumed once per service")
+        self._routes[topic] = handle
+
+    def consume_in_one_statement(
+        self,
+        topic: Topic,
+        statement_of: StatementOf,
+        *,
+        label: str | None = None,
+        after_commit: Callable[[Any], Awaitable[None]] | None = None,
+        when: Callable[[Any], bool] | None = None,
+    ) -> None:
+        """:meth:`consume_batch`, for a handler whose whole effect is one statement that writes what its messages
+        say, reads nothing it acts on, and emits nothing.
+
+        ``statement_of(batch, n)`` gives that statement, its parameters numbered from ``$n``, and their arguments.
+        It runs as part of the batch's claim: each row it writes must come from a message delivered for the first
+        time, ``WHERE message_id IN (SELECT message_id FROM claimed)``. The session locks, the inbox claim and the
+        statement go to PostgreSQL as one statement that commits on its own: one round trip for the batch, where
+        a unit of work takes four (BEGIN, the claim, the statement, COMMIT). (The statement's snapshot is taken
+        before the locks, which is why it may not read what it acts on: the writes themselves wait for the locks.)
+        """
+        consumer = f"{self.service}:{topic.name}"
+        label = label or topic.name
+        claim = inbox.claim_statement(self.tables.inbox)
+
+        async def handle(batch: Sequence[Received]) -> None:
+            chosen = [item for item in batch if when is None or when(item.message)]
+            if not chosen:
+                return
+            # The same message twice in one fetch: written once (both copies are claimed together).
+            unique = list({item.message.id: item for item in chosen}.values())
+            written, arguments = statement_of(unique, 4)
+            sessions = {session_id for item in unique if (session_id := getattr(item.message, "session_id", None))}
+            async with self.engine.connect() as conn:
+                pg = await driver_connection(conn)
+                with batch_span(unique):
+                    await pg.execute(
+                        f"WITH claimed AS ({claim}), written AS ({written}) SELECT 1",
+                        consumer,
+                        [item.message.id for item in unique],
+                        [session_key(self.service, session_id) for session_id in sorted(sessions)],
+                        *arguments,
+                    )
+            crash_point(f"{self.service}.{label}.after_commit")
+            if after_commit is not None:
+                for item in chosen:
+                    await after_commit(item.message)
 
         if topic in self._routes:
             raise ValueError(f"{topic.name} is consumed once per service")
