@@ -89,12 +89,12 @@ class Projection:
     The runtime hands each handler a batch of new messages of its topic and a unit of work that already holds the
     lock of every session they name. Each statement serves the whole batch (one round trip to the database for
     many messages under load). The requests of a batch of proposals are one statement that the runtime runs with
-    the batch's claim, without a transaction around it (:meth:`proposed_requests`). A handler that can complete what a paused turn waits on (an outcome, a refusal,
-    the step's end) settles those sessions' turns in the same transaction: the continuation is written to the
-    outbox in the transaction that marks its turn continued, exactly one per pause, and nothing is lost between
-    two commits. The live events (``request.proposed``, ``turn.step_ended``, ``request.decided``) are announced
-    after commit for every delivery, a redelivery too: they are hints (a client re-reads) and a deciding request
-    waits for ``request.decided``.
+    the batch's claim, without a transaction around it (:meth:`proposed_requests`). A handler that can complete
+    what a paused turn waits on (an outcome, a refusal, the step's end) settles those sessions' turns in the same
+    transaction: the continuation is written to the outbox in the transaction that marks its turn continued,
+    exactly one per pause, and nothing is lost between two commits. The live events (``request.proposed``,
+    ``turn.step_ended``, ``request.decided``) are announced after commit for every delivery, a redelivery too:
+    they are hints (a client re-reads) and a deciding request waits for ``request.decided``.
     """
 
     def __init__(self, events: EventFeed) -> None:
