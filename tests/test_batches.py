@@ -10,7 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from assent.messaging import ensure_topics, make_broker, start_broker
 from assent.outbox import Outbox, OutboxRelay, outbox_table
 from assent.runtime import ServiceRuntime
 from assent.runtime.consumer import FailurePolicy, Received, subscribe
+from assent.runtime.uow import StoredProposal
 from assent.topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, STUDIO_TURNS
 from edits.adapters import tables as edits_tables
 from edits.adapters.repository import EditsRepository
@@ -293,6 +294,59 @@ async def test_a_change_of_one_statement_and_its_messages_commit_together_or_not
         assert sorted(values) == sorted(message.to_bytes() for message in sent)
 
 
+async def test_a_transactions_last_write_goes_with_its_messages_in_one_statement(endpoints: Endpoints) -> None:
+    """``Outbox.write_last`` holds a transaction's last write to send it with the transaction's outbox rows at commit,
+    in one statement: both are written, or (the transaction failing) neither. A write held before runs when the
+    next is held, in order; a held write with no rows runs alone at commit."""
+    async with outbox_world(endpoints) as world:
+        async with world.engine.begin() as conn:
+            await conn.execute(text("CREATE TABLE public.marks (name TEXT PRIMARY KEY, n INT NOT NULL DEFAULT 0)"))
+        insert = "INSERT INTO public.marks (name) VALUES ($1)"
+        bump = "UPDATE public.marks SET n = n + 1 WHERE name = $1"
+        outbox = Outbox(world.table, world.prefix)
+        logged: list[str] = []
+
+        def log_statements(dbapi_connection: Any, _: Any) -> None:
+            dbapi_connection.driver_connection.add_query_logger(lambda query: logged.append(query.query))
+
+        event.listen(world.engine.sync_engine, "connect", log_statements)
+        await world.engine.dispose()
+
+        async def counts() -> tuple[int, int, int]:
+            async with world.engine.connect() as conn:
+                marks = await conn.scalar(text("SELECT count(*) FROM public.marks"))
+                bumps = await conn.scalar(text("SELECT coalesce(sum(n), 0) FROM public.marks"))
+                rows = await conn.scalar(select(func.count()).select_from(world.table))
+            return marks, bumps, rows
+
+        assert await counts() == (0, 0, 0)
+        await asyncio.sleep(0)
+        logged.clear()
+        async with outbox.transaction(world.engine) as conn:
+            await outbox.write_last(conn, insert, ["first"])
+            await outbox.put(conn, STUDIO_TURNS, "s", step(1, session=world.prefix))
+            await outbox.put(conn, STUDIO_TURNS, "s", step(2, session=world.prefix))
+        await asyncio.sleep(0)  # asyncpg hands each statement to its loggers in a callback of its own
+        assert [query.split(" (")[0] for query in logged if "public." in query] == ["WITH written AS"]
+        assert await counts() == (1, 0, 2)
+
+        with pytest.raises(RuntimeError, match="rolled back"):
+            async with outbox.transaction(world.engine) as conn:
+                await outbox.write_last(conn, insert, ["second"])
+                await outbox.put(conn, STUDIO_TURNS, "s", step(3, session=world.prefix))
+                raise RuntimeError("rolled back")
+        assert await counts() == (1, 0, 2)
+
+        async with outbox.transaction(world.engine) as conn:
+            await outbox.write_last(conn, insert, ["third"])
+            await outbox.write_last(conn, bump, ["third"])  # the insert runs now, so the update finds the row
+        assert await counts() == (2, 1, 2)
+
+        async with world.engine.connect() as conn:
+            with pytest.raises(RuntimeError, match="needs a transaction opened by"):
+                await outbox.write_last(conn, insert, ["fourth"])
+
+
 def _example(name: str, **fields: Any) -> Any:
     """The contract's golden example ``name`` (its file's name) with ``fields`` changed and an envelope id of its own."""
     data = {**json.loads((CONTRACT_EXAMPLES / f"{name}.json").read_text()), **fields, "id": str(uuid.uuid4())}
@@ -471,3 +525,70 @@ async def test_the_memory_store_reads_a_batch_of_agents_in_one_statement_and_for
             assert live is not None and (live.version, live.content) == (1, "New.\n")
     finally:
         await runtime.engine.dispose()
+
+
+def _stored(proposal_id: str, seq: int) -> StoredProposal:
+    return StoredProposal(
+        proposal_id=proposal_id,
+        session_id="s",
+        seq=seq,
+        turn_id="t",
+        step=0,
+        tool_call_id=f"c{seq}",
+        tool="studio_edit_memory",
+        kind="memory",
+        action="edit",
+        agent_id="a1",
+        target={"kind": "memory", "agent_id": "a1", "label": "Memory of Ada"},
+        base={"version": 1, "hash": "h"},
+        proposed_hash="h2",
+        payload={"content": "New.\n", "org_id": "o"},
+        result={"ok": True},
+    )
+
+
+async def test_the_proposal_store_writes_many_proposals_and_their_changes_in_one_statement_each(
+    endpoints: Endpoints,
+) -> None:
+    """Against the real database: a batch's new proposals go in one statement; its changes, in order, in one
+    statement per set of fields (a proposal's changes taken together, the later over the earlier); held as the
+    transaction's last write, they go with its outbox rows."""
+    database_url = await create_database(endpoints.database_url, f"proposals_{uuid.uuid4().hex[:8]}")
+    settings = EditsSettings(
+        database_url=database_url, kafka_bootstrap_servers=endpoints.kafka, service_key=secrets.token_urlsafe(48)
+    )
+    runtime = ServiceRuntime(
+        settings, tables=edits_tables.shared, migrations=EDITS_MIGRATIONS, schema=edits_tables.SCHEMA
+    )
+    when = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+    try:
+        await runtime.migrate()
+        async with runtime.unit_of_work() as uow:
+            await uow.proposals.add_many([_stored("p1", 1), _stored("p2", 2), _stored("p3", 3), _stored("p4", 4)])
+        async with runtime.unit_of_work() as uow:
+            await uow.proposals.update_many(
+                [
+                    ("p1", {"stale": True}),
+                    ("p4", {"stale": True}),
+                    ("p2", {"stale": True}),
+                    ("p4", {"stale": False}),
+                    ("p1", {"status": "applied", "stale": False, "resolved_by": "olga", "resolved_at": when}),
+                    ("p3", {"status": "declined", "stale": False, "resolved_by": "olga", "resolved_at": when}),
+                ],
+                last=True,
+            )
+            await uow.emit(STUDIO_TURNS, "s", step(1))
+        async with runtime.unit_of_work() as uow:
+            stored = await uow.proposals.get_many(["p1", "p2", "p3", "p4"])
+        async with runtime.engine.connect() as conn:
+            rows = await conn.scalar(select(func.count()).select_from(edits_tables.outbox))
+    finally:
+        await runtime.engine.dispose()
+    assert {p: (s.status, s.stale, s.resolved_by, s.resolved_at) for p, s in stored.items()} == {
+        "p1": ("applied", False, "olga", when),
+        "p2": ("pending", True, None, None),
+        "p3": ("declined", False, "olga", when),
+        "p4": ("pending", False, None, None),
+    }
+    assert stored["p1"].target == {"kind": "memory", "agent_id": "a1", "label": "Memory of Ada"}
+    assert rows == 1

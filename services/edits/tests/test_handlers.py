@@ -538,6 +538,7 @@ async def test_a_batch_writes_its_proposals_and_their_resolutions_in_one_round_t
     ]
     await world.kit.on_decisions(_fetched(*decisions), world.uow)
     assert world.uow.proposals.round_trips == [("add", 2), ("update", 2)]
+    assert world.uow.proposals.with_outbox == ["add", "update"]  # each batch's, with its outbox rows
     assert [p.status for p in world.uow.proposals.proposals.values()] == ["declined", "declined"]
 
 
@@ -563,6 +564,7 @@ async def test_a_kind_that_reads_proposals_sees_those_of_the_calls_before_it_in_
     await kit.on_tool_calls(_fetched(_call(3, "tc1"), _call(4, "tc2"), _call(5, "tc3")), world.uow)
     assert kind.seen == [None, "tc1", "tc2"]
     assert world.uow.proposals.round_trips == [("add", 1), ("add", 1), ("add", 1)]
+    assert world.uow.proposals.with_outbox == ["add"]  # the last only: the kind reads the others
 
 
 @pytest.mark.parametrize(

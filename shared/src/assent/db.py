@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import text
+from sqlalchemy import JSON, Table, text
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from .faults import record_statements
@@ -167,3 +169,45 @@ def json_param(value: Any) -> str:
     (not through here) for SQL NULL.
     """
     return json.dumps(value, separators=(",", ":"))
+
+
+# Many rows in one statement: one array per column, through ``unnest``. (``executemany`` sends a statement per row
+# in one round trip; this is one statement, so it can also go inside another, as :meth:`Outbox.write_last` does.)
+
+
+def _array_type(table: Table, name: str) -> str:
+    column_type = table.c[name].type
+    if isinstance(column_type, JSON):
+        return "text"  # JSON values cross as text (json_param) and are cast per element
+    return str(column_type.compile(dialect=postgresql.dialect())).lower()
+
+
+def _value(table: Table, name: str) -> str:
+    return f"r.{name}::jsonb" if isinstance(table.c[name].type, JSON) else f"r.{name}"
+
+
+def _unnest(table: Table, names: Sequence[str], n: int) -> str:
+    arrays = ", ".join(f"${n + i}::{_array_type(table, name)}[]" for i, name in enumerate(names))
+    return f"unnest({arrays}) AS r({', '.join(names)})"
+
+
+@functools.cache
+def insert_rows(table: Table, names: tuple[str, ...], n: int = 1) -> str:
+    """``INSERT`` of the columns ``names`` of many rows, given as one array per column (``$n``, ``$n+1``, …; JSON
+    columns as JSON text, see :func:`json_param`): the arguments are :func:`column_arrays` of the rows."""
+    values = ", ".join(_value(table, name) for name in names)
+    return f"INSERT INTO {table.fullname} ({', '.join(names)}) SELECT {values} FROM {_unnest(table, names, n)}"
+
+
+@functools.cache
+def update_rows(table: Table, keys: tuple[str, ...], names: tuple[str, ...], n: int = 1) -> str:
+    """``UPDATE`` of the columns ``names`` of many rows, each found by its ``keys``: one array per key, then per column
+    (``$n``, …), as :func:`insert_rows` takes them. A row named twice is updated once: collapse changes first."""
+    assignments = ", ".join(f"{name} = {_value(table, name)}" for name in names)
+    found = " AND ".join(f"t.{key} = r.{key}" for key in keys)
+    return f"UPDATE {table.fullname} AS t SET {assignments} FROM {_unnest(table, (*keys, *names), n)} WHERE {found}"
+
+
+def column_arrays(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """``rows`` (each a sequence of values, in column order) as one list per column."""
+    return [list(column) for column in zip(*rows, strict=True)] if rows else []

@@ -54,6 +54,7 @@ from .topics import Topic
 log = logging.getLogger(__name__)
 
 _PENDING = "assent.outbox.pending"
+_LAST = "assent.outbox.last"
 
 
 def outbox_table(metadata: MetaData) -> Table:
@@ -134,12 +135,40 @@ class Outbox:
             try:
                 yield conn
                 envelopes: list[Envelope] = []
+                last: tuple[str, list[Any]] | None = conn.info.pop(_LAST, None)
                 if pending:
                     pg = await driver_connection(conn)
-                    envelopes = _envelopes(pending, await pg.fetch(self._insert, *self._arguments(pending)))
+                    if last is None:
+                        inserted = await pg.fetch(self._insert, *self._arguments(pending))
+                    else:
+                        statement, args = last
+                        inserted = await pg.fetch(
+                            f"WITH written AS ({statement}) {self._insert_with(len(args))}",
+                            *args,
+                            *self._arguments(pending),
+                        )
+                    envelopes = _envelopes(pending, inserted)
+                elif last is not None:
+                    await (await driver_connection(conn)).execute(last[0], *last[1])
             finally:
                 conn.info.pop(_PENDING, None)
+                conn.info.pop(_LAST, None)
         self._hand_over(envelopes)
+
+    async def write_last(self, conn: AsyncConnection, statement: str, args: Sequence[Any]) -> None:
+        """Hold ``statement`` (an INSERT, UPDATE or DELETE whose parameters are ``$1`` to ``$n``, ``args``) to send with
+        the rows of the transaction opened by :meth:`transaction` when it ends: both in one round trip, as a
+        data-modifying ``WITH`` of the rows' insert (or the statement alone when there are no rows).
+
+        For the last write of a transaction: nothing after it in the transaction may read what it writes. A
+        statement held already runs now, in order.
+        """
+        if _PENDING not in conn.info:
+            raise RuntimeError("Outbox.write_last needs a transaction opened by Outbox.transaction")
+        held = conn.info.get(_LAST)
+        if held is not None:
+            await (await driver_connection(conn)).execute(held[0], *held[1])
+        conn.info[_LAST] = (statement, list(args))
 
     async def put(self, conn: AsyncConnection, topic: Topic, key: str, message: Message) -> None:
         """Add ``message`` to the transaction opened by :meth:`transaction`; it is published after commit."""
@@ -162,13 +191,16 @@ class Outbox:
         if conn.in_transaction():
             raise RuntimeError("Outbox.write_with commits on its own; it cannot join a transaction")
         rows = [self._row(topic, key, message) for topic, key, message in messages]
-        insert = self._with.get(len(args))
-        if insert is None:
-            insert = self._with[len(args)] = self._insert_after(len(args))
         pg = await driver_connection(conn)
-        self._hand_over(
-            _envelopes(rows, await pg.fetch(f"WITH written AS ({statement}) {insert}", *args, *self._arguments(rows)))
-        )
+        written = f"WITH written AS ({statement}) {self._insert_with(len(args))}"
+        self._hand_over(_envelopes(rows, await pg.fetch(written, *args, *self._arguments(rows))))
+
+    def _insert_with(self, n: int) -> str:
+        """The rows' insert after a statement of ``n`` parameters."""
+        insert = self._with.get(n)
+        if insert is None:
+            insert = self._with[n] = self._insert_after(n)
+        return insert
 
     def _row(self, topic: Topic, key: str, message: Message) -> _Row:
         if type(message) not in topic.messages:

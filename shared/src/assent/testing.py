@@ -115,6 +115,8 @@ class FakeProposals:
         self.proposals: dict[str, StoredProposal] = {}
         self.round_trips: list[tuple[str, int]] = []
         """Each write as the database would get it: ("add" or "update", how many proposals)."""
+        self.with_outbox: list[str] = []
+        """The writes ("add" or "update") held to go with the outbox rows at commit (``last=True``)."""
 
     async def get(self, proposal_id: str, *, for_update: bool = False) -> StoredProposal | None:
         held = self.proposals.get(proposal_id)
@@ -147,9 +149,11 @@ class FakeProposals:
         self.round_trips.append(("add", 1))
         self._add(proposal)
 
-    async def add_many(self, proposals: Sequence[StoredProposal]) -> None:
+    async def add_many(self, proposals: Sequence[StoredProposal], *, last: bool = False) -> None:
         if proposals:
             self.round_trips.append(("add", len(proposals)))
+            if last:
+                self.with_outbox.append("add")
         for proposal in proposals:
             self._add(proposal)
 
@@ -164,9 +168,11 @@ class FakeProposals:
         self.round_trips.append(("update", 1))
         self._update(proposal_id, fields)
 
-    async def update_many(self, changes: Sequence[tuple[str, dict[str, Any]]]) -> None:
+    async def update_many(self, changes: Sequence[tuple[str, dict[str, Any]]], *, last: bool = False) -> None:
         if changes:
             self.round_trips.append(("update", len(changes)))
+            if last:
+                self.with_outbox.append("update")
         for proposal_id, fields in changes:
             self._update(proposal_id, fields)
 

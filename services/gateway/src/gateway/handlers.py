@@ -32,7 +32,7 @@ from assent.contracts import (
     ToolResult,
     TurnContinuation,
 )
-from assent.db import driver_connection, json_param
+from assent.db import column_arrays, driver_connection, json_param, update_rows
 from assent.domain import Agent
 from assent.kinds import KINDS, RESOLVED_OUTCOMES
 from assent.runtime import Received, ServiceRuntime, UnitOfWork, batch_span
@@ -247,7 +247,9 @@ class Projection:
             events += settled
             continued += turns
         if continued:
-            await (await _driver(uow)).executemany(_CONTINUE_TURN, continued)
+            # The batch's last write (nothing reads the turns after it): it goes with the continuations' outbox rows.
+            rows = column_arrays([(*turn, 1) for turn in continued])
+            await _sql(uow).outbox.write_last(_sql(uow).conn, _CONTINUE_TURNS, rows)
         self._announce(uow, events)
 
     def _announce(self, uow: UnitOfWork, events: list[dict[str, Any]]) -> None:
@@ -389,6 +391,9 @@ _CONTINUE_TURN = (
     f"UPDATE {t.turns.fullname} SET continued_at = $4, continuation = $5, sends = 1"
     " WHERE session_id = $1 AND turn_id = $2 AND step = $3"
 )
+
+_CONTINUE_TURNS = update_rows(t.turns, ("session_id", "turn_id", "step"), ("continued_at", "continuation", "sends"))
+""":data:`_CONTINUE_TURN` of many turns at once: arrays of its arguments, and of ``sends`` (1)."""
 
 _SESSION_ORG = f"SELECT org_id FROM {t.sessions.fullname} WHERE session_id = $1"
 

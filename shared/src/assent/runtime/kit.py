@@ -197,13 +197,14 @@ class _Writes:
     adds: list[StoredProposal] = field(default_factory=list)
     updates: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
-    async def flush(self, uow: UnitOfWork) -> None:
+    async def flush(self, uow: UnitOfWork, *, last: bool = False) -> None:
+        """Write what is held; ``last``: at the end of the batch, with its outbox rows (nothing reads them after)."""
         if self.adds:
             adds, self.adds = self.adds, []
-            await uow.proposals.add_many(adds)
+            await uow.proposals.add_many(adds, last=last and not self.updates)
         if self.updates:
             updates, self.updates = self.updates, []
-            await uow.proposals.update_many(updates)
+            await uow.proposals.update_many(updates, last=last)
 
 
 def proposal_id_for(session_id: str, tool_call_id: str) -> str:
@@ -251,7 +252,7 @@ class OwnerKit:
         for item, call, context in zip(batch, calls, contexts, strict=True):
             with item.span():
                 await self._on_tool_call(call, context, recorded, writes, uow)
-        await writes.flush(uow)
+        await writes.flush(uow, last=True)
 
     async def _read_ahead(self, calls: Sequence[ToolCall], uow: UnitOfWork) -> None:
         """Each kind's :meth:`ProposalKind.read_ahead` of its calls in ``calls``, in the order the kinds come."""
@@ -268,7 +269,7 @@ class OwnerKit:
         [context] = await uow.call_contexts([(call.session_id, call.seq, call.tool_call_id)])
         writes = _Writes()
         await self._on_tool_call(call, context, [], writes, uow)
-        await writes.flush(uow)
+        await writes.flush(uow, last=True)
 
     async def _on_tool_call(
         self,
@@ -470,14 +471,14 @@ class OwnerKit:
         for item, decision in zip(batch, decisions, strict=True):
             with item.span():
                 await self._on_decision(decision, held, writes, uow)
-        await writes.flush(uow)
+        await writes.flush(uow, last=True)
 
     async def on_decision(self, decision: DecisionMade, uow: UnitOfWork) -> None:
         """Resolve a request of one of this owner's kinds once; exactly one outcome per decision."""
         held = await uow.proposals.get_many([decision.proposal_id], for_update=True)
         writes = _Writes()
         await self._on_decision(decision, held, writes, uow)
-        await writes.flush(uow)
+        await writes.flush(uow, last=True)
 
     async def _on_decision(
         self, decision: DecisionMade, held: dict[str, StoredProposal], writes: _Writes, uow: UnitOfWork

@@ -9,7 +9,6 @@ and is published after commit. Unit tests hand the same handlers :class:`assent.
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,7 +21,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .. import inbox
 from ..contracts import AgentChanged, GuildChanged, Message, OrgChanged, SessionClosed, SessionContext, SessionOpened
-from ..db import driver_connection, json_param, session_key, session_lock, session_locks
+from ..db import (
+    column_arrays,
+    driver_connection,
+    insert_rows,
+    json_param,
+    session_key,
+    session_lock,
+    session_locks,
+    update_rows,
+)
 from ..domain import Agent, Guild, Session
 from ..outbox import Outbox
 from ..topics import Topic
@@ -72,13 +80,14 @@ class ProposalStore(Protocol):
     async def at_seq(self, session_id: str, seq: int) -> StoredProposal | None: ...
     async def add(self, proposal: StoredProposal) -> None: ...
     async def update(self, proposal_id: str, **fields: Any) -> None: ...
-    async def add_many(self, proposals: Sequence[StoredProposal]) -> None:
-        """:meth:`add` each of ``proposals``, in one round trip."""
+    async def add_many(self, proposals: Sequence[StoredProposal], *, last: bool = False) -> None:
+        """:meth:`add` each of ``proposals``, in one statement; with ``last`` (nothing later in the unit of work reads
+        them), held to go with the outbox rows at commit, in the same round trip."""
         ...
 
-    async def update_many(self, changes: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        """:meth:`update` each (proposal id, fields) of ``changes``, in order, in as few round trips as the runs of
-        the same fields allow."""
+    async def update_many(self, changes: Sequence[tuple[str, dict[str, Any]]], *, last: bool = False) -> None:
+        """:meth:`update` each (proposal id, fields) of ``changes``, in order, in one statement per set of fields
+        (the changes of one proposal taken together); with ``last``, the last of them as :meth:`add_many` does."""
         ...
 
 
@@ -263,8 +272,9 @@ def _proposal_update_sql(proposals: Table, names: tuple[str, ...]) -> str:
 
 
 class SqlProposals:
-    def __init__(self, conn: AsyncConnection, tables: SharedTables) -> None:
+    def __init__(self, conn: AsyncConnection, tables: SharedTables, outbox: Outbox) -> None:
         self.conn, self.t = conn, tables.proposals
+        self.outbox = outbox
         self.sql = _proposal_sql(tables.proposals)
 
     def _value(self, name: str, value: Any) -> Any:
@@ -297,16 +307,28 @@ class SqlProposals:
         values = [self._value(name, fields[name]) for name in names]
         await (await driver_connection(self.conn)).execute(_proposal_update_sql(self.t, names), proposal_id, *values)
 
-    async def add_many(self, proposals: Sequence[StoredProposal]) -> None:
+    async def add_many(self, proposals: Sequence[StoredProposal], *, last: bool = False) -> None:
         if proposals:
             rows = [[self._value(name, getattr(p, name)) for name in _PROPOSAL_FIELDS] for p in proposals]
-            await (await driver_connection(self.conn)).executemany(self.sql.add, rows)
+            await self._write(insert_rows(self.t, _PROPOSAL_FIELDS), column_arrays(rows), last=last)
 
-    async def update_many(self, changes: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        conn = await driver_connection(self.conn)
-        for names, run in itertools.groupby(changes, key=lambda change: tuple(sorted(change[1]))):
-            rows = [[proposal_id, *(self._value(name, fields[name]) for name in names)] for proposal_id, fields in run]
-            await conn.executemany(_proposal_update_sql(self.t, names), rows)
+    async def update_many(self, changes: Sequence[tuple[str, dict[str, Any]]], *, last: bool = False) -> None:
+        merged: dict[str, dict[str, Any]] = {}
+        for proposal_id, fields in changes:  # later changes of a proposal over earlier ones, as in order
+            merged.setdefault(proposal_id, {}).update(fields)
+        by_names: dict[tuple[str, ...], list[list[Any]]] = {}
+        for proposal_id, fields in merged.items():
+            names = tuple(sorted(fields))
+            by_names.setdefault(names, []).append([proposal_id, *(self._value(name, fields[name]) for name in names)])
+        for n, (names, rows) in enumerate(by_names.items(), start=1):
+            statement = update_rows(self.t, ("proposal_id",), names)
+            await self._write(statement, column_arrays(rows), last=last and n == len(by_names))
+
+    async def _write(self, statement: str, args: Sequence[Any], *, last: bool) -> None:
+        if last:
+            await self.outbox.write_last(self.conn, statement, args)
+        else:
+            await (await driver_connection(self.conn)).execute(statement, *args)
 
 
 def _agent(row: Any) -> Agent:
@@ -428,7 +450,7 @@ class SqlUnitOfWork:
 
     def __post_init__(self) -> None:
         self.sessions = SqlSessions(self.conn, self.tables)
-        self.proposals = SqlProposals(self.conn, self.tables)
+        self.proposals = SqlProposals(self.conn, self.tables, self.outbox)
         self.workspace = SqlWorkspace(self.conn, self.tables)
 
     async def call_contexts(self, calls: Sequence[tuple[str, int, str]]) -> list[CallContext]:
