@@ -331,7 +331,7 @@ class SqlProposals:
             await (await driver_connection(self.conn)).execute(statement, *args)
 
 
-def _agent(row: Any) -> Agent:
+def agent_from_row(row: Any) -> Agent:
     """An agent from a row that supports ``row[name]`` (an asyncpg record, or a SQLAlchemy row's mapping)."""
     return Agent(
         row["agent_id"],
@@ -390,15 +390,15 @@ class SqlWorkspace:
 
     async def agent(self, agent_id: str) -> Agent | None:
         row = await (await driver_connection(self.conn)).fetchrow(self.sql.agent, agent_id)
-        return None if row is None else _agent(row)
+        return None if row is None else agent_from_row(row)
 
     async def agents_of_guild(self, guild_id: str) -> list[Agent]:
         query = select(self.t.agents).where(self.t.agents.c.guild_id == guild_id).order_by(self.t.agents.c.agent_id)
-        return [_agent(row._mapping) for row in await self.conn.execute(query)]
+        return [agent_from_row(row._mapping) for row in await self.conn.execute(query)]
 
     async def agents_of_org(self, org_id: str) -> list[Agent]:
         query = select(self.t.agents).where(self.t.agents.c.org_id == org_id).order_by(self.t.agents.c.agent_id)
-        return [_agent(row._mapping) for row in await self.conn.execute(query)]
+        return [agent_from_row(row._mapping) for row in await self.conn.execute(query)]
 
     async def apply(self, event: OrgChanged | GuildChanged | AgentChanged) -> bool:
         """Upsert the entity the event carries unless the copy already holds this revision or a newer one."""

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from assent.db import driver_connection
 from assent.domain import Agent
 from assent.hashing import content_hash
+from assent.runtime.uow import agent_from_row
 
 from ..domain.model import LiveMemory
 from . import tables as t
@@ -62,18 +63,7 @@ def _agent_memory(row: Any) -> tuple[Agent | None, LiveMemory | None]:
     """An agent and its live Memory from a row of :data:`_AGENTS_WITH_MEMORY` (none from no row)."""
     if row is None:
         return None, None
-    agent = Agent(
-        row["agent_id"],
-        row["org_id"],
-        row["guild_id"],
-        row["name"],
-        row["live"],
-        row["task"],
-        row["revision"],
-        tuple(row["owners"]),
-        tuple(row["editors"]),
-    )
-    return agent, LiveMemory(row["agent_id"], row["content"], row["memory_version"], row["hash"])
+    return agent_from_row(row), LiveMemory(row["agent_id"], row["content"], row["memory_version"], row["hash"])
 
 
 class EditsRepository:
