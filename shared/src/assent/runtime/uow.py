@@ -313,13 +313,11 @@ class SqlProposals:
             await self._write(insert_rows(self.t, _PROPOSAL_FIELDS), column_arrays(rows), last=last)
 
     async def update_many(self, changes: Sequence[tuple[str, dict[str, Any]]], *, last: bool = False) -> None:
-        merged: dict[str, dict[str, Any]] = {}
-        for proposal_id, fields in changes:  # later changes of a proposal over earlier ones, as in order
-            merged.setdefault(proposal_id, {}).update(fields)
         by_names: dict[tuple[str, ...], list[list[Any]]] = {}
-        for proposal_id, fields in merged.items():
-            names = tuple(sorted(fields))
-            by_names.setdefault(names, []).append([proposal_id, *(self._value(name, fields[name]) for name in names)])
+        for names, changed in grouped_changes(changes).items():
+            by_names[names] = [
+                [proposal_id, *(self._value(name, fields[name]) for name in names)] for proposal_id, fields in changed
+            ]
         for n, (names, rows) in enumerate(by_names.items(), start=1):
             statement = update_rows(self.t, ("proposal_id",), names)
             await self._write(statement, column_arrays(rows), last=last and n == len(by_names))
@@ -329,6 +327,21 @@ class SqlProposals:
             await self.outbox.write_last(self.conn, statement, args)
         else:
             await (await driver_connection(self.conn)).execute(statement, *args)
+
+
+def grouped_changes(
+    changes: Sequence[tuple[str, dict[str, Any]]],
+) -> dict[tuple[str, ...], list[tuple[str, dict[str, Any]]]]:
+    """``changes`` (proposal id, fields), in order, as the rows of as few one-statement updates as there are sets of
+    fields: by the sorted names of the fields each updates. A proposal changed more than once is one row, its later
+    values over its earlier ones (an ``UPDATE … FROM`` that names a row twice would update it once, with either)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for proposal_id, fields in changes:
+        merged.setdefault(proposal_id, {}).update(fields)
+    grouped: dict[tuple[str, ...], list[tuple[str, dict[str, Any]]]] = {}
+    for proposal_id, fields in merged.items():
+        grouped.setdefault(tuple(sorted(fields)), []).append((proposal_id, fields))
+    return grouped
 
 
 def agent_from_row(row: Any) -> Agent:
