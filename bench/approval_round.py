@@ -29,7 +29,11 @@ virtual machine waking an idle process costs more the longer it slept, up to mor
 trip.
 
 Each leg crosses Kafka twice and commits twice (propose: coach → edits → gateway; apply: gateway → edits →
-gateway), so its floor is 2 x Kafka round trip + 2 x commit. Servers come from ``KAFKA_BOOTSTRAP_SERVERS``,
+gateway), so its floor is 2 x Kafka round trip + 2 x commit.
+
+Beside the floor, each leg is also done by hand (:mod:`raw_leg`): its two hops between two processes and its
+transactions, statement by statement, with raw aiokafka and asyncpg and nothing else. A system leg over its raw
+leg is what the framework and the domain add to the unavoidable work. Servers come from ``KAFKA_BOOTSTRAP_SERVERS``,
 ``DATABASE_URL`` and ``REDIS_URL`` when set, otherwise from the local devstack.
 """
 
@@ -57,6 +61,7 @@ import asyncpg
 import uvloop
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from raw_leg import raw_legs
 from sqlalchemy.engine import make_url
 
 from assent.coach import CoachClient
@@ -537,16 +542,25 @@ class Bench:
         return len(mine), sum(mine.values())
 
 
-def print_legs(title: str, legs: dict[str, list[float]], floor: tuple[float, float]) -> None:
+RAW_LEG = {"propose → visible": "propose", "apply → 200": "apply"}
+"""The system's legs, and the raw leg (:mod:`raw_leg`) each is compared with."""
+
+
+def print_legs(
+    title: str, legs: dict[str, list[float]], floor: tuple[float, float], raw: dict[str, list[float]]
+) -> None:
     print(f"\n{title}")
-    print(f"{'measure':<28}{'p50 ms':>10}{'p99 ms':>10}{'p50 / floor':>14}{'p99 / floor':>14}")
+    print(f"{'measure':<28}{'p50 ms':>10}{'p99 ms':>10}{'p50 / floor':>14}{'p99 / floor':>14}{'p50 / raw leg':>16}")
     for leg, samples in legs.items():
         p50, p99 = ms(samples)
         if leg == "GET …/pending":
             print(f"{leg:<28}{p50:>10.2f}{p99:>10.2f}")
             continue
         f50, f99 = floor if leg != "round" else (2 * floor[0], 2 * floor[1])
-        print(f"{leg:<28}{p50:>10.2f}{p99:>10.2f}{p50 / f50:>13.1f}x{p99 / f99:>13.1f}x")
+        line = f"{leg:<28}{p50:>10.2f}{p99:>10.2f}{p50 / f50:>13.1f}x{p99 / f99:>13.1f}x"
+        if leg in RAW_LEG:
+            line += f"{p50 / ms(raw[RAW_LEG[leg]])[0]:>15.1f}x"
+        print(line)
 
 
 def print_load(load: Load) -> None:
@@ -620,6 +634,9 @@ async def main() -> None:
         kafka_rt = await kafka_round_trips(kafka, args.rounds * 2)
         kafka_hops = {idle: await kafka_hops_between_processes(kafka, args.rounds, idle) for idle in HOP_IDLE_SECONDS}
         commits = await pg_commits(bench_db, args.rounds * 2)
+        raw = await raw_legs(
+            kafka, make_url(bench_db).set(drivername="postgresql").render_as_string(False), args.rounds
+        )
         legs = await bench.latency(args.rounds)
         for _ in range(2):  # twice in a row: memory must not grow from one to the next
             loads.append(await bench.throughput(args.concurrency, args.seconds))
@@ -670,10 +687,17 @@ async def main() -> None:
         print(f"{label:<28}{h50:>10.2f}{h99:>10.2f}   (context: between two processes; not part of the floor)")
     print(f"{'raw asyncpg commit':<28}{c50:>10.2f}{c99:>10.2f}")
     print(f"{'leg floor (2 RT + 2 commit)':<28}{floor[0]:>10.2f}{floor[1]:>10.2f}")
-    print_legs(f"Latency: {args.rounds} rounds one after another, one replica of each service", legs, floor)
+    for leg, samples in raw.items():
+        r50, r99 = ms(samples)
+        label = f"raw {leg} leg"
+        print(
+            f"{label:<28}{r50:>10.2f}{r99:>10.2f}   ({r50 / floor[0]:.1f}x the floor; its hops and transactions by"
+            " hand, between two processes)"
+        )
+    print_legs(f"Latency: {args.rounds} rounds one after another, one replica of each service", legs, floor, raw)
     if preloaded is not None:
-        print_legs("The same on an empty database, in turn with the preloaded one below", empty, floor)
-        print_legs(f"The same after preloading {args.preload:,} resolved requests", preloaded, floor)
+        print_legs("The same on an empty database, in turn with the preloaded one below", empty, floor, raw)
+        print_legs(f"The same after preloading {args.preload:,} resolved requests", preloaded, floor, raw)
         for leg in ("round", "GET …/pending"):
             before, after = ms(empty[leg])[0], ms(preloaded[leg])[0]
             change = 100 * (after / before - 1)
