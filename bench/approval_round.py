@@ -60,8 +60,8 @@ import aiohttp
 import asyncpg
 import uvloop
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from raw_leg import raw_legs
+from aiokafka.admin import AIOKafkaAdminClient
+from raw_leg import raw_legs, scratch_topics
 from sqlalchemy.engine import make_url
 
 from assent.coach import CoachClient
@@ -109,11 +109,11 @@ def ms(samples: list[float]) -> tuple[float, float]:
 
 
 async def kafka_round_trips(bootstrap: str, n: int) -> list[float]:
-    topic = f"bench.raw.{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    await admin.create_topics([NewTopic(topic, 1, 1)])
-    await admin.close()
+    async with scratch_topics(bootstrap, 1) as (topic,):
+        return await _kafka_round_trips(bootstrap, n, topic)
+
+
+async def _kafka_round_trips(bootstrap: str, n: int, topic: str) -> list[float]:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=0)
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=500)
     await producer.start()
@@ -167,11 +167,11 @@ async def kafka_hops_between_processes(bootstrap: str, n: int, idle: float) -> l
     between two processes, as each of the system's hops is (the raw round trip above stays in one process),
     ``idle`` seconds after the last (on a virtual machine, waking a process that has gone idle costs more the
     longer it slept)."""
-    there, back = f"bench.raw.{uuid.uuid4().hex[:8]}", f"bench.raw.{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    await admin.create_topics([NewTopic(there, 1, 1), NewTopic(back, 1, 1)])
-    await admin.close()
+    async with scratch_topics(bootstrap, 2) as (there, back):
+        return await _kafka_hops(bootstrap, n, idle, there, back)
+
+
+async def _kafka_hops(bootstrap: str, n: int, idle: float, there: str, back: str) -> list[float]:
     echo = await asyncio.create_subprocess_exec(
         sys.executable, "-c", _ECHO, bootstrap, there, back, stdout=asyncio.subprocess.PIPE
     )
@@ -546,6 +546,26 @@ RAW_LEG = {"propose → visible": "propose", "apply → 200": "apply"}
 """The system's legs, and the raw leg (:mod:`raw_leg`) each is compared with."""
 
 
+async def remove_systems(bootstrap: str, url: Any, names: list[str]) -> None:
+    """Drop the databases and delete the topics of the systems ``names`` (on servers the benchmark did not start)."""
+    admin = await asyncpg.connect(
+        host=url.host, port=url.port, user=url.username, password=url.password, database=url.database
+    )
+    try:
+        for name in names:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+    kafka_admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await kafka_admin.start()
+    try:
+        topics = [t for t in await kafka_admin.list_topics() if any(t.startswith(f"{name}.") for name in names)]
+        if topics:
+            await kafka_admin.delete_topics(topics)
+    finally:
+        await kafka_admin.close()
+
+
 def print_legs(
     title: str, legs: dict[str, list[float]], floor: tuple[float, float], raw: dict[str, list[float]]
 ) -> None:
@@ -601,9 +621,13 @@ async def main() -> None:
     assert kafka and database_url and redis_url
     url = make_url(database_url)
 
+    names: list[str] = []
+    """The systems' names: each has a database and a topic prefix of that name."""
+
     async def new_system(log_dir: Path) -> tuple[Any, str, str]:
         """A system of its own (database and topics), started: the system, its topic prefix, its database."""
         name = f"bench_{uuid.uuid4().hex[:8]}"
+        names.append(name)
         admin = await asyncpg.connect(
             host=url.host, port=url.port, user=url.username, password=url.password, database=url.database
         )
@@ -668,12 +692,16 @@ async def main() -> None:
         if control is not None:
             control.system.stop()
         if devstack is not None:
-            devstack.stop()
+            devstack.stop()  # with its servers' data
         if finished:
             for path in scratch:
                 shutil.rmtree(path, ignore_errors=True)
+            if devstack is None:
+                await remove_systems(kafka, url, names)
         else:
             print(f"the services' logs are kept in {scratch[0]}", file=sys.stderr)
+            if devstack is None:
+                print(f"their databases and topics are kept: {', '.join(names)}", file=sys.stderr)
 
     k50, k99 = ms(kafka_rt)
     c50, c99 = ms(commits)

@@ -23,6 +23,8 @@ import asyncio
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -79,14 +81,30 @@ uvloop.run(owner(*sys.argv[1:]))
 WARM_UP = 100
 
 
+@asynccontextmanager
+async def scratch_topics(bootstrap: str, n: int) -> AsyncIterator[list[str]]:
+    """``n`` new topics of one partition each, deleted when the block ends."""
+    names = [f"bench.raw.{uuid.uuid4().hex[:8]}" for _ in range(n)]
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, 1, 1) for name in names])
+        try:
+            yield names
+        finally:
+            await admin.delete_topics(names)
+    finally:
+        await admin.close()
+
+
 async def raw_legs(bootstrap: str, dsn: str, n: int, idle: float = 0.001) -> dict[str, list[float]]:
     """``n`` samples of each raw leg, in seconds (``propose``, ``apply``), taken in turn, ``idle`` seconds apart
     (as between a round's legs: the other process has gone idle). ``dsn`` is a plain PostgreSQL URL."""
-    there, back = f"bench.raw.{uuid.uuid4().hex[:8]}", f"bench.raw.{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    await admin.create_topics([NewTopic(there, 1, 1), NewTopic(back, 1, 1)])
-    await admin.close()
+    async with scratch_topics(bootstrap, 2) as (there, back):
+        return await _raw_legs(bootstrap, dsn, n, idle, there, back)
+
+
+async def _raw_legs(bootstrap: str, dsn: str, n: int, idle: float, there: str, back: str) -> dict[str, list[float]]:
     conn = await asyncpg.connect(dsn)
     await conn.execute(_TABLES)
     owner = await asyncio.create_subprocess_exec(
