@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -259,6 +260,59 @@ async def test_decisions_work_through_any_gateway_replica(stack: Stack, tmp_path
         await pubsub.aclose()
         await redis.aclose()
         await asyncio.to_thread(second.stop)
+
+
+async def test_decisions_are_answered_from_the_projection_while_the_gateways_have_lost_redis(
+    endpoints: Any, tmp_path: Any
+) -> None:
+    """Two gateway replicas lose their Redis: each decision is still answered 200, including the one whose outcome
+    the other replica consumes, which no event can carry now: the replica holding the request reads the outcome
+    from the projection."""
+    from assent_devstack import start_redis
+    from assent_devstack.system import ServiceProcess, free_port
+
+    redis = await asyncio.to_thread(start_redis, tmp_path / "redis")
+    try:
+        async with running_stack(
+            replace(endpoints, redis_url=redis.endpoint), tmp_path, extra_env={"ASSENT_DECISION_TIMEOUT_SECONDS": "10"}
+        ) as stack:
+            second = ServiceProcess("gateway", free_port(), stack.system.env, tmp_path / "gateway-2.log")
+            await asyncio.to_thread(second.start)
+            try:
+                # Both outcomes of the session's two decisions (one partition) go to one replica; the other replica
+                # answers one of the two decisions.
+                await wait_for(lambda: outcome_consumers_settled_at(stack, 2), timeout=60)
+                async with stack.http() as first_http, stack.coach() as coach:
+                    second_http = httpx.AsyncClient(base_url=second.url, timeout=60.0)
+                    async with second_http:
+                        world = await new_world(first_http)
+                        second_http.headers["Authorization"] = first_http.headers["Authorization"]
+                        turn = await open_turn(coach, world)
+                        agents = [world.agent_id, world.other_agent_id]
+                        results = []
+                        for agent in agents:
+                            version = (await memory(first_http, agent))["version"]
+                            results.append(await propose(turn, agent, f"Without Redis {agent}.\n", version))
+                        await turn.end_step()
+                        sid = turn.session.session_id
+                        await wait_pending(first_http, sid, 2)
+
+                        await asyncio.to_thread(redis.stop)
+                        for http, result in zip((first_http, second_http), results, strict=True):
+                            seq = turn.calls[result.tool_call_id].seq
+                            answer = await http.post(
+                                f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"}
+                            )
+                            assert answer.status_code == 200, answer.text
+                            assert (answer.json()["outcome"], answer.json()["seq"]) == ("applied", seq)
+                        continuation = await turn.continuation()
+                        assert [d.outcome for d in continuation.decisions] == ["applied", "applied"]
+                        for agent in agents:
+                            assert (await memory(second_http, agent))["content"] == f"Without Redis {agent}.\n"
+            finally:
+                await asyncio.to_thread(second.stop)
+    finally:
+        await asyncio.to_thread(redis.stop)
 
 
 async def test_a_decision_outlives_an_owner_that_is_down(endpoints: Any, tmp_path: Any) -> None:
