@@ -1,11 +1,13 @@
 """The gateway's live-event feed on a real Redis: a replica hands its own events to its listeners at once and
-exactly once (its echo from Redis is skipped), and every other replica gets them through Redis, in order."""
+exactly once (its echo from Redis is skipped), every other replica gets them through Redis, in order, and a
+waiting decision learns at once that the feed lost Redis."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +64,26 @@ async def test_an_event_published_by_an_earlier_version_is_delivered(endpoints: 
     finally:
         feed.forget("dec_old")
         await feed.stop()
+
+
+async def test_waiting_decisions_are_told_at_once_when_the_feed_loses_redis(
+    endpoints: Endpoints, tmp_path: Path
+) -> None:
+    """A decision waiting on its outcome is told (``None``) as soon as the feed loses Redis: the outcome may be
+    announced by a replica it can no longer hear, and it reads the projection instead. One that comes later is
+    not handed a future that could wait for ever: the feed says it is not reliable."""
+    from assent_devstack import start_redis
+
+    redis = await asyncio.to_thread(start_redis, tmp_path / "redis")
+    feed = EventFeed(redis.endpoint, f"feed{uuid.uuid4().hex[:8]}:events")
+    try:
+        await feed.start()
+        waiting = feed.expect("dec_waiting")
+        assert feed.reliable and not waiting.done()
+        await asyncio.to_thread(redis.stop)
+        assert await asyncio.wait_for(waiting, 10) is None
+        assert not feed.reliable
+    finally:
+        feed.forget("dec_waiting")
+        await feed.stop()
+        await asyncio.to_thread(redis.stop)

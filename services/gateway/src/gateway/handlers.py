@@ -578,25 +578,35 @@ async def decide(
         deps.events.forget(decision_id)
 
 
-async def _await_outcome(deps: Deps, decision_id: str, answered: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + deps.settings.decision_timeout_seconds
-    while True:
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            raise OutcomePending(decision_id)
-        # The outcome arrives through the Redis feed; the projection is read only while the feed is down.
-        done, _ = await asyncio.wait({answered}, timeout=min(0.25, remaining))
-        if done:
-            return answered.result()
-        if deps.events.reliable:
-            continue
-        async with deps.engine.connect() as conn:
-            stored = (
-                await conn.execute(select(t.decisions.c.outcome).where(t.decisions.c.decision_id == decision_id))
-            ).scalar_one_or_none()
-        if stored is not None:
-            return stored
+async def _await_outcome(
+    deps: Deps, decision_id: str, answered: asyncio.Future[dict[str, Any] | None]
+) -> dict[str, Any]:
+    """The outcome of ``decision_id``: handed over by the event feed (``answered``), or read from the projection
+    while the feed cannot be counted on. Raises :class:`OutcomePending` after the configured time."""
+    within = asyncio.timeout(deps.settings.decision_timeout_seconds)
+    try:
+        async with within:
+            # Awaited directly, so the hand-over resumes this request at once, ahead of what the same outcome
+            # wakes besides (live streams, the publish to the other replicas).
+            outcome = await answered if deps.events.reliable else None
+            while outcome is None:  # the feed lost Redis (now or before): read the projection
+                async with deps.engine.connect() as conn:
+                    outcome = (
+                        await conn.execute(
+                            select(t.decisions.c.outcome).where(t.decisions.c.decision_id == decision_id)
+                        )
+                    ).scalar_one_or_none()
+                if outcome is None:
+                    await asyncio.sleep(PROJECTION_POLL_SECONDS)
+            return outcome
+    except TimeoutError:
+        if within.expired():
+            raise OutcomePending(decision_id) from None
+        raise
+
+
+PROJECTION_POLL_SECONDS = 0.25
+"""How often a waiting decision reads the projection while the event feed cannot be counted on."""
 
 
 async def pending_items(deps: Deps, session_id: str) -> list[dict[str, Any]]:

@@ -6,7 +6,9 @@ on the channel and does the same: the HTTP request that made a decision (by ``de
 streams open on that session (by ``session_id``).
 
 Pub/sub is fire-and-forget: a live stream is a hint to re-read, never the record. A waiting decision hears
-its outcome here; only while the feed has lost Redis does it read the projection in PostgreSQL instead.
+its outcome here; only while the feed has lost Redis does it read the projection in PostgreSQL instead. When
+the feed loses Redis, or cannot publish, every decision waiting on this replica is told so at once (its
+future gets ``None``): the outcome it waits for may be announced by a replica it cannot hear.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class EventFeed:
     def __init__(self, redis_url: str, channel: str) -> None:
         self._redis = Redis.from_url(redis_url)
         self._channel = channel
-        self._decisions: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._decisions: dict[str, asyncio.Future[dict[str, Any] | None]] = {}
         self._streams: defaultdict[str, set[asyncio.Queue[dict[str, Any]]]] = defaultdict(set)
         self._reader: asyncio.Task[None] | None = None
         self.connected = False
@@ -88,11 +90,19 @@ class EventFeed:
                 )
             except Exception:  # waiters read the database for a while: some replica may have missed its answer
                 self._publish_failed_at = time.monotonic()
+                self._unreliable()
                 log.warning("could not publish %d live events to Redis", len(events), exc_info=True)
 
-    def expect(self, decision_id: str) -> asyncio.Future[dict[str, Any]]:
-        """A future that receives the outcome of ``decision_id``; call :meth:`forget` when done."""
+    def expect(self, decision_id: str) -> asyncio.Future[dict[str, Any] | None]:
+        """A future that receives the outcome of ``decision_id``, or ``None`` when the feed stops being
+        :attr:`reliable` first; call :meth:`forget` when done."""
         return self._decisions.setdefault(decision_id, asyncio.get_running_loop().create_future())
+
+    def _unreliable(self) -> None:
+        """Tell every waiting decision that its outcome may not come through here."""
+        for future in self._decisions.values():
+            if not future.done():
+                future.set_result(None)
 
     def forget(self, decision_id: str) -> None:
         self._decisions.pop(decision_id, None)
@@ -136,6 +146,7 @@ class EventFeed:
                 raise
             except Exception:
                 self.connected = False
+                self._unreliable()
                 log.warning("event feed lost Redis; resubscribing", exc_info=True)
                 await asyncio.sleep(0.5)
                 with contextlib.suppress(Exception):
