@@ -329,7 +329,10 @@ class OutboxRelay:
                 # Published rows are deleted once no new commit came for a moment (or many wait): off the
                 # critical path of the next hop, and in fewer statements.
                 timeout = DELETE_AFTER_SECONDS if self._published else self.poll_seconds
-                await asyncio.wait_for(self.outbox.wake.wait(), timeout=timeout)
+                # Waited on in this task (no task of its own, as wait_for would make): a commit's hand-over
+                # resumes the relay at once.
+                async with asyncio.timeout(timeout):
+                    await self.outbox.wake.wait()
             except TimeoutError:
                 idle = True
             self.outbox.wake.clear()
