@@ -31,7 +31,7 @@ trip.
 Each leg crosses Kafka twice and commits twice (propose: coach → edits → gateway; apply: gateway → edits →
 gateway), so its floor is 2 x Kafka round trip + 2 x commit.
 
-Beside the floor, each leg is also done by hand (:mod:`raw_leg`): its two hops between two processes and its
+Beside the floor, each leg is also done by hand (:mod:`raw`): its two hops between two processes and its
 transactions, statement by statement, with raw aiokafka and asyncpg and nothing else. A system leg over its raw
 leg is what the framework and the domain add to the unavoidable work. Servers come from ``KAFKA_BOOTSTRAP_SERVERS``,
 ``DATABASE_URL`` and ``REDIS_URL`` when set, otherwise from the local devstack.
@@ -59,9 +59,9 @@ from typing import Any
 import aiohttp
 import asyncpg
 import uvloop
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
-from raw_leg import raw_legs, scratch_topics
+from raw import kafka_hops_between_processes, kafka_round_trips, pg_commits, raw_legs
 from sqlalchemy.engine import make_url
 
 from assent.coach import CoachClient
@@ -70,7 +70,6 @@ from assent_devstack.system import ServiceProcess, build_system, free_port
 
 TOKEN = "bench-token"
 ORG = "bench"
-WARM_UP = 300  # a freshly started broker's JVM is slow until its hot paths are compiled
 HOP_IDLE_SECONDS = (0.001, 0.01)
 """How long the processes of the context hops sleep between two hops (a round's processes sleep a few ms)."""
 INTERLEAVED_BLOCKS = 4
@@ -106,125 +105,6 @@ def pct(samples: list[float], q: float) -> float:
 
 def ms(samples: list[float]) -> tuple[float, float]:
     return pct(samples, 0.5) * 1000, pct(samples, 0.99) * 1000
-
-
-async def kafka_round_trips(bootstrap: str, n: int) -> list[float]:
-    async with scratch_topics(bootstrap, 1) as (topic,):
-        return await _kafka_round_trips(bootstrap, n, topic)
-
-
-async def _kafka_round_trips(bootstrap: str, n: int, topic: str) -> list[float]:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=0)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=500)
-    await producer.start()
-    await consumer.start()
-    tp = TopicPartition(topic, 0)
-    consumer.assign([tp])
-    await consumer.seek_to_end(tp)
-    await consumer.position(tp)
-    samples = []
-    try:
-        for i in range(n + WARM_UP):
-            start = time.perf_counter()
-            await producer.send_and_wait(topic, b"x" * 600, key=b"k")
-            await consumer.getone()
-            if i >= WARM_UP:
-                samples.append(time.perf_counter() - start)
-    finally:
-        await consumer.stop()
-        await producer.stop()
-    return samples
-
-
-_ECHO = """
-import asyncio, sys, uvloop
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
-async def echo(bootstrap, inbound, outbound):
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=0)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=500)
-    await producer.start()
-    await consumer.start()
-    tp = TopicPartition(inbound, 0)
-    consumer.assign([tp])
-    await consumer.seek_to_end(tp)
-    await consumer.position(tp)
-    print("ready", flush=True)
-    while True:
-        record = await consumer.getone()
-        if record.value == b"stop":
-            break
-        await producer.send_and_wait(outbound, record.value, key=b"k")
-    await consumer.stop()
-    await producer.stop()
-
-uvloop.run(echo(*sys.argv[1:]))
-"""
-
-
-async def kafka_hops_between_processes(bootstrap: str, n: int, idle: float) -> list[float]:
-    """Half of a produce → consume → produce → consume round trip through an echo in another process: one hop
-    between two processes, as each of the system's hops is (the raw round trip above stays in one process),
-    ``idle`` seconds after the last (on a virtual machine, waking a process that has gone idle costs more the
-    longer it slept)."""
-    async with scratch_topics(bootstrap, 2) as (there, back):
-        return await _kafka_hops(bootstrap, n, idle, there, back)
-
-
-async def _kafka_hops(bootstrap: str, n: int, idle: float, there: str, back: str) -> list[float]:
-    echo = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _ECHO, bootstrap, there, back, stdout=asyncio.subprocess.PIPE
-    )
-    assert echo.stdout is not None
-    assert (await echo.stdout.readline()).strip() == b"ready"
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=0)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=500)
-    await producer.start()
-    await consumer.start()
-    tp = TopicPartition(back, 0)
-    consumer.assign([tp])
-    await consumer.seek_to_end(tp)
-    await consumer.position(tp)
-    samples = []
-    try:
-        for i in range(n + WARM_UP):
-            start = time.perf_counter()
-            await producer.send(there, b"x" * 600, key=b"k")
-            await consumer.getone()
-            if i >= WARM_UP:
-                samples.append((time.perf_counter() - start) / 2)
-            await asyncio.sleep(idle)  # as between a round's hops: the other process has gone idle
-        await producer.send_and_wait(there, b"stop", key=b"k")
-        await echo.wait()
-    finally:
-        if echo.returncode is None:
-            echo.kill()
-        await consumer.stop()
-        await producer.stop()
-    return samples
-
-
-async def pg_commits(database_url: str, n: int) -> list[float]:
-    url = make_url(database_url)
-    conn = await asyncpg.connect(
-        host=url.host, port=url.port, user=url.username, password=url.password, database=url.database
-    )
-    samples = []
-    try:
-        await conn.execute(
-            "CREATE TEMP TABLE row_ (id uuid primary key, body text);"
-            "CREATE TEMP TABLE outbox_ (id bigserial primary key, payload bytea, headers jsonb)"
-        )
-        for i in range(n + 20):
-            start = time.perf_counter()
-            async with conn.transaction():
-                await conn.execute("INSERT INTO row_ VALUES ($1, $2)", uuid.uuid4(), "x" * 200)
-                await conn.execute("INSERT INTO outbox_ (payload, headers) VALUES ($1, '{}')", b"x" * 600)
-            if i >= 20:
-                samples.append(time.perf_counter() - start)
-    finally:
-        await conn.close()
-    return samples
 
 
 def rss_mib(pid: int) -> float:
@@ -543,7 +423,7 @@ class Bench:
 
 
 RAW_LEG = {"propose → visible": "propose", "apply → 200": "apply"}
-"""The system's legs, and the raw leg (:mod:`raw_leg`) each is compared with."""
+"""The system's legs, and the raw leg (:mod:`raw`) each is compared with."""
 
 
 async def remove_systems(bootstrap: str, url: Any, names: list[str]) -> None:
@@ -657,10 +537,9 @@ async def main() -> None:
         warm_up = await bench.throughput(args.concurrency, WARM_UP_SECONDS)  # not a figure: warms every part
         kafka_rt = await kafka_round_trips(kafka, args.rounds * 2)
         kafka_hops = {idle: await kafka_hops_between_processes(kafka, args.rounds, idle) for idle in HOP_IDLE_SECONDS}
-        commits = await pg_commits(bench_db, args.rounds * 2)
-        raw = await raw_legs(
-            kafka, make_url(bench_db).set(drivername="postgresql").render_as_string(False), args.rounds
-        )
+        dsn = make_url(bench_db).set(drivername="postgresql").render_as_string(hide_password=False)
+        commits = await pg_commits(dsn, args.rounds * 2)
+        raw = await raw_legs(kafka, dsn, args.rounds)
         legs = await bench.latency(args.rounds)
         for _ in range(2):  # twice in a row: memory must not grow from one to the next
             loads.append(await bench.throughput(args.concurrency, args.seconds))
