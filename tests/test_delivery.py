@@ -185,6 +185,21 @@ async def outcome_consumers_settled_at(stack: Stack, members: int) -> bool:
         await admin.close()
 
 
+async def both_agents_pending(http: httpx.AsyncClient, coach: Any, text: str) -> tuple[Any, list[str], list[int]]:
+    """A new world (``http`` then acts as its admin) whose turn proposes ``"<text> <agent>."`` for both its agents in
+    one step and ends it: the turn, the two agents, and their requests' seqs, once both are pending."""
+    world = await new_world(http)
+    turn = await open_turn(coach, world)
+    agents = [world.agent_id, world.other_agent_id]
+    results = []
+    for agent in agents:
+        version = (await memory(http, agent))["version"]
+        results.append(await propose(turn, agent, f"{text} {agent}.\n", version))
+    await turn.end_step()
+    await wait_pending(http, turn.session.session_id, 2)
+    return turn, agents, [turn.calls[result.tool_call_id].seq for result in results]
+
+
 async def test_decisions_work_through_any_gateway_replica(stack: Stack, tmp_path: Any) -> None:
     """Two gateway replicas share one consumer group: whichever consumes an outcome, the replica that holds
     the HTTP request answers it. The outcome travels as a ``request.decided`` event on the gateways' Redis
@@ -223,20 +238,11 @@ async def test_decisions_work_through_any_gateway_replica(stack: Stack, tmp_path
         async with stack.http() as first_http, stack.coach() as coach:
             second_http = httpx.AsyncClient(base_url=second.url, headers=dict(first_http.headers), timeout=60.0)
             async with second_http:
-                world = await new_world(first_http)
+                turn, agents, seqs = await both_agents_pending(first_http, coach, "Replica")
                 second_http.headers["Authorization"] = first_http.headers["Authorization"]  # the world's admin
-                turn = await open_turn(coach, world)
-                agents = [world.agent_id, world.other_agent_id]
-                results = []
-                for agent in agents:
-                    version = (await memory(first_http, agent))["version"]
-                    results.append(await propose(turn, agent, f"Replica {agent}.\n", version))
-                await turn.end_step()
                 sid = turn.session.session_id
-                await wait_pending(first_http, sid, 2)
                 # The first decision is answered by the first replica, the second by the second replica.
-                for http, result in zip((first_http, second_http), results, strict=True):
-                    seq = turn.calls[result.tool_call_id].seq
+                for http, seq in zip((first_http, second_http), seqs, strict=True):
                     answer = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"})
                     assert answer.status_code == 200, answer.text
                     assert answer.json()["outcome"] == "applied" and answer.json()["seq"] == seq
@@ -285,21 +291,12 @@ async def test_decisions_are_answered_from_the_projection_while_the_gateways_hav
                 async with stack.http() as first_http, stack.coach() as coach:
                     second_http = httpx.AsyncClient(base_url=second.url, timeout=60.0)
                     async with second_http:
-                        world = await new_world(first_http)
+                        turn, agents, seqs = await both_agents_pending(first_http, coach, "Without Redis")
                         second_http.headers["Authorization"] = first_http.headers["Authorization"]
-                        turn = await open_turn(coach, world)
-                        agents = [world.agent_id, world.other_agent_id]
-                        results = []
-                        for agent in agents:
-                            version = (await memory(first_http, agent))["version"]
-                            results.append(await propose(turn, agent, f"Without Redis {agent}.\n", version))
-                        await turn.end_step()
                         sid = turn.session.session_id
-                        await wait_pending(first_http, sid, 2)
 
                         await asyncio.to_thread(redis.stop)
-                        for http, result in zip((first_http, second_http), results, strict=True):
-                            seq = turn.calls[result.tool_call_id].seq
+                        for http, seq in zip((first_http, second_http), seqs, strict=True):
                             answer = await http.post(
                                 f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"}
                             )
