@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import gc
 import logging
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
@@ -23,7 +22,6 @@ import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, Response
-from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import MetaData, text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -55,8 +53,6 @@ StatementOf = Callable[[Sequence[Received], int], tuple[str, Sequence[Any]]]
 """What a batch writes, as one statement: given the batch and the number of its first parameter, the text and the
 arguments (see :meth:`ServiceRuntime.consume_in_one_statement`)."""
 StoreFactory = Callable[[AsyncConnection], Any]
-SANITIZE_ENV = "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS"
-SANITIZED_HEADERS = ["authorization", "proxy-authorization", "cookie", "set-cookie"]
 GC_THRESHOLDS = (20_000, 20, 50)
 """The cyclic collector's thresholds once a service has started (CPython's defaults are 700, 10, 10).
 
@@ -373,7 +369,16 @@ class ServiceRuntime:
                     await self.broker.stop()
             await self.engine.dispose()
 
-        app = FastAPI(title=title, description=description, version="0.1.0", lifespan=lifespan)
+        app = FastAPI(
+            title=title,
+            description=description,
+            version="0.1.0",
+            lifespan=lifespan,
+            # FastAPI's own server span per request, in this service's provider: its name, route, status and
+            # the request's trace context, and no request header. Not its metrics (``/metrics`` has ours), nor
+            # its logs, nor a span per dependency, endpoint and serialization (each costs as much as the span).
+            telemetry={"tracer_provider": self.provider, "metrics": False, "logs": False, "operation_spans": False},
+        )
         install_guards(app, body_timeout_seconds=self.settings.http_body_timeout_seconds)
         for router in self._routers:
             app.include_router(router)
@@ -397,14 +402,6 @@ class ServiceRuntime:
         async def metrics() -> Response:
             return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
-        sanitized = [h.strip() for h in os.environ.get(SANITIZE_ENV, "").split(",") if h.strip()]
-        FastAPIInstrumentor.instrument_app(
-            app,
-            tracer_provider=self.provider,
-            http_capture_headers_sanitize_fields=[*sanitized, *SANITIZED_HEADERS],
-            # One span per request; not one more per chunk sent or received (a live event stream sends many).
-            exclude_spans=["receive", "send"],
-        )
         return app
 
     async def readiness(self, timeout: float = 2.0) -> dict[str, bool]:
