@@ -60,12 +60,30 @@ def _docker_available() -> bool:
         return False
 
 
+CREATED_DATABASES: list[str] = []
+"""The databases the suite made (:func:`create_database`)."""
+TOPIC_PREFIXES: list[str] = []
+"""The topic prefixes the suite named (:func:`fresh_prefix`)."""
+
+
+def fresh_prefix(label: str) -> str:
+    """A topic prefix of its own, ``<label><hex>.``; on servers the suite was given, its topics go when it ends."""
+    prefix = f"{label}{uuid.uuid4().hex[:8]}."
+    TOPIC_PREFIXES.append(prefix)
+    return prefix
+
+
 @pytest.fixture(scope="session")
 def endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
     given = [os.environ.get(k) for k in ("KAFKA_BOOTSTRAP_SERVERS", "DATABASE_URL", "REDIS_URL")]
     if all(given):
         kafka, database_url, redis_url = given
-        yield Endpoints(kafka, database_url, redis_url)  # type: ignore[arg-type]
+        servers = Endpoints(kafka, database_url, redis_url)  # type: ignore[arg-type]
+        try:
+            yield servers
+        finally:
+            # Servers the suite was given outlive it: leave them as they were.
+            asyncio.run(forget_what_the_suite_made(servers))
         return
     if _docker_available():
         from testcontainers.community.kafka import KafkaContainer
@@ -108,9 +126,32 @@ async def create_database(admin_url: str, name: str) -> str:
     )
     try:
         await conn.execute(f'CREATE DATABASE "{name}"')
+        CREATED_DATABASES.append(name)
     finally:
         await conn.close()
     return url.set(database=name).render_as_string(hide_password=False)
+
+
+async def forget_what_the_suite_made(servers: Endpoints) -> None:
+    """Drop the databases the suite made and delete the topics of the prefixes it named (a failure is a warning:
+    the cleanup of shared servers, not what the tests check)."""
+    url = make_url(servers.database_url)
+    try:
+        conn = await asyncpg.connect(
+            host=url.host, port=url.port, user=url.username, password=url.password, database=url.database
+        )
+        try:
+            for name in CREATED_DATABASES:
+                await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await conn.close()
+    except Exception as exc:
+        warnings.warn(f"could not drop the suite's databases {CREATED_DATABASES}: {exc!r}", stacklevel=1)
+    for prefix in TOPIC_PREFIXES:
+        try:
+            await drop_topics(servers.kafka, prefix)
+        except Exception as exc:
+            warnings.warn(f"could not delete the topics {prefix}*: {exc!r}", stacklevel=1)
 
 
 async def drop_topics(kafka: str, prefix: str, security: KafkaSecurity | None = None) -> None:

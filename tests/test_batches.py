@@ -38,7 +38,7 @@ from gateway.adapters import tables as gateway_tables
 from gateway.entrypoint import MIGRATIONS
 from gateway.handlers import Projection
 from gateway.settings import GatewaySettings
-from tests.conftest import Endpoints, create_database
+from tests.conftest import Endpoints, create_database, fresh_prefix
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +76,7 @@ async def _topic_values(bootstrap: str, topic: str, expected: int) -> list[bytes
 
 
 async def test_a_fetch_is_one_batch_and_a_failing_message_leaves_the_rest_committed(endpoints: Endpoints) -> None:
-    prefix = f"batch{uuid.uuid4().hex[:8]}."
+    prefix = fresh_prefix("batch")
     database_url = await create_database(endpoints.database_url, prefix.rstrip("."))
     db = await _connect(database_url)
     await db.execute("CREATE TABLE handled (step int PRIMARY KEY)")
@@ -166,7 +166,7 @@ class OutboxWorld:
 
 @asynccontextmanager
 async def outbox_world(endpoints: Endpoints) -> AsyncIterator[OutboxWorld]:
-    prefix = f"relay{uuid.uuid4().hex[:8]}."
+    prefix = fresh_prefix("relay")
     database_url = await create_database(endpoints.database_url, prefix.rstrip("."))
     await ensure_topics(endpoints.kafka, prefix)
     metadata = MetaData(schema="public")

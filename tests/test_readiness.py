@@ -22,7 +22,7 @@ import pytest
 
 from assent_devstack import Service, start_postgres
 from assent_devstack.system import ServiceProcess, free_port
-from tests.conftest import Endpoints, wait_for
+from tests.conftest import Endpoints, fresh_prefix, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +61,7 @@ def private(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> I
         "KAFKA_BOOTSTRAP_SERVERS": endpoints.kafka,
         "DATABASE_URL": postgres.endpoint,
         "REDIS_URL": endpoints.redis_url,
-        "ASSENT_TOPIC_PREFIX": f"r{uuid.uuid4().hex[:10]}.",
+        "ASSENT_TOPIC_PREFIX": fresh_prefix("r"),
         "ASSENT_SERVICE_KEY": secrets.token_urlsafe(48),
     }
     edits = ServiceProcess("edits", free_port(), env, logs / "edits.log")

@@ -13,6 +13,7 @@ import pytest
 
 from assent.kinds import KINDS, OWNERS
 from assent_devstack.system import REPO, build_system, service_list
+from tests.conftest import fresh_prefix
 
 SERVICES = [spec.name for spec in service_list()]
 
@@ -76,7 +77,7 @@ def test_a_system_that_fails_to_start_stops_what_it_started(endpoints: Any, tmp_
         database_url=endpoints.database_url,
         redis_url=endpoints.redis_url,
         log_dir=tmp_path,
-        topic_prefix=f"failing{tmp_path.name}.",
+        topic_prefix=fresh_prefix("failing"),
         api_tokens='{"t": "not an identity"}',
     )
     with pytest.raises(RuntimeError, match="gateway exited"):
