@@ -179,3 +179,41 @@ async def test_internal_routes_answer_401_without_a_credential_and_probes_stay_o
     provider.force_flush()
     attributes = [str(value) for span in exporter.get_finished_spans() for value in (span.attributes or {}).values()]
     assert attributes and not [value for value in attributes if token in value or KEY in value]
+
+
+async def test_requests_get_a_server_span_and_probes_and_scrapes_none(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from assent.runtime import ServiceRuntime
+
+    runtime = _runtime(monkeypatch, tmp_path, KEY)
+    assert isinstance(runtime, ServiceRuntime)
+    exporter = InMemorySpanExporter()
+    provider = runtime.provider
+    assert isinstance(provider, TracerProvider)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    router = runtime.internal_router()
+
+    @router.get("/ping")
+    async def ping() -> dict[str, str]:
+        return {"pong": "yes"}
+
+    app = runtime.app(title="t")
+    app.include_router(router)
+    token = ServiceSigner("gateway", KEY).token("edits")
+    sampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"  # a caller that records its trace
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://edits") as client:
+        for path in ("/livez", "/metrics", "/internal/ping", "/readyz"):
+            headers = {"traceparent": sampled, "Authorization": f"Bearer {token}"}
+            if path == "/readyz":
+                runtime.readiness = _never_ready  # type: ignore[method-assign]  # no servers: answer at once
+            await client.get(path, headers=headers)
+    provider.force_flush()
+    routes = [(span.attributes or {}).get("http.route") for span in exporter.get_finished_spans()]
+    assert routes == ["/internal/ping"]
+    [span] = exporter.get_finished_spans()
+    assert format(span.context.trace_id, "032x") == sampled.split("-")[1]  # the caller's trace goes on
+
+
+async def _never_ready(timeout: float = 2.0) -> dict[str, bool]:
+    return {"database": False, "kafka": False}

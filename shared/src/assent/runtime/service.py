@@ -53,6 +53,9 @@ StatementOf = Callable[[Sequence[Received], int], tuple[str, Sequence[Any]]]
 """What a batch writes, as one statement: given the batch and the number of its first parameter, the text and the
 arguments (see :meth:`ServiceRuntime.consume_in_one_statement`)."""
 StoreFactory = Callable[[AsyncConnection], Any]
+UNTRACED_PATHS = frozenset({"/livez", "/readyz", "/metrics"})
+"""The probes' and the scraper's paths: every pod answers them every few seconds, and a trace of each would bury
+the traces of the work."""
 GC_THRESHOLDS = (20_000, 20, 50)
 """The cyclic collector's thresholds once a service has started (CPython's defaults are 700, 10, 10).
 
@@ -376,8 +379,15 @@ class ServiceRuntime:
             lifespan=lifespan,
             # FastAPI's own server span per request, in this service's provider: its name, route, status and
             # the request's trace context, and no request header. Not its metrics (``/metrics`` has ours), nor
-            # its logs, nor a span per dependency, endpoint and serialization (each costs as much as the span).
-            telemetry={"tracer_provider": self.provider, "metrics": False, "logs": False, "operation_spans": False},
+            # its logs, nor a span per dependency, endpoint and serialization (each costs as much as the span),
+            # nor a trace of every probe and scrape.
+            telemetry={
+                "tracer_provider": self.provider,
+                "metrics": False,
+                "logs": False,
+                "operation_spans": False,
+                "exclude": lambda scope: scope.get("path") in UNTRACED_PATHS,
+            },
         )
         install_guards(app, body_timeout_seconds=self.settings.http_body_timeout_seconds)
         for router in self._routers:
