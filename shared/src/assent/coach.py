@@ -19,6 +19,11 @@ SASL. Refused credentials make :meth:`CoachClient.start` raise
 Delivery: a call is published once and its result awaited with a timeout; a result or continuation that
 arrives twice (at-least-once delivery) is seen once. The client reads results from the end of the topics
 as they were when it started, so start it before publishing.
+
+Topics: :meth:`CoachClient.start` creates the topics the coach writes and reads, as declared, before anything
+names them (a broker that creates topics on first mention would make them with its own partition count), the
+same way the services do (:func:`~assent.messaging.ensure_topics`); where the coach may not create topics they
+must exist.
 """
 
 from __future__ import annotations
@@ -49,10 +54,14 @@ from .contracts import (
 )
 from .contracts.envelope import Message
 from .kafka_security import KafkaSecurity, explain_auth_failure, kafka_kwargs
+from .messaging import ensure_topics
 from .telemetry import current_carrier
-from .topics import STUDIO_CONTINUATIONS, STUDIO_SESSIONS, STUDIO_TURNS, TOOL_RESULTS, Topic, route
+from .topics import REGISTRY, STUDIO_CONTINUATIONS, STUDIO_SESSIONS, STUDIO_TURNS, TOOL_RESULTS, Topic, route
 
 tracer = trace.get_tracer("assent.coach")
+
+COACH_TOPICS = tuple(topic for topic in REGISTRY if "coach" in topic.producers or "coach" in topic.consumers)
+"""The topics a coach writes or reads."""
 
 
 class CoachClient:
@@ -97,8 +106,15 @@ class CoachClient:
         await self.stop()
 
     async def start(self) -> None:
-        """Connect. Raises :class:`~assent.kafka_security.KafkaAuthenticationError` on refused credentials."""
+        """Create the coach's topics where they are missing, and connect.
+
+        Raises :class:`~assent.kafka_security.KafkaAuthenticationError` on refused credentials, and what
+        :func:`~assent.messaging.ensure_topics` raises when a topic is not as declared.
+        """
         try:
+            await ensure_topics(
+                self.bootstrap_servers, self.prefix, COACH_TOPICS, security=self.security, dead_letters=False
+            )
             async with explain_auth_failure(self.security, self.bootstrap_servers):
                 await self._producer.start()
                 await self._consumer.start()

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import (
+    ClusterAuthorizationFailedError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+    for_code,
+)
 from faststream.kafka import KafkaBroker
 from faststream.kafka.opentelemetry import KafkaTelemetryMiddleware
 from faststream.opentelemetry.middleware import BaseTelemetryMiddleware
@@ -99,10 +105,79 @@ async def broker_answers(admin: Any, topic: str) -> bool:
 
     A readiness probe asks this every few seconds. It names one topic, where FastStream's ``ping`` (the admin
     client's ``describe_cluster``) reads the metadata of every topic in the cluster: a second and more on a
-    shared cluster of many thousands of partitions, longer than a probe waits.
+    shared cluster of many thousands of partitions, longer than a probe waits. A metadata request for a topic
+    that does not exist makes a broker that creates topics on first mention create it, with its own number of
+    partitions; the probe is served only once the service has created its topics (:func:`ensure_topics` runs in
+    the app's start-up, before it listens).
     """
     await admin.describe_topics([topic])
     return True
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """A topic found with fewer partitions than it is declared with."""
+
+    topic: str
+    declared: int
+    found: int
+
+
+def partition_shortfalls(declared: Mapping[str, int], found: Mapping[str, int]) -> list[Shortfall]:
+    """The topics of ``declared`` (name: partitions) that ``found`` holds with fewer partitions, in declared order.
+
+    More partitions than declared are fine (an operator may add some for more replicas while nothing is
+    waiting in them); a topic ``found`` lacks is not compared here.
+    """
+    return [
+        Shortfall(name, partitions, found[name])
+        for name, partitions in declared.items()
+        if name in found and found[name] < partitions
+    ]
+
+
+class TopicsNotAsDeclared(RuntimeError):
+    """Topics exist with fewer partitions than declared; the message names each and the command that fixes it.
+
+    Assent does not add the partitions itself: a key's later messages would go to another partition than its
+    earlier ones, and a consumer could handle them first.
+    """
+
+    def __init__(self, shortfalls: Sequence[Shortfall], bootstrap_servers: str) -> None:
+        self.shortfalls = tuple(shortfalls)
+        found = "; ".join(f"{s.topic} has {s.found}, declared {s.declared}" for s in self.shortfalls)
+        commands = "\n".join(
+            f"  kafka-topics.sh --bootstrap-server {bootstrap_servers} --alter --topic {s.topic} "
+            f"--partitions {s.declared}"
+            for s in self.shortfalls
+        )
+        super().__init__(
+            f"topics with fewer partitions than declared: {found}. A broker that creates topics on first mention "
+            "(auto.create.topics.enable=true) made them before the services could. Adding partitions sends a key's "
+            "later messages to another partition than its earlier ones, so add them only while nothing in these "
+            f"topics is left unread, with the services stopped:\n{commands}\n(or delete these topics, if what they "
+            "hold can go: the services create them again as declared)"
+        )
+
+
+class TopicsNotCreated(RuntimeError):
+    """Topics that could not be created, nor found, with the broker's reason for each."""
+
+
+CREATE_REFUSED = frozenset({TopicAuthorizationFailedError.errno, ClusterAuthorizationFailedError.errno})
+"""Create errors that leave the topic to an operator: with no right to create topics, the topics must exist."""
+
+
+def declared_topics(prefix: str, topics: Iterable[Topic], *, dead_letters: bool = True) -> list[NewTopic]:
+    """The topics as created: each with its partitions and settings, and its dead-letter twin with one partition
+    and the same settings (it holds the same messages: ``max.message.bytes`` must fit them)."""
+    declared = []
+    for topic in topics:
+        config = dict(topic.config)
+        declared.append(NewTopic(topic.full_name(prefix), topic.partitions, 1, topic_configs=config))
+        if dead_letters:
+            declared.append(NewTopic(topic.dlq_name(prefix), 1, 1, topic_configs=config))
+    return declared
 
 
 async def ensure_topics(
@@ -111,11 +186,24 @@ async def ensure_topics(
     topics: Iterable[Topic] = REGISTRY,
     *,
     security: KafkaSecurity | None = None,
+    dead_letters: bool = True,
+    settle_seconds: float = 30.0,
 ) -> None:
-    """Create every registry topic (and its dead-letter twin) that does not exist yet.
+    """Create every topic of ``topics`` (and, with ``dead_letters``, its dead-letter twin) with the partitions
+    and settings it is declared with, then check that each has at least its declared partitions.
 
-    Raises :class:`~assent.kafka_security.KafkaAuthenticationError` when the broker refuses the credentials.
+    CreateTopics is asked first, for all of them (a topic that exists answers TOPIC_ALREADY_EXISTS, which is
+    fine): a metadata request for a topic that does not exist yet makes a broker that creates topics on first
+    mention (``auto.create.topics.enable=true``, Apache Kafka's default) create it with the broker's own
+    partition count. A create refused for want of the right to create topics is fine when the topic exists.
+    The topics' metadata is read only after that, and for up to ``settle_seconds`` while the broker does not
+    show a topic it has just created.
+
+    Raises :class:`TopicsNotAsDeclared` when a topic has fewer partitions than declared, :class:`TopicsNotCreated`
+    when one can be neither created nor found, and :class:`~assent.kafka_security.KafkaAuthenticationError` when
+    the broker refuses the credentials.
     """
+    wanted = declared_topics(prefix, topics, dead_letters=dead_letters)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="assent-admin", **kafka_kwargs(security))
     try:
         async with explain_auth_failure(security, bootstrap_servers):
@@ -124,22 +212,37 @@ async def ensure_topics(
         await admin.close()
         raise
     try:
-        names = {
-            name: partitions
-            for topic in topics
-            for name, partitions in ((topic.full_name(prefix), topic.partitions), (topic.dlq_name(prefix), 1))
-        }
-        # Only these topics' metadata: a shared cluster may hold many thousands of others.
-        existing = {found["topic"] for found in await admin.describe_topics(list(names)) if found["error_code"] == 0}
-        wanted = [
-            NewTopic(name, num_partitions=partitions, replication_factor=1)
-            for name, partitions in names.items()
-            if name not in existing
-        ]
-        if wanted:
-            try:
-                await admin.create_topics(wanted)
-            except TopicAlreadyExistsError:
-                pass  # another replica won the race
+        response = await admin.create_topics(wanted)
+        refused: dict[str, str] = {}
+        failed: dict[str, str] = {}
+        for answer in response.to_object()["topic_errors"]:
+            code = answer["error_code"]
+            if code in (0, TopicAlreadyExistsError.errno):
+                continue
+            reason = f"{for_code(code).__name__}: {answer.get('error_message') or for_code(code).description}"
+            (refused if code in CREATE_REFUSED else failed)[answer["topic"]] = reason
+        if failed:
+            raise TopicsNotCreated(
+                "the broker did not create these topics: " + "; ".join(f"{t} ({r})" for t, r in failed.items())
+            )
+        names = [topic.name for topic in wanted]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + settle_seconds
+        while True:
+            # Only these topics' metadata: a shared cluster may hold many thousands of others.
+            described = await admin.describe_topics(names)
+            found = {d["topic"]: len(d["partitions"]) for d in described if d["error_code"] == 0}
+            missing = [name for name in names if name not in found]
+            if not missing:
+                break
+            if loop.time() >= deadline:
+                raise TopicsNotCreated(
+                    f"these topics are not there {settle_seconds:g} s after they were created: "
+                    + "; ".join(f"{name} ({refused.get(name, 'created')})" for name in missing)
+                )
+            await asyncio.sleep(0.1)
     finally:
         await admin.close()
+    shortfalls = partition_shortfalls({topic.name: topic.num_partitions for topic in wanted}, found)
+    if shortfalls:
+        raise TopicsNotAsDeclared(shortfalls, bootstrap_servers)

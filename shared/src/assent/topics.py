@@ -41,12 +41,20 @@ DLQ_SUFFIX = ".dlq"
 
 @dataclass(frozen=True)
 class Topic:
+    """One topic as declared: the services create it with ``partitions`` and ``config`` (Kafka's topic-level
+    settings, as ``(name, value)`` pairs) before anything else names it (:func:`assent.messaging.ensure_topics`).
+
+    Its messages are keyed by ``key``: a key's messages stay in one partition, in order, as long as the number of
+    partitions does not change.
+    """
+
     name: str
     key: str
     producers: tuple[str, ...]
     consumers: tuple[str, ...]
     messages: tuple[type[Message], ...]
     partitions: int = 3
+    config: tuple[tuple[str, str], ...] = ()
 
     def full_name(self, prefix: str = "") -> str:
         return f"{prefix}{self.name}"

