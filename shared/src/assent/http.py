@@ -8,6 +8,9 @@
 - a validation error is 422 with every string made JSON-safe, even when the input held a lone surrogate;
 - any other unhandled exception is 500 ``{"detail": "internal error", "error_id": ...}``; the traceback is logged
   with that id.
+
+And the field types of request models that keep a client's mistake a 422 naming the field: :data:`Omissible` (may
+be left out, never null), :data:`NoNul` (text PostgreSQL and git can hold) and :data:`OneLine` (one line of it).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
 import asyncpg.exceptions
 import sqlalchemy.exc
@@ -28,6 +31,8 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BeforeValidator
+from pydantic_core import PydanticCustomError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
@@ -262,3 +267,57 @@ async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResp
     except (ValueError, RecursionError):  # never seen; a 422 without the echoed input beats a 500
         errors = [{k: json_safe(e.get(k)) for k in ("type", "loc", "msg")} for e in exc.errors()]
         return JSONResponse({"detail": errors}, status_code=422)
+
+
+# --- request fields -------------------------------------------------------------------------------------------
+
+_T = TypeVar("_T")
+
+
+def _not_null(value: Any) -> Any:
+    if value is None:
+        raise PydanticCustomError("not_null", "may be left out, but not null")
+    return value
+
+
+Omissible = Annotated[_T | None, BeforeValidator(_not_null)]
+"""A request field that may be left out but, when sent, holds an X: ``field: Omissible[X] = None``. An explicit
+``null`` is a 422 naming the field, instead of a None handed on to code (or a NOT NULL column) that expects an X.
+A field whose null means something (no guild; the default target) is ``X | None``."""
+
+
+def _text_check(allowed: str, refused: str) -> BeforeValidator:
+    pattern = re.compile(refused)
+
+    def check(value: Any) -> Any:
+        found = pattern.search(value) if isinstance(value, str) else None
+        if found is None:
+            return value
+        code = ord(found.group())
+        what = (
+            "a lone surrogate, which UTF-8 cannot encode"
+            if code >= 0xD800
+            else "a NUL character"
+            if code == 0
+            else "a control character"
+        )
+        raise PydanticCustomError(
+            "text_refused",
+            "must be {allowed}: it holds {what} (U+{code}) at position {at}",
+            {"allowed": allowed, "what": what, "code": f"{code:04X}", "at": found.start()},
+        )
+
+    return BeforeValidator(check)
+
+
+NoNul = _text_check("text", "[\x00\ud800-\udfff]")
+"""Free text PostgreSQL's ``text`` and git can hold: valid UTF-8 with no NUL character. Put it after the field's
+length limit (``Annotated[str, Field(max_length=...), NoNul]``): it runs before the string's own checks, so the
+limit is still worded as a string's."""
+
+OneLine = _text_check("one line of text", "[\x00-\x1f\x7f\ud800-\udfff]")
+"""One line of text (a title, a URL, a branch, a setting): :data:`NoNul` without any other control character;
+placed as :data:`NoNul` is."""
+
+Line = Annotated[str, OneLine]
+"""A string of :data:`OneLine`, of any length."""
