@@ -48,6 +48,7 @@ ROUTES: list[tuple[str, dict[str, Any], Route | str]] = [
     ("external", {"branch": "dev"}, "bad_branch"),
     ("external", {"message": "  "}, "bad_message"),
     ("external", {"message": "x" * 4001}, "bad_message"),
+    ("external", {"message": "Fix\x00it"}, "bad_message"),
 ]
 
 

@@ -92,9 +92,47 @@ def test_what_the_builder_may_propose(path: str, exists: bool, code: str | None)
     assert (refusal.code if refusal else None) == code
 
 
-@pytest.mark.parametrize("path", ["", "/etc/passwd", "a/../b", "a//b", "./a", "a\\b", "a\nb", "x" * 501])
-def test_a_path_must_be_a_plain_relative_path(path: str) -> None:
-    assert isinstance(paths.normalize(path), Refusal)
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("skills/refunds.md", None),
+        (".gitignore", None),
+        ("docs/.github/workflow.yml", None),
+        ("a/git/b.md", None),
+        ("", "invalid_path"),
+        ("/etc/passwd", "invalid_path"),
+        ("../x.md", "invalid_path"),
+        ("../../etc/passwd", "invalid_path"),
+        ("a/../b", "invalid_path"),
+        ("a/..", "invalid_path"),
+        ("a//b", "invalid_path"),
+        ("./a", "invalid_path"),
+        ("a/", "invalid_path"),
+        ("a\\b", "invalid_path"),
+        ("..\\x", "invalid_path"),
+        ("a\nb", "invalid_path"),
+        ("a\x00b", "invalid_path"),
+        ("x" * 501, "invalid_path"),
+        (".git/config", "path_refused"),
+        (".git", "path_refused"),
+        ("sub/.git/hooks/pre-commit", "path_refused"),
+        ("sub/.git", "path_refused"),
+        (".GIT/config", "path_refused"),
+        (".Git/HEAD", "path_refused"),
+        (".git./config", "path_refused"),
+        (".git /config", "path_refused"),
+        ("git~1/config", "path_refused"),
+    ],
+)
+def test_a_path_names_a_file_inside_the_repository_and_outside_git_s_folder(path: str, code: str | None) -> None:
+    """What git itself would refuse (a path leaving the repository, or into ``.git/`` as git or NTFS reads it)
+    is refused before git is asked, naming the path."""
+    normal = paths.normalize(path)
+    if code is None:
+        assert normal == path
+    else:
+        assert isinstance(normal, Refusal) and (normal.code, normal.status) == (code, 422)
+        assert repr(path) in normal.message or path in normal.message
 
 
 CONNECTION = {"name": "zd", "baseUrl": "https://z.example", "auth": {"type": "bearer", "token": "env:ZD_TOKEN"}}

@@ -18,16 +18,18 @@ from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from assent.contracts import Id
 from assent.domain import Agent, Refusal
 from assent.hashing import line_counts, unified_diff
+from assent.http import NoNul, Omissible, OneLine
 from assent.runtime import ServiceRuntime, StoredProposal
 from assent.runtime.uow import UnitOfWork
 from assent.runtime.walls import CallerOrg
 
-from .adapters.git import GitError, GitRepos
+from .adapters.git import BranchMoved, GitError, GitRepos
 from .adapters.repository import Build, Deploy, DeployerRepository
 from .deploys import Deploys
 from .domain import builder, checks, paths
@@ -36,8 +38,23 @@ from .domain.proposals import MAX_FILE_CHARS, FileChange, moved_files, text_hash
 from .kinds.source import SourceKind, decode
 
 PathId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
-FileText = Annotated[str, Field(max_length=MAX_FILE_CHARS)]
-FilePath = Annotated[str, Field(min_length=1, max_length=paths.MAX_PATH)]
+
+
+def _repository_path(path: str) -> str:
+    normal = paths.normalize(path)
+    if isinstance(normal, Refusal):
+        raise PydanticCustomError(normal.code, "{message}", {"message": normal.message})
+    return normal
+
+
+FileText = Annotated[str, Field(max_length=MAX_FILE_CHARS), NoNul]
+FilePath = Annotated[str, AfterValidator(_repository_path)]
+"""A file of the repository (:func:`paths.normalize`): a path outside it, or under ``.git/``, is a 422 naming it,
+before git is asked."""
+Title = Annotated[str, Field(min_length=1, max_length=300), OneLine]
+IssueText = Annotated[str, Field(max_length=20_000), NoNul]
+Evals = Annotated[dict[FilePath, FileText], Field(max_length=50)]
+"""Regression evals, by path under ``evals/`` (JSON, see ``schemas/eval.schema.json``)."""
 
 
 class NotFound(LookupError):
@@ -57,7 +74,7 @@ class RepositoryIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     mode: Literal["hosted", "external"]
-    url: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
+    url: Annotated[str, Field(min_length=1, max_length=2000), OneLine] | None = None
     provider: Literal["github", "gitlab"] | None = None
     branch: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._/-]+$")] | None = None
     files: dict[FilePath, FileText] = Field(default_factory=dict, max_length=500)
@@ -69,7 +86,7 @@ class CommitIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     files: dict[FilePath, FileText | None] = Field(min_length=1, max_length=500)
-    message: Annotated[str, Field(min_length=1, max_length=4000)]
+    message: Annotated[str, Field(min_length=1, max_length=4000), NoNul]
     actor: Id
 
 
@@ -85,32 +102,35 @@ class DeploymentIn(BaseModel):
 
 class IssueIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    title: Annotated[str, Field(min_length=1, max_length=300)]
-    text: Annotated[str, Field(max_length=20_000)] = ""
-    evals: dict[FilePath, FileText] = Field(default_factory=dict, max_length=50)
-    """Regression evals, by path under ``evals/`` (JSON, see ``schemas/eval.schema.json``)."""
+    title: Title
+    text: IssueText = ""
+    evals: Evals = Field(default_factory=dict)
     actor: Id
 
 
 class IssuePatch(BaseModel):
+    """A change of an issue: a field left out is kept; none is ever null."""
+
     model_config = ConfigDict(extra="forbid")
-    title: Annotated[str, Field(min_length=1, max_length=300)] | None = None
-    text: Annotated[str, Field(max_length=20_000)] | None = None
-    status: Literal["open", "fixed", "closed"] | None = None
-    evals: dict[FilePath, FileText] | None = Field(None, max_length=50)
+    title: Omissible[Title] = None
+    text: Omissible[IssueText] = None
+    status: Omissible[Literal["open", "fixed", "closed"]] = None
+    evals: Omissible[Evals] = None
     actor: Id
 
 
 def check_evals(evals: Mapping[str, str], schemas: Mapping[checks.FileFormat, Mapping[str, Any]]) -> None:
+    """Each regression eval (its path already a :data:`FilePath`) is a JSON file under evals/ that fits its schema."""
     for path, text in evals.items():
-        normal = paths.normalize(path)
-        if isinstance(normal, Refusal):
-            raise Unprocessable(422, normal.message)
         if checks.file_format(path) != "eval":
             raise Unprocessable(422, f"{path}: a regression eval is a .json file under evals/")
         refusal = checks.check_file(path, text, schemas)
         if refusal is not None:
             raise Unprocessable(422, refusal.message)
+
+
+Target = dict[Annotated[str, Field(max_length=100), OneLine], Annotated[str, Field(max_length=2000), OneLine]]
+"""A deploy target's configuration (``targets.Targets.refusal`` checks it against its kind)."""
 
 
 class DeploySettingsIn(BaseModel):
@@ -120,10 +140,10 @@ class DeploySettingsIn(BaseModel):
     "namespace"?, "deployment", "container", "image"}``; null: the service's default."""
 
     model_config = ConfigDict(extra="forbid")
-    builds_on_push: bool | None = None
-    auto_promote: bool | None = None
-    target: dict[str, Annotated[str, Field(max_length=2000)]] | None = None
-    webhook_secret: Annotated[str, Field(min_length=16, max_length=200)] | None = None
+    builds_on_push: Omissible[bool] = None
+    auto_promote: Omissible[bool] = None
+    target: Target | None = None
+    webhook_secret: Annotated[str, Field(min_length=16, max_length=200), OneLine] | None = None
     actor: Id
 
 
@@ -244,13 +264,18 @@ def install(app: FastAPI, runtime: ServiceRuntime, repos: GitRepos, kind: Source
                 raise NotFound(f"agent {agent_id!r} has no source repository")
             async with repos.lock(agent_id):
                 head = await repos.head(source)
-                commit = await repos.commit(
-                    source,
-                    head,
-                    dict(body.files),
-                    author=(body.actor, body.actor if "@" in body.actor else f"{body.actor}@users.assent.invalid"),
-                    message=body.message.rstrip("\n") + "\n",
-                )
+                try:
+                    commit = await repos.commit(
+                        source,
+                        head,
+                        dict(body.files),
+                        author=(body.actor, body.actor if "@" in body.actor else f"{body.actor}@users.assent.invalid"),
+                        message=body.message.rstrip("\n") + "\n",
+                    )
+                except BranchMoved:
+                    raise Unprocessable(
+                        409, f"{source.branch} moved while committing; nothing was committed, commit again"
+                    ) from None
             return {"commit": commit, "branch": source.branch}
 
     @router.post("/agents/{agent_id}/deployments", status_code=201)

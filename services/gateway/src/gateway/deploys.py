@@ -20,6 +20,8 @@ from fastapi import APIRouter, FastAPI, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from assent.http import Omissible, OneLine
+
 from .adapters.owners import Owners, segment
 from .domain.roles import Identity
 
@@ -29,15 +31,18 @@ Forward = Callable[..., Awaitable[JSONResponse]]
 MAX_WEBHOOK_BYTES = 5_000_000
 
 
+Target = dict[Annotated[str, Field(max_length=100), OneLine], Annotated[str, Field(max_length=2000), OneLine]]
+
+
 class DeploySettingsIn(BaseModel):
     """``builds_on_push``; ``auto_promote``; ``target`` (``{"kind": "local"|"webhook"|"kubernetes", ...}``, null:
     the default); ``webhook_secret`` of the provider's push webhook (write only). A field left out is kept."""
 
     model_config = ConfigDict(extra="forbid")
-    builds_on_push: bool | None = None
-    auto_promote: bool | None = None
-    target: dict[str, Annotated[str, Field(max_length=2000)]] | None = None
-    webhook_secret: Annotated[str, Field(min_length=16, max_length=200)] | None = None
+    builds_on_push: Omissible[bool] = None
+    auto_promote: Omissible[bool] = None
+    target: Target | None = None
+    webhook_secret: Annotated[str, Field(min_length=16, max_length=200), OneLine] | None = None
 
 
 class BuildIn(BaseModel):

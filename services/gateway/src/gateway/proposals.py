@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
 from assent.contracts import Id
+from assent.http import NoNul, Omissible, OneLine
 from assent.kinds import KINDS, decisions_at
 
 from . import handlers
@@ -47,7 +48,7 @@ class BranchChoice(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     kind: Literal["production", "new", "existing"] = "production"
-    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    name: Annotated[str, Field(min_length=1, max_length=200), OneLine] | None = None
 
 
 class ProposalDecision(BaseModel):
@@ -55,12 +56,16 @@ class ProposalDecision(BaseModel):
     decision: Literal[decisions_at(ENDPOINT)]  # type: ignore[valid-type]
     via: Literal["page", "card", "chat"] = "page"
     branch: BranchChoice | None = None
-    message: Annotated[str, Field(min_length=1, max_length=4000)] | None = None
+    message: Annotated[str, Field(min_length=1, max_length=4000), NoNul] | None = None
     """The commit message (approving only); the proposal's reason when absent."""
 
 
-FileText = Annotated[str, Field(max_length=160_000)]
-FilePath = Annotated[str, Field(min_length=1, max_length=500)]
+FileText = Annotated[str, Field(max_length=160_000), NoNul]
+FilePath = Annotated[str, Field(min_length=1, max_length=500), OneLine]
+"""A file of the agent's repository; the owner refuses one outside it or under ``.git/``, naming it."""
+Title = Annotated[str, Field(min_length=1, max_length=300), OneLine]
+IssueText = Annotated[str, Field(max_length=20_000), NoNul]
+Evals = Annotated[dict[FilePath, FileText], Field(max_length=50)]
 
 
 class RepositoryIn(BaseModel):
@@ -69,9 +74,9 @@ class RepositoryIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     mode: Literal["hosted", "external"]
-    url: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
+    url: Annotated[str, Field(min_length=1, max_length=2000), OneLine] | None = None
     provider: Literal["github", "gitlab"] | None = None
-    branch: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    branch: Annotated[str, Field(min_length=1, max_length=200), OneLine] | None = None
     files: dict[FilePath, FileText] = Field(default_factory=dict, max_length=500)
 
 
@@ -80,7 +85,7 @@ class CommitIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     files: dict[FilePath, FileText | None] = Field(min_length=1, max_length=500)
-    message: Annotated[str, Field(min_length=1, max_length=4000)]
+    message: Annotated[str, Field(min_length=1, max_length=4000), NoNul]
 
 
 class DeploymentIn(BaseModel):
@@ -94,17 +99,19 @@ class DeploymentIn(BaseModel):
 
 class IssueIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    title: Annotated[str, Field(min_length=1, max_length=300)]
-    text: Annotated[str, Field(max_length=20_000)] = ""
-    evals: dict[FilePath, FileText] = Field(default_factory=dict, max_length=50)
+    title: Title
+    text: IssueText = ""
+    evals: Evals = Field(default_factory=dict)
 
 
 class IssuePatch(BaseModel):
+    """A change of an issue: a field left out is kept; none is ever null."""
+
     model_config = ConfigDict(extra="forbid")
-    title: Annotated[str, Field(min_length=1, max_length=300)] | None = None
-    text: Annotated[str, Field(max_length=20_000)] | None = None
-    status: Literal["open", "fixed", "closed"] | None = None
-    evals: dict[FilePath, FileText] | None = Field(None, max_length=50)
+    title: Omissible[Title] = None
+    text: Omissible[IssueText] = None
+    status: Omissible[Literal["open", "fixed", "closed"]] = None
+    evals: Omissible[Evals] = None
 
 
 async def request_of(deps: Deps, agent_id: str, proposal_id: str, org_id: str) -> dict[str, Any]:

@@ -52,8 +52,10 @@ def approve_route(mode: str, production: str, options: Mapping[str, Any]) -> Rou
     """The route an approval's ``options`` (``branch``: ``{"kind": "production"|"new"|"existing", "name": ...}``,
     ``message``) ask for, on a source of ``mode`` whose production branch is ``production``."""
     message = options.get("message")
-    if message is not None and (not isinstance(message, str) or not message.strip() or len(message) > MAX_MESSAGE):
-        return Refusal(422, "bad_message", f"a commit message is 1 to {MAX_MESSAGE} characters of text")
+    if message is not None and (
+        not isinstance(message, str) or not message.strip() or len(message) > MAX_MESSAGE or "\x00" in message
+    ):  # git refuses a NUL in a commit message
+        return Refusal(422, "bad_message", f"a commit message is 1 to {MAX_MESSAGE} characters of text, without NUL")
     branch = options.get("branch") or {"kind": "production"}
     if not isinstance(branch, Mapping) or branch.get("kind") not in ("production", "new", "existing"):
         return Refusal(422, "bad_branch", "branch is {kind: production | new | existing, name}")
