@@ -174,7 +174,11 @@ async def test_internal_routes_answer_401_without_a_credential_and_probes_stay_o
             assert set(refused.json()) == {"detail"} and KEY not in refused.text and token not in refused.text
         assert (await client.get("/livez")).status_code == 200
         assert (await client.get("/metrics")).status_code == 200
-        schema = (await client.get("/openapi.json")).text
+        # The internal API's document is the internal API's: behind the credential, and no page to browse.
+        for page in ("/openapi.json", "/docs", "/redoc", "/docs/oauth2-redirect"):
+            assert (await client.get(page)).status_code == 404, page
+        assert (await client.get("/internal/openapi.json")).status_code == 401
+        schema = (await client.get("/internal/openapi.json", headers={"Authorization": f"Bearer {token}"})).text
     assert "/internal/ping" in schema and KEY not in schema and token not in schema
     provider.force_flush()
     attributes = [str(value) for span in exporter.get_finished_spans() for value in (span.attributes or {}).values()]

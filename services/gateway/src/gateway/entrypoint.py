@@ -48,6 +48,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         title="Assent",
         description="AI agents propose changes; people decide them. The public HTTP API.",
         extra=feed_and_owners,
+        public_docs=True,  # the public API's document, at /openapi.json and /docs
     )
     api.install(app, deps, owners)
     return app

@@ -323,10 +323,14 @@ class ServiceRuntime:
         description: str = "",
         include_health_in_schema: bool = False,
         extra: Callable[[], AbstractAsyncContextManager[None]] | None = None,
+        public_docs: bool = False,
     ) -> FastAPI:
         """The process's HTTP app: migrations, topics, consumers and relay start with it and stop with it.
 
         ``extra`` adds the service's own resources (opened after the database and topics, before consumers).
+        Only a public API (``public_docs``: the gateway's) serves its OpenAPI document at ``/openapi.json`` with
+        ``/docs`` and ``/redoc`` to anyone; an internal one serves it at ``/internal/openapi.json``, to a caller
+        with the service credential only, and no browsable page (a browser cannot present the credential).
         ``/livez`` answers while the process runs (the liveness probe); ``/readyz`` answers 200 only while
         the database and the broker answer (the readiness probe), else 503 with which check failed.
         ``/metrics`` serves the counters in Prometheus' text format.
@@ -377,6 +381,7 @@ class ServiceRuntime:
             description=description,
             version="0.1.0",
             lifespan=lifespan,
+            openapi_url="/openapi.json" if public_docs else None,  # without it, no /docs and no /redoc either
             # FastAPI's own server span per request, in this service's provider: its name, route, status and
             # the request's trace context, and no request header. Not its metrics (``/metrics`` has ours), nor
             # its logs, nor a span per dependency, endpoint and serialization (each costs as much as the span),
@@ -392,6 +397,15 @@ class ServiceRuntime:
         install_guards(app, body_timeout_seconds=self.settings.http_body_timeout_seconds)
         for router in self._routers:
             app.include_router(router)
+        if not public_docs:
+            document = self.internal_router(include_in_schema=False)
+
+            @document.get("/openapi.json")
+            async def openapi() -> JSONResponse:
+                """The internal API's OpenAPI document, for a caller with the service credential."""
+                return JSONResponse(app.openapi())
+
+            app.include_router(document)
 
         @app.get("/livez", include_in_schema=include_health_in_schema)
         async def livez() -> dict[str, str]:
