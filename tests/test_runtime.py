@@ -1,20 +1,26 @@
 """The shared runtime under faults and bad input, against the real servers: a re-sent call, a handler that
-keeps failing, a replica killed mid-traffic, and the workspace copy other services keep."""
+keeps failing, two replicas sharing the partitions and one of them killed mid-traffic, and the workspace copy
+other services keep."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import asyncpg
 import pytest
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+from aiokafka.partitioner import DefaultPartitioner
 from sqlalchemy.engine import make_url
 
 from assent.contracts import ToolCall
-from assent.topics import EDITS_TOOL_CALLS
-from tests.conftest import Stack, new_world, running_stack, wait_for
+from assent.topics import EDITS_TOOL_CALLS, REGISTRY
+from tests.conftest import OPERATOR, Stack, new_world, running_stack, wait_for
 from tests.test_memory_edits import memory, open_turn, pending, propose, wait_pending
 
 pytestmark = pytest.mark.integration
@@ -128,33 +134,103 @@ async def test_a_handler_that_keeps_failing_is_dead_lettered_after_its_retries_a
             assert line.endswith(" 1.0"), line
 
 
+async def consumer_group(stack: Stack, service: str) -> dict[str, set[TopicPartition]] | None:
+    """The members of ``service``'s consumer group and the partitions each holds, while the group is stable."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=stack.endpoints.kafka)
+    await admin.start()
+    try:
+        (response,) = await admin.describe_consumer_groups([f"{stack.prefix}{service}"])
+        (group,) = response.to_object()["groups"]
+        if group["state"] != "Stable":
+            return None
+        return {
+            member["member_id"]: set(ConsumerProtocolMemberAssignment.decode(member["member_assignment"]).partitions())
+            for member in group["members"]
+        }
+    finally:
+        await admin.close()
+
+
+async def edits_group_once(
+    stack: Stack, wanted: Callable[[dict[str, set[TopicPartition]]], bool]
+) -> dict[str, set[TopicPartition]] | None:
+    """Edits' consumer group (:func:`consumer_group`) once it is stable as ``wanted``."""
+    members = await consumer_group(stack, "edits")
+    return members if members is not None and wanted(members) else None
+
+
+def session_on_partition(partition: int, partitions: int) -> str:
+    """A new session id whose messages go to ``partition`` of each session-keyed topic (Kafka's default
+    partitioner: murmur2 of the key)."""
+    while True:
+        session_id = f"ses_{uuid.uuid4().hex}"
+        if DefaultPartitioner()(session_id.encode(), list(range(partitions)), []) == partition:
+            return session_id
+
+
 async def test_calls_of_every_session_are_answered_when_one_of_two_replicas_is_killed(
     endpoints: Any, tmp_path: Any
 ) -> None:
-    """Two replicas of edits share its partitions; one dies with SIGKILL. Every call, of sessions opened
-    before and after the kill, is answered by the survivor once the group rebalances; none is refused."""
+    """Two replicas of edits each hold partitions of every topic edits reads, and the sessions spread over both;
+    one dies with SIGKILL. Once its session in the group expires the survivor holds every partition, and every
+    call, of sessions opened before and after the kill, those of the dead replica's partitions among them, is
+    answered by it; none is refused. (How soon the group notices, the settings say: see
+    shared/tests/test_messaging.py.)"""
     from assent_devstack.system import ServiceProcess, free_port
 
     async with running_stack(endpoints, tmp_path) as stack:
         second = ServiceProcess("edits", free_port(), stack.system.env, tmp_path / "edits-2.log")
         await asyncio.to_thread(second.start)
         try:
+            reads = {
+                topic.full_name(stack.prefix): topic.partitions for topic in REGISTRY if "edits" in topic.consumers
+            }
+            every = {TopicPartition(name, p) for name, n in reads.items() for p in range(n)}
+            two = await wait_for(
+                lambda: edits_group_once(
+                    stack, lambda members: len(members) == 2 and set().union(*members.values()) == every
+                ),
+                timeout=60,
+            )
+            assert all({tp.topic for tp in held} == set(reads) for held in two.values()), two
+
+            tool_calls = EDITS_TOOL_CALLS.full_name(stack.prefix)
+            holder = {tp.partition: member for member, held in two.items() for tp in held if tp.topic == tool_calls}
             async with stack.http() as http, stack.coach() as coach:
                 world = await new_world(http)
-                before = [await open_turn(coach, world) for _ in range(10)]
+
+                async def open_on(partition: int) -> Any:
+                    session = await coach.open_session(
+                        org_id=world.org_id,
+                        source_guild_id=world.guild_id,
+                        operator_user_id=OPERATOR,
+                        session_id=session_on_partition(partition, reads[tool_calls]),
+                    )
+                    return partition, session.begin_turn()
+
+                before = [await open_on(p) for p in range(reads[tool_calls]) for _ in range(2)]
+                assert {holder[p] for p, _ in before} == set(two)  # the sessions spread over both replicas
                 warm = await asyncio.gather(
-                    *(t.call("studio_read_memory", {"agent_id": world.agent_id}, timeout=60) for t in before)
+                    *(t.call("studio_read_memory", {"agent_id": world.agent_id}, timeout=60) for _, t in before)
                 )
                 assert all(r.ok for r in warm), [r.error for r in warm if not r.ok]
 
                 await asyncio.to_thread(stack.system.edits.kill)
-                after = [await open_turn(coach, world) for _ in range(10)]
-                results = await asyncio.gather(
-                    *(t.call("studio_read_memory", {"agent_id": world.agent_id}, timeout=90) for t in before + after)
-                )
+                after = [await open_on(p) for p in range(reads[tool_calls])]
+                calls = [
+                    asyncio.ensure_future(t.call("studio_read_memory", {"agent_id": world.agent_id}, timeout=90))
+                    for _, t in before + after
+                ]
+                one = await wait_for(lambda: edits_group_once(stack, lambda members: len(members) == 1), timeout=60)
+                ((survivor, held),) = one.items()
+                assert held == every and survivor in two
+                orphaned = [t for p, t in before + after if holder[p] != survivor]
+                assert orphaned  # sessions whose partition the dead replica held
+
+                results = await asyncio.gather(*calls)
                 refused = [(r.session_id, r.error) for r in results if not r.ok]
                 assert refused == []
-                assert {r.session_id for r in results} == {t.session.session_id for t in before + after}
+                assert {r.session_id for r in results} == {t.session.session_id for _, t in before + after}
         finally:
             await asyncio.to_thread(second.stop)
 

@@ -5,6 +5,7 @@ of times and then dead-lettered, an outage is retried until it ends, and the con
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from faststream.kafka import TestKafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from sqlalchemy.exc import DataError
@@ -20,6 +21,7 @@ from assent.runtime.consumer import (
     is_outage,
     subscribe,
 )
+from assent.settings import GroupTimeouts, ServiceSettings
 from assent.topics import STUDIO_TURNS
 
 FAST = FailurePolicy(max_attempts=3, backoff_initial=0.001, backoff_max=0.002)
@@ -213,3 +215,40 @@ async def test_the_readiness_ping_asks_for_one_topic_not_the_whole_cluster() -> 
     admin = Admin()
     assert await broker_answers(admin, "p.studio.sessions")
     assert admin.asked == [["p.studio.sessions"]]
+
+
+def test_the_consumer_group_notices_a_killed_replica_within_the_timeouts_the_settings_choose(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bound the README states: a killed replica's session expires after 6 s, and the others join again
+    within the rebalance timeout, 6 s (usually within a heartbeat, 2 s). The consumer is built with them."""
+    defaults = ServiceSettings().group_timeouts()
+    assert defaults == GroupTimeouts(session_timeout_ms=6_000, heartbeat_interval_ms=2_000, rebalance_timeout_ms=6_000)
+    assert defaults.max_poll_interval_ms == 300_000 and defaults.failover_bound_ms == 12_000
+
+    broker = make_broker("127.0.0.1:9", client_id="test", idempotent=False)
+
+    async def handler(batch: Sequence[Received]) -> None:
+        pass
+
+    offsets = subscribe(broker, {STUDIO_TURNS: handler}, prefix="p.", group_id="g", timeouts=defaults)
+    # What FastStream keeps to build the aiokafka consumer with when the broker starts.
+    built_with = offsets.subscriber._connection_args
+    assert {k: built_with[k] for k in defaults.consumer_kwargs()} == {
+        "session_timeout_ms": 6_000,
+        "heartbeat_interval_ms": 2_000,
+        "rebalance_timeout_ms": 6_000,
+        "max_poll_interval_ms": 300_000,
+    }
+
+    monkeypatch.setenv("ASSENT_KAFKA_SESSION_TIMEOUT_MS", "10000")
+    monkeypatch.setenv("ASSENT_KAFKA_HEARTBEAT_INTERVAL_MS", "3000")
+    chosen = ServiceSettings().group_timeouts()
+    assert (chosen.session_timeout_ms, chosen.heartbeat_interval_ms, chosen.failover_bound_ms) == (
+        10_000,
+        3_000,
+        16_000,
+    )
+    monkeypatch.setenv("ASSENT_KAFKA_HEARTBEAT_INTERVAL_MS", "10000")
+    with pytest.raises(ValueError, match="shorter than the session timeout"):
+        ServiceSettings().group_timeouts()

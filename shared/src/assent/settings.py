@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -11,6 +14,50 @@ from .kafka_security import KafkaSecurity, SaslMechanism, SecurityProtocol
 def _env(name: str) -> AliasChoices:
     """Accept both ``ASSENT_<NAME>`` and the conventional bare ``<NAME>``."""
     return AliasChoices(f"ASSENT_{name}", name)
+
+
+@dataclass(frozen=True)
+class GroupTimeouts:
+    """How a service's consumer group notices a replica that is gone, and so how long its partitions wait.
+
+    A replica that stops (SIGTERM) leaves its group at once. One that is killed, or cut off, stops heartbeating
+    (every ``heartbeat_interval_ms``); the broker drops it ``session_timeout_ms`` after its last heartbeat
+    (no less than the broker's ``group.min.session.timeout.ms``, 6 s by default), and the group rebalances: the
+    other members hear of it on their next heartbeat and join again, and the broker waits up to
+    ``rebalance_timeout_ms`` for them. A replica that is alive but does not ask for messages for
+    ``max_poll_interval_ms`` (a handler stuck) leaves the group too.
+    """
+
+    session_timeout_ms: int = 6_000
+    heartbeat_interval_ms: int = 2_000
+    rebalance_timeout_ms: int = 6_000
+    max_poll_interval_ms: int = 300_000
+
+    def __post_init__(self) -> None:
+        if not 0 < self.heartbeat_interval_ms < self.session_timeout_ms:
+            raise ValueError(
+                f"the heartbeat interval ({self.heartbeat_interval_ms} ms) must be positive and shorter than the "
+                f"session timeout ({self.session_timeout_ms} ms)"
+            )
+
+    @property
+    def failover_bound_ms(self) -> int:
+        """How long a killed replica's partitions wait at most before another member holds them (plus the join's
+        few round trips): its session expires, then the others join again within the rebalance timeout. They
+        usually join within a heartbeat interval."""
+        return self.session_timeout_ms + self.rebalance_timeout_ms
+
+    def consumer_kwargs(self) -> dict[str, Any]:
+        """These timeouts as aiokafka's consumer (and FastStream's subscriber) takes them."""
+        return {
+            "session_timeout_ms": self.session_timeout_ms,
+            "heartbeat_interval_ms": self.heartbeat_interval_ms,
+            "rebalance_timeout_ms": self.rebalance_timeout_ms,
+            "max_poll_interval_ms": self.max_poll_interval_ms,
+        }
+
+
+_GROUP = GroupTimeouts()
 
 
 class KafkaSecuritySettings(BaseSettings):
@@ -52,6 +99,11 @@ class ServiceSettings(KafkaSecuritySettings):
         description="Idempotent producer (acks=all). Off only for brokers without InitProducerId.",
     )
     topic_prefix: str = ""
+    kafka_session_timeout_ms: int = _GROUP.session_timeout_ms
+    """How long after a replica's last heartbeat its consumer group drops it (see :class:`GroupTimeouts`)."""
+    kafka_heartbeat_interval_ms: int = _GROUP.heartbeat_interval_ms
+    kafka_rebalance_timeout_ms: int = _GROUP.rebalance_timeout_ms
+    kafka_max_poll_interval_ms: int = _GROUP.max_poll_interval_ms
     database_url: str = Field(
         "postgresql+asyncpg://postgres:postgres@127.0.0.1:5432/assent", validation_alias=_env("DATABASE_URL")
     )
@@ -84,3 +136,13 @@ class ServiceSettings(KafkaSecuritySettings):
         default_factory=lambda: ["gateway"],
         description="The services whose calls this service's internal API admits (the iss of their tokens).",
     )
+
+    def group_timeouts(self) -> GroupTimeouts:
+        """The consumer group's timeouts (``ASSENT_KAFKA_SESSION_TIMEOUT_MS``, ``..._HEARTBEAT_INTERVAL_MS``,
+        ``..._REBALANCE_TIMEOUT_MS``, ``..._MAX_POLL_INTERVAL_MS``)."""
+        return GroupTimeouts(
+            session_timeout_ms=self.kafka_session_timeout_ms,
+            heartbeat_interval_ms=self.kafka_heartbeat_interval_ms,
+            rebalance_timeout_ms=self.kafka_rebalance_timeout_ms,
+            max_poll_interval_ms=self.kafka_max_poll_interval_ms,
+        )

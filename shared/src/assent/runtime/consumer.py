@@ -38,6 +38,7 @@ from aiokafka import TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
+from faststream.kafka import Topic as KafkaTopic
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import SpanKind
@@ -45,6 +46,7 @@ from prometheus_client import Counter, Histogram
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from ..contracts import MalformedMessage, Message, parse_message
+from ..settings import GroupTimeouts
 from ..telemetry import attach_carrier, detach
 from ..topics import Topic
 
@@ -202,6 +204,7 @@ def subscribe(
     policy: FailurePolicy = FailurePolicy(),
     max_records: int = 256,
     tracer_provider: TracerProvider | None = None,
+    timeouts: GroupTimeouts | None = None,
 ) -> Offsets:
     """Consume the topics of ``routes`` with one consumer in group ``group_id``; what a fetch returns of each topic
     goes to that topic's handler as one batch.
@@ -218,6 +221,11 @@ def subscribe(
     fetch are handled at the same time, each in its own unit of work: messages of different topics were never
     ordered, and while one topic's batch waits for the database another's can run (one at a time, the process
     sat idle through every statement's round trip). Messages of one topic stay in order.
+
+    ``timeouts`` say how soon the group notices a member that is gone, and so how long a killed replica's
+    partitions wait for another (:class:`~assent.settings.GroupTimeouts`; its defaults when None). The topics
+    must exist already (:func:`~assent.messaging.ensure_topics`): FastStream is told not to create them, which
+    it would do with one partition.
     """
     by_name = {topic.full_name(prefix): (topic, handler) for topic, handler in routes.items()}
     tracer = trace.get_tracer("assent.runtime", tracer_provider=tracer_provider)
@@ -299,7 +307,7 @@ def subscribe(
         await handle_fetch(records, by_topic_name, offsets)
 
     subscriber = broker.subscriber(
-        *by_name,
+        *(KafkaTopic(name, declare=False) for name in by_name),
         batch=True,
         max_records=max_records,
         batch_timeout_ms=_POLL_MS,
@@ -308,6 +316,7 @@ def subscribe(
         auto_offset_reset="earliest",
         ack_policy=AckPolicy.MANUAL,  # committed by ``offsets``, in the background
         title=f"{group_id}",
+        **(timeouts or GroupTimeouts()).consumer_kwargs(),
     )
     subscriber(on_batch)
     _poll_without_pause(subscriber)

@@ -109,6 +109,7 @@ class ServiceRuntime:
         self.schema = schema
         self.stores = stores or {}
         self.policy = policy or FailurePolicy(max_attempts=settings.handler_max_attempts)
+        self.group_timeouts = settings.group_timeouts()  # refuses to start on a heartbeat no shorter than the session
         self.kit: OwnerKit | None = None
         self._routers: list[APIRouter] = []
         self._routes: dict[Topic, Callable[[Sequence[Received]], Awaitable[None]]] = {}
@@ -354,6 +355,7 @@ class ServiceRuntime:
                         group_id=f"{self.settings.topic_prefix}{self.service}",
                         policy=self.policy,
                         tracer_provider=self.provider,
+                        timeouts=self.group_timeouts,
                     )
                 await self.relay.claim()  # before anything writes an outbox row: the rows name this relay
                 await start_broker(self.broker)
