@@ -197,7 +197,7 @@ async def ensure_topics(
     mention (``auto.create.topics.enable=true``, Apache Kafka's default) create it with the broker's own
     partition count. A create refused for want of the right to create topics is fine when the topic exists.
     The topics' metadata is read only after that, and for up to ``settle_seconds`` while the broker does not
-    show a topic it has just created.
+    show a topic it has just created (a topic it refused to create, and does not show, is not waited for).
 
     Raises :class:`TopicsNotAsDeclared` when a topic has fewer partitions than declared, :class:`TopicsNotCreated`
     when one can be neither created nor found, and :class:`~assent.kafka_security.KafkaAuthenticationError` when
@@ -235,10 +235,10 @@ async def ensure_topics(
             missing = [name for name in names if name not in found]
             if not missing:
                 break
-            if loop.time() >= deadline:
+            if loop.time() >= deadline or all(name in refused for name in missing):
                 raise TopicsNotCreated(
-                    f"these topics are not there {settle_seconds:g} s after they were created: "
-                    + "; ".join(f"{name} ({refused.get(name, 'created')})" for name in missing)
+                    "these topics are not there: "
+                    + "; ".join(f"{name} ({refused.get(name, 'created, not shown')})" for name in missing)
                 )
             await asyncio.sleep(0.1)
     finally:
