@@ -8,7 +8,9 @@
 Every server binds 127.0.0.1 only, on a free port unless one is given, so several stacks can run at
 once; each keeps its files under its own state directory. Every start returns only once a real client
 round trip works, and raises DevstackError with the tail of the server's log otherwise. Servers run in
-their own session: they outlive the Python process until `stop()` (the CLI's `up` relies on this).
+sessions of their own (the terminal's Ctrl-C reaches only the caller, which stops them in order) and end
+with the Python process that started them, however it ends, even by SIGKILL (see `_service.start_tied`);
+`detached=True` lets them outlive it until `stop()` (the CLI's `up` does so).
 
 Where the servers come from:
   - Kafka, engine "kafka": Apache Kafka 3.9.1 jars from Maven Central (deploy/kafka/pom.xml), cached in

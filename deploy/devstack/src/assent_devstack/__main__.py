@@ -83,7 +83,7 @@ def _up(state_dir: Path, engine: KafkaEngine) -> int:
         elif service.alive():
             service.stop()
     missing = tuple(name for name in SERVICE_NAMES if name not in keep)
-    started = start_services(state_dir, engine, missing) if missing else {}
+    started = start_services(state_dir, engine, missing, detached=True) if missing else {}
     running = {**keep, **started}
     stack = Stack(running["kafka"], running["postgres"], running["redis"], engine)
     write_record(state_dir, stack)

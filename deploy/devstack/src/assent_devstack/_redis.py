@@ -21,11 +21,12 @@ def redis_server_bin() -> Path:
     return binary
 
 
-def start_redis(state_dir: Path, port: int | None = None, timeout: float = 30.0) -> Service:
+def start_redis(state_dir: Path, port: int | None = None, timeout: float = 30.0, *, detached: bool = False) -> Service:
     """Start an in-memory Redis (no RDB, no AOF) on 127.0.0.1 and wait until it answers PING.
 
-    `endpoint` is `redis://127.0.0.1:<port>/0`. The server is detached from the caller and runs until
-    `Service.stop()`. Raises DevstackError with the log tail on failure.
+    `endpoint` is `redis://127.0.0.1:<port>/0`. The server runs in a session of its own and is killed when the
+    calling process ends, however it ends (`start_tied`); a `detached` one runs until `Service.stop()`. Raises
+    DevstackError with the log tail on failure.
     """
     started = time.monotonic()
     home = Path(state_dir).resolve() / "redis"
@@ -52,6 +53,7 @@ def start_redis(state_dir: Path, port: int | None = None, timeout: float = 30.0)
         ],
         log,
         cwd=home,
+        detached=detached,
     )
     service = Service(
         name="redis",

@@ -6,11 +6,13 @@ Linux only: liveness and memory are read from /proc.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import random
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -181,19 +183,88 @@ def wait_ready(service: Service, timeout: float, started: float | None = None) -
     return service
 
 
-def spawn(cmd: list[str], log: Path, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """Start `cmd` detached: own session (survives our exit and Ctrl-C), stdout+stderr appended to `log`."""
+def spawn(
+    cmd: list[str],
+    log: Path,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    *,
+    detached: bool = False,
+    death_signal: int = signal.SIGKILL,
+) -> subprocess.Popen[bytes]:
+    """Start `cmd` in a session of its own (the terminal's Ctrl-C does not reach it), stdout+stderr appended
+    to `log`.
+
+    Unless `detached`, it is tied to this process (`start_tied`): it receives `death_signal` when this
+    process ends, however it ends. A detached one outlives this process until it is stopped.
+    """
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        return subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        kwargs: dict[str, Any] = {
+            "cwd": cwd,
+            "env": env,
+            "stdin": subprocess.DEVNULL,
+            "stdout": out,
+            "stderr": subprocess.STDOUT,
+            "start_new_session": True,
+        }
+        if detached:
+            return subprocess.Popen(cmd, **kwargs)
+        return start_tied(cmd, death_signal=death_signal, **kwargs)
+
+
+# --- the lifeline: children that end with this process -------------------------------------------------------
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+    except (OSError, AttributeError):  # not Linux: no lifeline, the clean-up alone stops the children
+        return None
+
+
+_PRCTL = _load_prctl()
+_forker: tuple[int, ThreadPoolExecutor] | None = None
+_forker_lock = threading.Lock()
+
+
+def _forker_thread() -> ThreadPoolExecutor:
+    """The one thread that forks every tied child, made on first use (and again in a forked copy of this process).
+
+    The kernel sends a child its parent-death signal when the *thread* that forked it ends, not the process:
+    forked from a short-lived thread (a pool's worker, the thread of `asyncio.to_thread`), a server would be
+    killed as soon as that thread finished. This thread lives as long as the process (it is joined only at
+    interpreter exit).
+    """
+    global _forker
+    with _forker_lock:
+        if _forker is None or _forker[0] != os.getpid():
+            _forker = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="devstack-forker"))
+        return _forker[1]
+
+
+def start_tied(args: list[str], *, death_signal: int = signal.SIGKILL, **popen_kwargs: Any) -> subprocess.Popen[bytes]:
+    """`subprocess.Popen(args, **popen_kwargs)` whose process ends with this one.
+
+    The child asks the kernel (`prctl(PR_SET_PDEATHSIG)`, after any change of user that `user=` makes, so
+    that the change does not clear it) for `death_signal` when this process ends: a clean exit, an
+    exception, SIGKILL. The request holds across `exec` of an ordinary program, but not for processes the child
+    forks, so the program must be the long-lived process itself (not a launcher that daemonises). A child
+    whose parent is already gone when it makes the request exits at once. Should the caller be interrupted
+    (Ctrl-C) while the child starts, the child still starts, unseen by the caller, and ends with this process.
+    """
+    parent = os.getpid()
+    prctl = _PRCTL
+
+    def tie() -> None:  # runs in the child, between fork and exec
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, int(death_signal), 0, 0, 0)
+        if os.getppid() != parent:  # this process ended before the request was made
+            os._exit(1)
+
+    return _forker_thread().submit(subprocess.Popen, args, preexec_fn=tie, **popen_kwargs).result()
 
 
 LOWEST_PORT = 10000

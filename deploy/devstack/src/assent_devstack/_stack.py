@@ -68,24 +68,27 @@ class Stack:
         self.stop()
 
 
-def start_all(state_dir: Path, kafka_engine: KafkaEngine = "kafka") -> Stack:
+def start_all(state_dir: Path, kafka_engine: KafkaEngine = "kafka", *, detached: bool = False) -> Stack:
     """Start Kafka, PostgreSQL and Redis side by side under `state_dir`, each on a free loopback port.
 
     Returns once all three answer clients. If any fails, the others are stopped and DevstackError
-    names every failure.
+    names every failure. The servers end with the calling process, however it ends, unless `detached`
+    (then they run until `Stack.stop()`).
     """
-    started = start_services(state_dir, kafka_engine, SERVICE_NAMES)
+    started = start_services(state_dir, kafka_engine, SERVICE_NAMES, detached=detached)
     return Stack(started["kafka"], started["postgres"], started["redis"], kafka_engine)
 
 
-def start_services(state_dir: Path, kafka_engine: KafkaEngine, names: tuple[str, ...]) -> dict[str, Service]:
+def start_services(
+    state_dir: Path, kafka_engine: KafkaEngine, names: tuple[str, ...], *, detached: bool = False
+) -> dict[str, Service]:
     """Start the named services concurrently; all or nothing (see `start_all`)."""
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     starters: dict[str, Callable[[], Service]] = {
-        "kafka": lambda: start_kafka(state_dir, engine=kafka_engine),
-        "postgres": lambda: start_postgres(state_dir),
-        "redis": lambda: start_redis(state_dir),
+        "kafka": lambda: start_kafka(state_dir, engine=kafka_engine, detached=detached),
+        "postgres": lambda: start_postgres(state_dir, detached=detached),
+        "redis": lambda: start_redis(state_dir, detached=detached),
     }
     # The starts mostly wait on child processes, so threads overlap them well (the JVM dominates).
     with ThreadPoolExecutor(max_workers=len(names)) as pool:

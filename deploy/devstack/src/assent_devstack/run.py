@@ -4,7 +4,9 @@ Starts Kafka, PostgreSQL and Redis from the devstack (or uses ``KAFKA_BOOTSTRAP_
 and ``REDIS_URL`` when all three are set), then the edits service and the gateway, each as its own process.
 It seeds an organisation with a guild and two agents, plays one coach turn that proposes a Memory edit,
 prints the commands that show and decide it, and prints the coach's continuation when it arrives.
-Ctrl-C stops everything it started.
+Ctrl-C, SIGTERM or SIGHUP stops everything it started, in order (services, then servers); further signals
+do not cut that short. Should this process be killed outright, everything it started ends with it too
+(each child is tied to it, see ``assent_devstack._service.start_tied``).
 
 Every run starts from a fresh demo state. With the devstack, the servers' data from the previous run
 (``<state-dir>/servers``) is deleted first; with your servers, the run uses a new database (dropped when
@@ -285,11 +287,26 @@ Ctrl-C stops everything.
         await asyncio.Event().wait()
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Ctrl-C, ``kill``/``timeout``/a supervisor, and a closed terminal: each stops the run the same way."""
+
+
 def _run(args: argparse.Namespace) -> None:
-    def interrupt(*_: object) -> None:
+    # The first stop signal interrupts the run (KeyboardInterrupt); any later one, and any signal once the clean-up
+    # has begun, is only noted. GNU make passes a SIGTERM it receives on to the run, so a run whose process group
+    # is sent SIGTERM gets it two or three times, the later ones while it stops the services; they must not cut
+    # the clean-up short. (Whatever this process started also ends when it is killed: see `start_tied`.)
+    stopping = False
+
+    def interrupt(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, interrupt)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, interrupt)
     state_dir: Path = args.state_dir
     with _exclusive(state_dir):
         # Checked before anything starts, so that a taken port stops the run at once.
@@ -298,7 +315,7 @@ def _run(args: argparse.Namespace) -> None:
         try:
             _start_and_play(args, state_dir, port, cleanup)
         finally:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+            stopping = True  # first, before anything that a signal could interrupt
             print("Stopping ...", flush=True)
             cleanup.close()
 

@@ -41,15 +41,23 @@ class ServiceProcess:
         process is still running after that answer, and (where /proc tells) it is the one listening on the
         port, so that another process on the port is never taken for it. Raises RuntimeError with the log
         tail when the process exits, TimeoutError (after stopping it) when it is not ready within ``timeout``.
+
+        The process runs in a session of its own (the terminal's Ctrl-C reaches only the caller, which stops it)
+        and is sent SIGTERM when the calling process ends, however it ends (``start_tied``).
         """
-        from assent_devstack._service import listens_on
+        from assent_devstack._service import listens_on, start_tied
 
         env = {**os.environ, **self.env, "ASSENT_HTTP_PORT": str(self.port), **(extra_env or {})}
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", self.module], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        log.close()  # the child has its own copy
+        with self.log_path.open("ab") as log:  # the child has its own copy
+            self.process = start_tied(
+                [sys.executable, "-m", self.module],
+                death_signal=signal.SIGTERM,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         last = "no answer"
         while time.monotonic() < deadline:
@@ -136,15 +144,13 @@ class System:
         raise AttributeError(name)
 
     def start(self) -> None:
-        """Start every service in order; when one fails, stop those already started, then raise."""
-        started: list[ServiceProcess] = []
+        """Start every service in order; when one fails (or the start is interrupted), stop every one started,
+        then raise."""
         try:
             for process in self.processes.values():
                 process.start()
-                started.append(process)
         except BaseException:
-            for process in reversed(started):
-                process.stop()
+            self.stop()
             raise
 
     def stop(self) -> None:
