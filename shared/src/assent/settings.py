@@ -127,6 +127,8 @@ class ServiceSettings(KafkaSecuritySettings):
     max_message_bytes: int = 900_000
     """The largest message a service publishes (Kafka's default limit is 1 MiB); a larger result becomes an error."""
     log_level: str = "INFO"
+    log_repeat_seconds: float = Field(60.0, ge=0)
+    """After a line of a kind (logger, level, template), how long repeats of it are only counted (0: never)."""
     service_key: SecretStr | None = Field(
         None,
         description="The deployment's service key (ASSENT_SERVICE_KEY, at least 32 bytes): services sign and verify "

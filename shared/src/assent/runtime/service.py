@@ -12,10 +12,14 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
+import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Any
 
 import uvicorn
@@ -25,12 +29,14 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import MetaData, text
 from sqlalchemy.ext.asyncio import AsyncConnection
+from uvicorn.main import STARTUP_FAILURE
 
 from .. import inbox
 from ..db import create_engine, driver_connection, migrate, session_key
 from ..faults import crash_point
 from ..http import install_guards
 from ..kinds import WORKSPACE_OWNER
+from ..logs import RepeatFilter
 from ..messaging import broker_answers, ensure_topics, make_broker, start_broker
 from ..outbox import Outbox, OutboxRelay
 from ..service_auth import InvalidServiceToken, ServiceSigner, ServiceVerifier, service_keys
@@ -471,12 +477,54 @@ async def _nothing() -> AsyncIterator[None]:
     yield
 
 
+STOP_DEADLINE_SECONDS = 8.0
+"""How long a service takes at most to stop once told to (SIGTERM, Ctrl-C): past it, the process exits whatever it
+still waits on (a flush to a broker that is gone, a start-up that has not finished)."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, gone within :data:`STOP_DEADLINE_SECONDS` of the first signal to stop. (uvicorn lets the
+    app's start-up finish before it begins to stop, and its stop waits on whatever the app's shutdown waits on.)"""
+
+    _deadline: threading.Timer | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._deadline is None:
+            self._deadline = threading.Timer(STOP_DEADLINE_SECONDS, _exit_now, args=(sig,))
+            self._deadline.daemon = True
+            self._deadline.start()
+        super().handle_exit(sig, frame)
+
+
+def _exit_now(sig: int) -> None:
+    log.error("not stopped %.0f s after signal %d; exiting now", STOP_DEADLINE_SECONDS, sig)
+    os._exit(128 + sig)
+
+
 def serve(app: FastAPI, settings: ServiceSettings) -> None:
-    """Run ``app`` until SIGTERM or Ctrl-C, logging as ``settings.log_level``."""
+    """Run ``app`` until SIGTERM or Ctrl-C (gone within :data:`STOP_DEADLINE_SECONDS` of it), logging as
+    ``settings.log_level``; exits with 3 when the app does not start.
+
+    Every logger, uvicorn's too, writes through the root logger's handler, which collapses repeated lines
+    (:class:`~assent.logs.RepeatFilter`, ``settings.log_repeat_seconds``): while a server is down, the clients'
+    failures, many a second, take a line per kind and interval.
+    """
     logging.basicConfig(
         level=settings.log_level,
         format=f"%(asctime)s {settings.service_name} %(levelname)s %(name)s: %(message)s",
     )
-    uvicorn.run(
-        app, host=settings.http_host, port=settings.http_port, log_level="warning", loop="uvloop", http="httptools"
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RepeatFilter(settings.log_repeat_seconds))
+    config = uvicorn.Config(
+        app,
+        host=settings.http_host,
+        port=settings.http_port,
+        log_level="warning",
+        log_config=None,  # uvicorn's loggers propagate to the root's handler, with its format and filter
+        loop="uvloop",
+        http="httptools",
     )
+    server = _Server(config)
+    server.run()
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
