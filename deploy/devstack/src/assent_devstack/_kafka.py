@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from assent_devstack._service import DevstackError, Service, free_port, pick_port, spawn, wait_ready
+from assent_devstack._service import DevstackError, Service, free_port, pick_port, run_tied, spawn, wait_ready
 
 KafkaEngine = Literal["kafka", "tansu"]
 
@@ -89,7 +89,7 @@ def ensure_kafka_libs(libs: Path | None = None) -> Path:
     tmp = libs.with_name(f".{libs.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     cmd = [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={tmp}"]
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    result = run_tied(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if result.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         output = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
@@ -237,9 +237,10 @@ def _start_apache_kafka(
         f"{libs}/*",
     ]
     if not (data / "meta.properties").exists():
-        fmt = subprocess.run(
+        fmt = run_tied(
             [*base, "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(config), *add_scram],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
         )
         if fmt.returncode != 0:

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from assent_devstack._probes import asyncpg_dsn
-from assent_devstack._service import DevstackError, Service, pick_port, run_async, start_tied, wait_ready
+from assent_devstack._service import DevstackError, Service, pick_port, run_async, run_tied, start_tied, wait_ready
 
 DATABASE = "assent"
 USER = "postgres"
@@ -245,7 +245,7 @@ def _initdb(bin_dir: Path, data: Path, owner: pwd.struct_passwd | None) -> None:
 def _run_as(cmd: list[str], owner: pwd.struct_passwd | None) -> None:
     """Run a PostgreSQL tool to completion, as `owner` when given; raise DevstackError with its output."""
     with tempfile.TemporaryFile("w+") as out:
-        result = subprocess.run(
+        result = run_tied(
             cmd,
             stdin=subprocess.DEVNULL,
             stdout=out,

@@ -267,6 +267,20 @@ def start_tied(args: list[str], *, death_signal: int = signal.SIGKILL, **popen_k
     return _forker_thread().submit(subprocess.Popen, args, preexec_fn=tie, **popen_kwargs).result()
 
 
+def run_tied(
+    args: list[str], *, death_signal: int = signal.SIGKILL, **popen_kwargs: Any
+) -> subprocess.CompletedProcess[Any]:
+    """`subprocess.run(args, **popen_kwargs)` (without `input`, `timeout` or `check`) for a tool tied to this
+    process as by `start_tied`: killed should this process end while it runs (a download, a format, initdb)."""
+    with start_tied(args, death_signal=death_signal, **popen_kwargs) as process:
+        try:
+            stdout, stderr = process.communicate()
+        except BaseException:
+            process.kill()
+            raise
+        return subprocess.CompletedProcess(process.args, process.wait(), stdout, stderr)
+
+
 LOWEST_PORT = 10000
 
 
