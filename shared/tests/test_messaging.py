@@ -5,10 +5,11 @@ of times and then dead-lettered, an outage is retried until it ends, and the con
 from collections.abc import Sequence
 from typing import Any
 
+import asyncpg
 import pytest
 from faststream.kafka import TestKafkaBroker
 from faststream.kafka.annotations import KafkaMessage
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, DBAPIError
 
 from assent.contracts import Message, StepEnded
 from assent.messaging import broker_answers, make_broker
@@ -81,10 +82,35 @@ async def test_good_bad_and_hopeless_messages() -> None:
     assert DEAD_LETTERED.labels("studio.turns", "g", "handler_failed")._value.get() == before + 2
 
 
-def test_outages_are_told_from_bad_messages() -> None:
-    assert is_outage(ConnectionRefusedError()) and is_outage(TimeoutError())
-    assert not is_outage(KeyError("x")) and not is_outage(UnicodeEncodeError("utf-8", "x", 0, 1, "surrogate"))
-    assert not is_outage(DataError("s", {}, Exception("out of range")))
+def _caused_by(error: BaseException, cause: BaseException) -> BaseException:
+    error.__cause__ = cause
+    return error
+
+
+@pytest.mark.parametrize(
+    ("error", "outage"),
+    [
+        (ConnectionRefusedError(), True),
+        (TimeoutError(), True),
+        # PostgreSQL shutting down answers 57P03, which SQLAlchemy wraps as a plain DBAPIError: retried without
+        # bound, never dead-lettered after a few attempts.
+        (
+            _caused_by(
+                DBAPIError("SELECT 1", {}, Exception("shutting down")),
+                asyncpg.exceptions.CannotConnectNowError("the database system is shutting down"),
+            ),
+            True,
+        ),
+        (asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator command"), True),
+        (asyncpg.exceptions.InterfaceError("connection is closed"), True),
+        (KeyError("x"), False),
+        (UnicodeEncodeError("utf-8", "x", 0, 1, "surrogate"), False),
+        (DataError("s", {}, Exception("out of range")), False),
+        (_caused_by(DBAPIError("INSERT", {}, Exception("dup")), asyncpg.exceptions.UniqueViolationError("dup")), False),
+    ],
+)
+def test_outages_are_told_from_bad_messages(error: BaseException, outage: bool) -> None:
+    assert is_outage(error) is outage
 
 
 def test_backoff_grows_and_is_capped_with_jitter() -> None:

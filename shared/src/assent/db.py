@@ -6,16 +6,24 @@ import functools
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import asyncpg
+import sqlalchemy.exc
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import JSON, Table, text
+from prometheus_client import Counter
+from sqlalchemy import JSON, Table, event, text
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from .faults import record_statements
+
+CONNECTIONS_DISCARDED = Counter(
+    "assent_db_connections_discarded_total", "Pooled connections the server had closed, replaced at checkout"
+)
 
 
 def create_engine(database_url: str, *, pool_size: int = 10, max_overflow: int = 0) -> AsyncEngine:
@@ -26,11 +34,30 @@ def create_engine(database_url: str, *, pool_size: int = 10, max_overflow: int =
     pay for a new PostgreSQL backend, a login and the driver's type introspection (measured: about a third of
     the database's CPU in the throughput benchmark when the pool overflowed).
     """
-    # No pre-ping: it costs a round trip per checkout on the hot path; a dead connection fails the handler,
-    # which is retried from the same offset.
     engine = create_async_engine(database_url, pool_size=pool_size, max_overflow=max_overflow, pool_recycle=3600)
+    discard_closed_connections(engine)
     record_statements(engine)
     return engine
+
+
+def discard_closed_connections(engine: AsyncEngine) -> None:
+    """Never hand out a pooled connection that the server closed: the pool replaces it with a new one.
+
+    Statements sent on the driver's connection directly (:func:`driver_connection`) bypass SQLAlchemy's handling
+    of a dropped connection, which would invalidate it: after PostgreSQL restarted, every pooled connection
+    would go back to the pool dead and fail each checkout after. asyncpg knows, with no round trip, when the
+    server closed a connection (a restart's shutdown, or the backend's exit when the postmaster dies, closes the
+    socket); a checkout that finds one raises :class:`~sqlalchemy.exc.DisconnectionError`, which makes the pool
+    discard it and take another, up to three times before it connects anew. (``pool_pre_ping`` would also find
+    a silent loss, at the cost of a round trip per checkout on the hot path; a connection that broke without
+    a word fails its one statement, and is closed from then on.)
+    """
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def discard_if_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        if dbapi_connection.driver_connection.is_closed():
+            CONNECTIONS_DISCARDED.inc()
+            raise DisconnectionError("the server closed this pooled connection")
 
 
 async def migrate(
@@ -105,6 +132,57 @@ def run_migrations_in_env(
         await engine.dispose()
 
     asyncio.run(standalone())
+
+
+# --- telling an outage from a failed query ------------------------------------------------------------------------
+
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    sqlalchemy.exc.OperationalError,
+    sqlalchemy.exc.InterfaceError,
+    sqlalchemy.exc.TimeoutError,  # no pooled connection came free in time
+    sqlalchemy.exc.DisconnectionError,
+    asyncpg.exceptions.PostgresConnectionError,  # SQLSTATE class 08, and a connection the server dropped
+    asyncpg.exceptions.CannotConnectNowError,  # 57P03: starting up, shutting down, in recovery
+    asyncpg.exceptions.AdminShutdownError,  # 57P01
+    asyncpg.exceptions.CrashShutdownError,  # 57P02
+    asyncpg.exceptions.TooManyConnectionsError,
+)
+
+_DATABASE_PACKAGES = frozenset({"asyncpg", "sqlalchemy"})
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) says the database cannot be reached, rather than that a query failed.
+
+    One answer for every caller: an outage is retried without bound by consumers, answered 503 with ``retry`` by
+    the HTTP API, and waited out by the outbox relay; a failed query is none of these. Besides the drivers'
+    connection errors, however wrapped (SQLAlchemy's, its asyncpg adapter's, asyncpg's own), that is a
+    ``ConnectionError``/``OSError``/``TimeoutError`` raised while connecting: one that passed through asyncpg's or
+    SQLAlchemy's frames.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, _UNAVAILABLE):
+            return True
+        if isinstance(current, sqlalchemy.exc.DBAPIError) and current.connection_invalidated:
+            return True
+        if isinstance(current, asyncpg.exceptions.InterfaceError) and "connection is closed" in str(current):
+            return True
+        if isinstance(current, OSError) and _raised_by_database_driver(current.__traceback__):
+            return True
+        current = current.__cause__
+    return False
+
+
+def _raised_by_database_driver(tb: TracebackType | None) -> bool:
+    # The error may surface from the event loop's own code (uvloop's connect), below the driver's frames.
+    while tb is not None:
+        if str(tb.tb_frame.f_globals.get("__name__", "")).partition(".")[0] in _DATABASE_PACKAGES:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 _DRIVER = "assent.driver_connection"

@@ -22,7 +22,6 @@ import math
 import re
 import uuid
 from collections.abc import Mapping
-from types import TracebackType
 from typing import Annotated, Any, TypeVar
 
 import asyncpg.exceptions
@@ -34,6 +33,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BeforeValidator
 from pydantic_core import PydanticCustomError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .db import database_unavailable as database_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,8 @@ async def _send_json(send: Send, status: int, body: dict[str, Any], headers: lis
 _DATABASE_ERRORS: tuple[type[Exception], ...] = (
     sqlalchemy.exc.DBAPIError,  # includes OperationalError and InterfaceError
     sqlalchemy.exc.TimeoutError,  # no pooled connection came free in time
+    sqlalchemy.exc.EmulatedDBAPIException,  # the driver's errors as SQLAlchemy's adapter raises them, unwrapped
+    OSError,  # a refused connect, raised as it is (a handler for Exception would answer, then log it again)
     asyncpg.exceptions.PostgresConnectionError,
     asyncpg.exceptions.CannotConnectNowError,
     asyncpg.exceptions.AdminShutdownError,
@@ -148,50 +151,6 @@ _DATABASE_ERRORS: tuple[type[Exception], ...] = (
     asyncpg.exceptions.InterfaceError,
 )
 """What a handler is registered for; :func:`database_unavailable` decides whether it means an outage."""
-
-_UNAVAILABLE: tuple[type[BaseException], ...] = (
-    sqlalchemy.exc.OperationalError,
-    sqlalchemy.exc.InterfaceError,
-    sqlalchemy.exc.TimeoutError,
-    asyncpg.exceptions.PostgresConnectionError,
-    asyncpg.exceptions.CannotConnectNowError,
-    asyncpg.exceptions.AdminShutdownError,
-    asyncpg.exceptions.CrashShutdownError,
-    asyncpg.exceptions.TooManyConnectionsError,
-)
-
-_DATABASE_PACKAGES = frozenset({"asyncpg", "sqlalchemy"})
-
-
-def database_unavailable(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what caused it) says the database cannot be reached, rather than that a query failed.
-
-    Besides the drivers' connection errors, that is a ``ConnectionError``/``OSError``/``TimeoutError`` raised while
-    connecting: one that passed through asyncpg's or SQLAlchemy's frames.
-    """
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, _UNAVAILABLE):
-            return True
-        if isinstance(current, sqlalchemy.exc.DBAPIError) and current.connection_invalidated:
-            return True
-        if isinstance(current, asyncpg.exceptions.InterfaceError) and "connection is closed" in str(current):
-            return True
-        if isinstance(current, OSError) and _raised_by_database_driver(current.__traceback__):
-            return True
-        current = current.__cause__
-    return False
-
-
-def _raised_by_database_driver(tb: TracebackType | None) -> bool:
-    # The error may surface from the event loop's own code (uvloop's connect), below the driver's frames.
-    while tb is not None:
-        if str(tb.tb_frame.f_globals.get("__name__", "")).partition(".")[0] in _DATABASE_PACKAGES:
-            return True
-        tb = tb.tb_next
-    return False
 
 
 async def _database_error(request: Request, exc: Exception) -> JSONResponse:

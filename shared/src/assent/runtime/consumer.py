@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
-import asyncpg
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 from faststream import AckPolicy
@@ -43,9 +42,9 @@ from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import SpanKind
 from prometheus_client import Counter, Histogram
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from ..contracts import MalformedMessage, Message, parse_message
+from ..db import database_unavailable
 from ..settings import GroupTimeouts
 from ..telemetry import attach_carrier, detach
 from ..topics import Topic
@@ -163,20 +162,10 @@ class FailurePolicy:
 
 def is_outage(exc: BaseException) -> bool:
     """True when ``exc`` says the database or the broker is unreachable, not that the message is bad."""
-    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
-        return True
-    return isinstance(
-        exc,
-        OperationalError
-        | InterfaceError
-        | asyncpg.PostgresConnectionError
-        | asyncpg.CannotConnectNowError
-        | asyncpg.TooManyConnectionsError
-        | ConnectionError
-        | TimeoutError
-        | KafkaConnectionError
-        | KafkaTimeoutError,
-    ) or (isinstance(exc, OSError) and not isinstance(exc, UnicodeError))
+    return database_unavailable(exc) or (
+        isinstance(exc, ConnectionError | TimeoutError | KafkaConnectionError | KafkaTimeoutError)
+        or (isinstance(exc, OSError) and not isinstance(exc, UnicodeError))
+    )
 
 
 async def _raw_records(message: Any) -> Any:
