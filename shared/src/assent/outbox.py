@@ -48,6 +48,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .contracts import Message
 from .db import driver_connection
+from .http import database_unavailable
 from .telemetry import attach_carrier, current_carrier, detach
 from .topics import Topic
 
@@ -269,6 +270,7 @@ class OutboxRelay:
         self._retry: deque[list[Envelope]] = deque()
         self._published: list[int] = []
         self._lock_conn: AsyncConnection | None = None
+        self._lock_wanted = False
         table = outbox.table.fullname
         self._delete = f"DELETE FROM {table} WHERE id = ANY($1::bigint[])"
         self._sweep = (
@@ -285,6 +287,7 @@ class OutboxRelay:
 
         Keys are drawn at random; on the rare draw that another live relay holds, the outbox gets a new one.
         """
+        self._lock_wanted = True
         if self._lock_conn is not None:
             return
         conn = await self.engine.connect()
@@ -337,32 +340,41 @@ class OutboxRelay:
                 idle = True
             self.outbox.wake.clear()
             try:
-                await self.publish_committed(delete=False)
+                sweeping = loop.time() >= next_sweep
+                await self.publish_committed(delete=False)  # needs only the broker
+                await self._keep_lock(ping=sweeping)
                 if idle or len(self._published) >= self.batch_size:
                     await self._forget_published()
-                if loop.time() >= next_sweep:
-                    await self._keep_lock()
+                if sweeping:
                     while await self.sweep() == self.batch_size:
                         pass
                     next_sweep = loop.time() + self.poll_seconds
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("outbox relay failed; trying again")
+            except Exception as exc:
+                if database_unavailable(exc):
+                    log.warning("outbox relay: the database is unavailable (%s); trying again", type(exc).__name__)
+                else:
+                    log.exception("outbox relay failed; trying again")
                 await asyncio.sleep(self.poll_seconds)
 
-    async def _keep_lock(self) -> None:
-        """Check the lock's connection; if it broke (the database restarted), take the lock again."""
-        if self._lock_conn is None:
-            return
-        try:
-            pg = await driver_connection(self._lock_conn)
-            await pg.fetchval("SELECT 1")
-        except Exception:
-            log.warning("the outbox relay lost its lock's connection; taking the lock again", exc_info=True)
-            with contextlib.suppress(Exception):
-                await self._lock_conn.invalidate()
-            self._lock_conn = None
+    async def _keep_lock(self, *, ping: bool) -> None:
+        """Check the lock's connection (with ``ping``, by a round trip; else by what the driver knows); if it broke
+        (the database restarted), take the lock again, on a new connection. Raises while the database is down."""
+        if self._lock_conn is not None:
+            try:
+                pg = await driver_connection(self._lock_conn)
+                if pg.is_closed():
+                    raise ConnectionError("the server closed the connection")
+                if ping:
+                    await pg.fetchval("SELECT 1")
+                return
+            except Exception as exc:
+                log.warning("the outbox relay lost its lock's connection (%s); taking the lock again", exc)
+                with contextlib.suppress(Exception):
+                    await self._lock_conn.invalidate()
+                self._lock_conn = None
+        if self._lock_wanted:
             await self.claim()
 
     async def publish_committed(self, *, delete: bool = True) -> None:
