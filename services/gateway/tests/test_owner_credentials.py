@@ -62,3 +62,31 @@ async def test_an_owner_refusing_the_credential_is_the_deployment_s_fault_not_th
         assert KEY not in str(refused.value)
     finally:
         await owners.close()
+
+
+def _refused(_: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("connection refused")
+
+
+@pytest.mark.parametrize(
+    ("answer", "retry"),
+    [
+        (lambda _: httpx.Response(503, json={"detail": "the database is unavailable", "retry": True}), True),
+        (_refused, True),
+        (lambda _: httpx.Response(503, json={"detail": "draining"}), False),
+        (lambda _: httpx.Response(500, json={"detail": "a bug", "error_id": "e"}), False),
+    ],
+)
+async def test_an_owner_that_asks_to_be_tried_again_or_does_not_answer_is_retryable(
+    answer: object, retry: bool
+) -> None:
+    """What the gateway's 503 tells the client: ``retry`` where trying again shortly may succeed."""
+    owners = Owners(
+        {"edits": "http://edits.test"}, ServiceSigner("gateway", KEY), transport=httpx.MockTransport(answer)
+    )
+    try:
+        with pytest.raises(OwnerUnavailable) as failed:
+            await owners.call("edits", "GET", "/internal/orgs")
+    finally:
+        await owners.close()
+    assert failed.value.retry is retry

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from assent.contracts import Id, ProposalOutcome, Text
 from assent.hashing import line_counts, unified_diff
+from assent.http import RETRY_AFTER_SECONDS
 from assent.kinds import KINDS, WORKSPACE_OWNER, decisions_at
 
 from . import deploys, handlers, proposals
@@ -487,4 +488,10 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
 
     @app.exception_handler(OwnerUnavailable)
     async def unavailable(_: Request, exc: OwnerUnavailable) -> JSONResponse:
+        if exc.retry:
+            return JSONResponse(
+                {"detail": str(exc), "retry": True},
+                status_code=503,
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            )
         return JSONResponse({"detail": str(exc)}, status_code=503)

@@ -27,7 +27,23 @@ def segment(value: str) -> str:
 
 
 class OwnerUnavailable(Exception):
-    """The owning service did not answer, or is not configured; the gateway reports 503."""
+    """The owning service did not answer, or is not configured; the gateway reports 503.
+
+    ``retry``: trying again shortly may succeed (the owner did not answer, or answered that its database is
+    unavailable), as the gateway's own 503 for its database says.
+    """
+
+    def __init__(self, message: str, *, retry: bool = False) -> None:
+        super().__init__(message)
+        self.retry = retry
+
+
+def _asks_to_retry(response: httpx.Response) -> bool:
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("retry") is True
 
 
 class OwnerReply:
@@ -71,11 +87,12 @@ class Owners:
         try:
             response = await client.request(method, path, json=json, headers=headers)
         except httpx.HTTPError as exc:
-            raise OwnerUnavailable(f"the {owner} service did not answer: {exc}") from exc
+            raise OwnerUnavailable(f"the {owner} service did not answer: {exc}", retry=True) from exc
         if response.status_code == 401:  # not the caller's fault: the deployment's keys disagree
             raise OwnerUnavailable(f"the {owner} service refused the gateway's service credential (ASSENT_SERVICE_KEY)")
         if response.status_code >= 500:
-            raise OwnerUnavailable(f"the {owner} service failed ({response.status_code})")
+            retry = response.status_code == 503 and _asks_to_retry(response)
+            raise OwnerUnavailable(f"the {owner} service failed ({response.status_code})", retry=retry)
         try:
             body = response.json()
         except ValueError:
