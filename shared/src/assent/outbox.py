@@ -228,6 +228,8 @@ class Outbox:
 
 DELETE_AFTER_SECONDS = 0.02
 """How long the relay waits for more commits before it deletes what it published."""
+RETRY_MAX_SECONDS = 5.0
+"""The longest the relay waits before trying again after failures in a row."""
 RELAY_LOCK_SPACE = 0x6F757462
 """The first key of every relay's advisory lock (``pg_advisory_lock(RELAY_LOCK_SPACE, relay_key)``)."""
 
@@ -326,6 +328,7 @@ class OutboxRelay:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         next_sweep = loop.time()
+        failures = 0
         while True:
             idle = False
             try:
@@ -349,6 +352,7 @@ class OutboxRelay:
                     while await self.sweep() == self.batch_size:
                         pass
                     next_sweep = loop.time() + self.poll_seconds
+                failures = 0
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -356,7 +360,9 @@ class OutboxRelay:
                     log.warning("outbox relay: the database is unavailable (%s); trying again", type(exc).__name__)
                 else:
                     log.exception("outbox relay failed; trying again")
-                await asyncio.sleep(self.poll_seconds)
+                failures += 1
+                # Backing off, to RETRY_MAX_SECONDS: an outage is not met with a connection attempt per poll.
+                await asyncio.sleep(min(self.poll_seconds * 2 ** (failures - 1), RETRY_MAX_SECONDS))
 
     async def _keep_lock(self, *, ping: bool) -> None:
         """Check the lock's connection (with ``ping``, by a round trip; else by what the driver knows); if it broke
