@@ -16,11 +16,10 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 from opentelemetry import trace
-from sqlalchemy import func, select
 
 from assent.contracts import (
     DecisionMade,
@@ -32,20 +31,47 @@ from assent.contracts import (
     ToolResult,
     TurnContinuation,
 )
-from assent.db import column_arrays, driver_connection, json_param, update_rows
+from assent.db import column_arrays, json_param
 from assent.domain import Agent
 from assent.kinds import KINDS, RESOLVED_OUTCOMES
 from assent.runtime import Received, ServiceRuntime, UnitOfWork, batch_span
 from assent.runtime.uow import SqlUnitOfWork
 from assent.telemetry import attach_carrier, current_carrier, detach
-from assent.topics import PROPOSALS_DECIDED, STUDIO_CONTINUATIONS
+from assent.topics import STUDIO_CONTINUATIONS
 
-from .adapters import tables as t
 from .adapters.notify import EventFeed
+from .adapters.projection import (
+    CONTINUE_TURNS,
+    REQUEST_COLUMNS,
+    ProjectionStore,
+    SqlDecisions,
+    insert_claimed_requests,
+)
 from .domain.turns import RefusedCall, RequestState, continuation_text, settle
 from .settings import GatewaySettings
 
 tracer = trace.get_tracer("assent.gateway")
+
+
+class Decisions(Protocol):
+    """Where decisions are recorded and their outcomes read back (:class:`gateway.adapters.projection.SqlDecisions`)."""
+
+    async def record(self, message: DecisionMade) -> None:
+        """Record the decision and send ``message`` to its owner (through the outbox), together or not at all."""
+        ...
+
+    async def outcome(self, decision_id: str) -> dict[str, Any] | None:
+        """The decision's outcome once the projection holds it, else None."""
+        ...
+
+
+class OutcomeFeed(Protocol):
+    """Where a deciding request hears its outcome (:class:`~gateway.adapters.notify.EventFeed`)."""
+
+    @property
+    def reliable(self) -> bool: ...
+    def expect(self, decision_id: str) -> asyncio.Future[dict[str, Any] | None]: ...
+    def forget(self, decision_id: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -53,10 +79,18 @@ class Deps:
     runtime: ServiceRuntime
     settings: GatewaySettings
     events: EventFeed
+    decisions: Decisions | None = None
+    """Where decisions go; by default the projection's (:class:`SqlDecisions`). Unit tests pass a fake."""
 
     @property
     def engine(self) -> Any:
         return self.runtime.engine
+
+    @functools.cached_property
+    def decided(self) -> Decisions:
+        if self.decisions is not None:
+            return self.decisions
+        return SqlDecisions(self.runtime.engine, self.runtime.outbox)
 
 
 class NotFound(LookupError):
@@ -107,7 +141,7 @@ class Projection:
         """The requests of a batch of ``ProposalProposed``, as one statement (parameters from ``$n``) that the runtime
         runs with the batch's claim (:meth:`ServiceRuntime.consume_in_one_statement`): it reads nothing, and a new
         request cannot complete the turn that waits on it, so there is nothing to settle."""
-        columns: list[list[Any]] = [[] for _ in _REQUEST_COLUMNS]
+        columns: list[list[Any]] = [[] for _ in REQUEST_COLUMNS]
         for item in batch:
             message: ProposalProposed = item.message  # type: ignore[assignment]
             with item.span():  # the request keeps the trace its decision will continue
@@ -136,19 +170,18 @@ class Projection:
             )
             for column, value in zip(columns, row, strict=True):
                 column.append(value)
-        return _insert_claimed_requests(n), columns
+        return insert_claimed_requests(n), columns
 
     async def on_tool_result(self, message: ToolResult, uow: UnitOfWork) -> None:
         if message.ok:
             return  # requests arrive as ProposalProposed; plain outputs are the coach's business
         assert message.error is not None
-        await (await _driver(uow)).execute(
-            _INSERT_REFUSED_CALL,
+        await (await _store(uow)).record_refused_call(
             message.tool_call_id,
             message.session_id,
             message.seq,
             message.tool,
-            json_param(message.error.model_dump(mode="json")),
+            message.error.model_dump(mode="json"),
         )
         await self.settle(uow, message.session_id)
 
@@ -168,13 +201,12 @@ class Projection:
                 )
             )
         with batch_span(batch):
-            conn = await _driver(uow)
-            await conn.executemany(_INSERT_TURN, rows)
-            sessions = _sessions_of(batch)
-            await self._settle(uow, batch, await conn.fetch(_PAUSED, sessions))
+            store = await _store(uow)
+            await store.add_turns(rows)
+            await self._settle(uow, batch, await store.paused(_sessions_of(batch)))
 
     async def on_outcome(self, batch: Sequence[Received], uow: UnitOfWork) -> None:
-        conn = await _driver(uow)
+        store = await _store(uow)
         now = datetime.now(UTC)
         resolving = []
         for item in batch:
@@ -185,12 +217,8 @@ class Projection:
             # The decision's outcome and its request's new state go in one statement. (Whether these run before
             # or after the batch's resolutions changes nothing: each changes only a request still pending, and a
             # resolution clears the stale flag.)
-            outcome = json_param(message.model_dump(mode="json"))
             with item.span():
-                if message.outcome == "stale":
-                    await conn.execute(_MARK_REQUEST_STALE, message.proposal_id, outcome, now, message.decision_id)
-                else:
-                    await conn.execute(_RECORD_OUTCOME, message.decision_id, outcome, now)
+                await store.record_outcome(message, now)
         if not resolving:
             return
         # Resolve the requests and read their sessions' paused turns in one statement. The read sees the tables
@@ -203,27 +231,17 @@ class Projection:
             resolved.setdefault(message.proposal_id, (message.outcome, message.resolved_by))
         messages: list[ProposalOutcome] = [item.message for item in resolving]  # type: ignore[misc]
         with batch_span(resolving):
-            paused = await conn.fetch(
-                _RESOLVE_REQUESTS_THEN_PAUSED,
-                [m.proposal_id for m in messages],
-                [m.outcome for m in messages],
-                [m.resolved_by for m in messages],
-                [m.resolved_at for m in messages],
-                [json_param(m.model_dump(mode="json")) for m in messages],
-                [m.decision_id for m in messages],
-                now,
-                _sessions_of(resolving),
-            )
+            paused = await store.resolve_then_paused(messages, now, _sessions_of(resolving))
             await self._settle(uow, resolving, paused, resolved)
 
     async def settle(self, uow: UnitOfWork, session_id: str) -> None:
         """Continue every paused turn of the session whose requests are all decided (under the session lock,
         which the runtime took for this message), and announce it once the transaction commits."""
         await uow.lock_session(session_id)
-        conn = await _driver(uow)
-        events, continued = await _settle_turns(_sql(uow), session_id, await conn.fetch(_PAUSED, [session_id]))
+        store = await _store(uow)
+        events, continued = await _settle_turns(_sql(uow), session_id, await store.paused([session_id]))
         if continued:
-            await conn.executemany(_CONTINUE_TURN, continued)
+            await store.continue_turns(continued)
         self._announce(uow, events)
 
     async def _settle(
@@ -249,7 +267,7 @@ class Projection:
         if continued:
             # The batch's last write (nothing reads the turns after it): it goes with the continuations' outbox rows.
             rows = column_arrays([(*turn, 1) for turn in continued])
-            await _sql(uow).outbox.write_last(_sql(uow).conn, _CONTINUE_TURNS, rows)
+            await _sql(uow).outbox.write_last(_sql(uow).conn, CONTINUE_TURNS, rows)
         self._announce(uow, events)
 
     def _announce(self, uow: UnitOfWork, events: list[dict[str, Any]]) -> None:
@@ -283,142 +301,12 @@ def _sql(uow: UnitOfWork) -> SqlUnitOfWork:
     return uow
 
 
-async def _driver(uow: UnitOfWork) -> asyncpg.Connection:
-    return await driver_connection(_sql(uow).conn)
+async def _store(uow: UnitOfWork) -> ProjectionStore:
+    return await ProjectionStore.over(_sql(uow).conn)
 
 
 def _event(name: str, session_id: str, **fields: Any) -> dict[str, Any]:
     return {"event": name, "session_id": session_id, **fields}
-
-
-# The projection's statements run on every round: on the asyncpg connection inside the unit of work's transaction
-# (assent.db.driver_connection), as fixed texts prepared once per connection. JSONB values go as JSON text.
-
-_REQUEST_COLUMNS = (
-    ("message_id", "uuid"),
-    ("session_id", "text"),
-    ("seq", "integer"),
-    ("proposal_id", "text"),
-    ("tool_call_id", "text"),
-    ("turn_id", "text"),
-    ("step", "integer"),
-    ("tool", "text"),
-    ("kind", "text"),
-    ("action", "text"),
-    ("section", "text"),
-    ("agent_id", "text"),
-    ("target", "jsonb"),
-    ("base", "jsonb"),
-    ("proposed_hash", "text"),
-    ("lines", "jsonb"),
-    ("widens", "boolean"),
-    ("reason", "text"),
-    ("card", "jsonb"),
-    ("trace", "jsonb"),
-)
-"""A request's columns as :meth:`Projection.proposed_requests` passes them (one array each), the message's first."""
-
-
-@functools.cache
-def _insert_claimed_requests(n: int) -> str:
-    """The requests of the messages that the batch's claim (``claimed``) took, from the arrays ``$n``… (one per column
-    of :data:`_REQUEST_COLUMNS`)."""
-    names = [name for name, _ in _REQUEST_COLUMNS]
-    arrays = ", ".join(
-        f"${n + i}::{'text' if kind == 'jsonb' else kind}[]" for i, (_, kind) in enumerate(_REQUEST_COLUMNS)
-    )
-    values = ", ".join(f"r.{name}::jsonb" if kind == "jsonb" else f"r.{name}" for name, kind in _REQUEST_COLUMNS[1:])
-    return (
-        f"INSERT INTO {t.requests.fullname} ({', '.join(names[1:])}) SELECT {values}"
-        f" FROM unnest({arrays}) AS r({', '.join(names)})"
-        " WHERE r.message_id IN (SELECT message_id FROM claimed) ON CONFLICT DO NOTHING"
-    )
-
-
-_INSERT_REFUSED_CALL = (
-    f"INSERT INTO {t.refused_calls.fullname} (tool_call_id, session_id, seq, tool, error) VALUES ($1, $2, $3, $4, $5)"
-    " ON CONFLICT DO NOTHING"
-)
-
-_INSERT_TURN = (
-    f"INSERT INTO {t.turns.fullname} (session_id, turn_id, step, tool_call_ids, continued_at)"
-    " VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING"
-)
-
-_RECORD_OUTCOME = f"UPDATE {t.decisions.fullname} SET outcome = $2, outcome_at = $3 WHERE decision_id = $1"
-
-_MARK_REQUEST_STALE = (
-    f"WITH recorded AS (UPDATE {t.decisions.fullname} SET outcome = $2, outcome_at = $3 WHERE decision_id = $4)"
-    f" UPDATE {t.requests.fullname} SET stale = true WHERE proposal_id = $1 AND status = 'pending'"
-)
-"""The decision's outcome recorded, and its request marked stale while it stays pending."""
-
-_PAUSED = (
-    "SELECT tu.session_id, tu.turn_id, tu.step, tu.tool_call_ids, awaited.value AS awaited, r.seq AS request_seq,"
-    " r.proposal_id, r.kind, r.label, r.status, r.resolved_by, rc.seq AS refused_seq, rc.error_code"
-    f" FROM {t.turns.fullname} AS tu"
-    " JOIN LATERAL jsonb_array_elements_text(tu.tool_call_ids) AS awaited(value) ON true"
-    " LEFT OUTER JOIN LATERAL (SELECT seq, proposal_id, kind, target ->> 'label' AS label, status, resolved_by"
-    f" FROM {t.requests.fullname} WHERE tool_call_id = awaited.value LIMIT 1) AS r ON true"
-    " LEFT OUTER JOIN LATERAL (SELECT seq, error ->> 'code' AS error_code"
-    f" FROM {t.refused_calls.fullname} WHERE tool_call_id = awaited.value LIMIT 1) AS rc ON true"
-    " WHERE tu.session_id = ANY($1::text[]) AND tu.continued_at IS NULL"
-    " ORDER BY tu.session_id, tu.ended_at, tu.turn_id, tu.step"
-)
-"""The paused turns of the sessions ``$1``, one row per awaited call, with that call's request or refusal (if any).
-
-Each awaited call is looked up on its own (a lateral subquery, so by index): the planner guesses a hundred calls
-per turn, and with statistics from when the tables were small (a plan lasts as long as its connection, until the
-next ANALYZE) a join would read every request of the table to find one or two.
-"""
-
-_RESOLVE_REQUESTS_THEN_PAUSED = (
-    "WITH o AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[])"
-    " WITH ORDINALITY AS o(proposal_id, outcome, resolved_by, resolved_at, result, decision_id, n)),"
-    f" recorded AS (UPDATE {t.decisions.fullname} AS d SET outcome = o.result::jsonb, outcome_at = $7 FROM o"
-    " WHERE d.decision_id = o.decision_id),"
-    f" resolved AS (UPDATE {t.requests.fullname} AS r SET status = o.outcome, stale = false,"
-    " resolved_by = o.resolved_by, resolved_at = o.resolved_at, result = o.result::jsonb"
-    " FROM (SELECT DISTINCT ON (proposal_id) * FROM o ORDER BY proposal_id, n) AS o"
-    " WHERE r.proposal_id = o.proposal_id AND r.status = 'pending') " + _PAUSED.replace("$1", "$8")
-)
-"""Each outcome (the arrays ``$1``..``$6``, one element each: proposal, outcome, by whom, when, the outcome as JSON,
-decision) recorded on its decision and resolving its request (unless another decision resolved it first; of two
-here, the first), then :data:`_PAUSED` of the sessions ``$8``, in one statement (the read sees the tables as they
-were before the updates)."""
-
-_CONTINUE_TURN = (
-    f"UPDATE {t.turns.fullname} SET continued_at = $4, continuation = $5, sends = 1"
-    " WHERE session_id = $1 AND turn_id = $2 AND step = $3"
-)
-
-_CONTINUE_TURNS = update_rows(t.turns, ("session_id", "turn_id", "step"), ("continued_at", "continuation", "sends"))
-""":data:`_CONTINUE_TURN` of many turns at once: arrays of its arguments, and of ``sends`` (1)."""
-
-_SESSION_ORG = f"SELECT org_id FROM {t.sessions.fullname} WHERE session_id = $1"
-
-_PENDING = (
-    "SELECT seq, proposal_id, turn_id, kind, action, section, agent_id, target, base, lines, widens, stale,"
-    " card ->> 'apply_label' AS apply_label, reason, proposed_at"
-    f" FROM {t.requests.fullname} WHERE session_id = $1 AND status = 'pending' ORDER BY seq"
-)
-"""A session's open requests, as ``GET …/pending`` lists them."""
-
-_REQUEST_AT = (
-    "SELECT "
-    + ", ".join(f"r.{column.name}" for column in t.requests.c)
-    + ", s.org_id AS session_org, a.owners, a.editors"
-    f" FROM {t.requests.fullname} AS r"
-    f" JOIN {t.sessions.fullname} AS s ON s.session_id = r.session_id"
-    f" LEFT OUTER JOIN {t.agents.fullname} AS a ON a.agent_id = r.agent_id"
-    " WHERE r.session_id = $1 AND r.seq = $2"
-)
-"""The request at a session's seq, with its session's organisation and its agent's owners and editors."""
-
-_INSERT_DECISION = (
-    f"INSERT INTO {t.decisions.fullname} (decision_id, session_id, seq, proposal_id, decision, actor, via, message_id)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-)
 
 
 async def _settle_turns(
@@ -497,7 +385,7 @@ async def check_session(deps: Deps, session_id: str, org_id: str) -> None:
     A session is projected under the organisation its ``SessionOpened`` names, and only there.
     """
     async with deps.engine.connect() as conn:
-        owner = await (await driver_connection(conn)).fetchval(_SESSION_ORG, session_id)
+        owner = await (await ProjectionStore.over(conn)).session_org(session_id)
     if owner != org_id:
         raise NotFound(f"session {session_id!r} does not exist")
 
@@ -506,7 +394,7 @@ async def request_at(deps: Deps, session_id: str, seq: int, org_id: str | None =
     """The request at ``seq`` of a session, with its agent's ``owners`` and ``editors`` (from the workspace copy),
     in one read. With ``org_id``, another organisation's session is :class:`NotFound`, as a missing one is."""
     async with deps.engine.connect() as conn:
-        row = await (await driver_connection(conn)).fetchrow(_REQUEST_AT, session_id, seq)
+        row = await (await ProjectionStore.over(conn)).request_at(session_id, seq)
     if row is None or (org_id is not None and row["session_org"] != org_id):
         if org_id is not None:
             await check_session(deps, session_id, org_id)  # tell "no session" from "no request"
@@ -542,7 +430,8 @@ async def decide(
         accepted = " or ".join(spec.decisions)
         raise Refused(422, f"a {spec.name} request is decided with {accepted}, not {decision!r}")
     decision_id = f"dec_{uuid.uuid4().hex}"
-    answered = deps.events.expect(decision_id)
+    feed: OutcomeFeed = deps.events
+    answered = feed.expect(decision_id)
     try:
         # The decision continues the proposal's trace, so one trace spans tool call to outcome; the HTTP
         # request's own span is linked.
@@ -552,50 +441,43 @@ async def decide(
             with tracer.start_as_current_span(
                 f"decide {request['kind']} {decision}", links=[trace.Link(http_span)] if http_span.is_valid else []
             ):
-                message = DecisionMade(
-                    decision_id=decision_id,
-                    proposal_id=request["proposal_id"],
-                    session_id=session_id,
-                    seq=seq,
-                    kind=request["kind"],
-                    decision=decision,  # type: ignore[arg-type]
-                    actor=actor,
-                    via=via,
-                    options=options or {},
-                )
-                # The decision and its message in one statement: no BEGIN or COMMIT round trip on the way.
-                async with deps.engine.connect() as conn:
-                    await deps.runtime.outbox.write_with(
-                        conn,
-                        _INSERT_DECISION,
-                        (decision_id, session_id, seq, request["proposal_id"], decision, actor, via, message.id),
-                        [(PROPOSALS_DECIDED, session_id, message)],
+                await deps.decided.record(
+                    DecisionMade(
+                        decision_id=decision_id,
+                        proposal_id=request["proposal_id"],
+                        session_id=session_id,
+                        seq=seq,
+                        kind=request["kind"],
+                        decision=decision,  # type: ignore[arg-type]  # checked against the registry above
+                        actor=actor,
+                        via=via,
+                        options=options or {},
                     )
+                )
         finally:
             detach(token)
-        return await _await_outcome(deps, decision_id, answered)
+        return await _await_outcome(deps.decided, feed, deps.settings.decision_timeout_seconds, decision_id, answered)
     finally:
-        deps.events.forget(decision_id)
+        feed.forget(decision_id)
 
 
 async def _await_outcome(
-    deps: Deps, decision_id: str, answered: asyncio.Future[dict[str, Any] | None]
+    decisions: Decisions,
+    feed: OutcomeFeed,
+    timeout: float,
+    decision_id: str,
+    answered: asyncio.Future[dict[str, Any] | None],
 ) -> dict[str, Any]:
     """The outcome of ``decision_id``: handed over by the event feed (``answered``), or read from the projection
-    while the feed cannot be counted on. Raises :class:`OutcomePending` after the configured time."""
-    within = asyncio.timeout(deps.settings.decision_timeout_seconds)
+    while the feed cannot be counted on. Raises :class:`OutcomePending` after ``timeout`` seconds."""
+    within = asyncio.timeout(timeout)
     try:
         async with within:
             # Awaited directly, so the hand-over resumes this request at once, ahead of what the same outcome
             # wakes besides (live streams, the publish to the other replicas).
-            outcome = await answered if deps.events.reliable else None
+            outcome = await answered if feed.reliable else None
             while outcome is None:  # the feed lost Redis (now or before): read the projection
-                async with deps.engine.connect() as conn:
-                    outcome = (
-                        await conn.execute(
-                            select(t.decisions.c.outcome).where(t.decisions.c.decision_id == decision_id)
-                        )
-                    ).scalar_one_or_none()
+                outcome = await decisions.outcome(decision_id)
                 if outcome is None:
                     await asyncio.sleep(PROJECTION_POLL_SECONDS)
             return outcome
@@ -612,40 +494,22 @@ PROJECTION_POLL_SECONDS = 0.25
 async def pending_items(deps: Deps, session_id: str) -> list[dict[str, Any]]:
     """The session's open requests, in seq order (the caller has checked the session with :func:`check_session`)."""
     async with deps.engine.connect() as conn:
-        rows = await (await driver_connection(conn)).fetch(_PENDING, session_id)
-    return [dict(row) for row in rows]
+        return await (await ProjectionStore.over(conn)).pending(session_id)
 
 
 async def resend_continuation(deps: Deps, session_id: str) -> dict[str, Any]:
     """Continue: publish the latest paused turn's continuation again (same envelope id)."""
     async with deps.runtime.unit_of_work() as uow:
-        conn = uow.conn
         await uow.lock_session(session_id)
-        turn = (
-            await conn.execute(
-                select(t.turns)
-                .where(t.turns.c.session_id == session_id, func.jsonb_array_length(t.turns.c.tool_call_ids) > 0)
-                .order_by(t.turns.c.ended_at.desc())
-                .limit(1)
-            )
-        ).first()
+        store = await ProjectionStore.over(uow.conn)
+        turn = await store.latest_paused_turn(session_id)
         if turn is None:
             raise NotFound(f"session {session_id!r} has no paused turn")
-        if turn.continuation is None:
-            waiting = (
-                await conn.execute(
-                    select(t.requests.c.seq).where(
-                        t.requests.c.tool_call_id.in_(list(turn.tool_call_ids)), t.requests.c.status != "pending"
-                    )
-                )
-            ).all()
-            left = len(turn.tool_call_ids) - len(waiting)
+        if turn["continuation"] is None:
+            awaited = list(turn["tool_call_ids"])
+            left = len(awaited) - await store.decided_of(awaited)
             raise Refused(409, f"the turn is still waiting on {left} decision{'s' if left != 1 else ''}")
-        continuation = TurnContinuation.model_validate(turn.continuation)
+        continuation = TurnContinuation.model_validate(turn["continuation"])
         await uow.emit(STUDIO_CONTINUATIONS, session_id, continuation)
-        await conn.execute(
-            t.turns.update()
-            .where(t.turns.c.session_id == session_id, t.turns.c.turn_id == turn.turn_id, t.turns.c.step == turn.step)
-            .values(sends=t.turns.c.sends + 1)
-        )
-    return {**turn.continuation, "sends": turn.sends + 1}
+        await store.count_send(session_id, turn["turn_id"], turn["step"])
+    return {**turn["continuation"], "sends": turn["sends"] + 1}

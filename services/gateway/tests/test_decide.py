@@ -1,0 +1,128 @@
+"""Deciding a request, as a use case on fakes: what is refused before anything is sent, what is recorded and sent,
+and how the outcome comes back (handed over by the event feed, or read from the projection while the feed
+cannot be counted on, or not in time)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from assent.contracts import DecisionMade
+from gateway.handlers import Deps, OutcomePending, Refused, decide
+
+
+class FakeDecisions:
+    """Records decisions; ``then`` runs once one is recorded (what the owner's answer would do)."""
+
+    def __init__(self, then: Callable[[DecisionMade], None] = lambda _: None) -> None:
+        self.recorded: list[DecisionMade] = []
+        self.outcomes: dict[str, dict[str, Any]] = {}
+        self.reads = 0
+        self.then = then
+
+    async def record(self, message: DecisionMade) -> None:
+        self.recorded.append(message)
+        self.then(message)
+
+    async def outcome(self, decision_id: str) -> dict[str, Any] | None:
+        self.reads += 1
+        return self.outcomes.get(decision_id)
+
+
+class FakeFeed:
+    def __init__(self, *, reliable: bool = True) -> None:
+        self.reliable = reliable
+        self.waiting: dict[str, asyncio.Future[dict[str, Any] | None]] = {}
+        self.forgotten: list[str] = []
+
+    def expect(self, decision_id: str) -> asyncio.Future[dict[str, Any] | None]:
+        future: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
+        self.waiting[decision_id] = future
+        return future
+
+    def forget(self, decision_id: str) -> None:
+        self.forgotten.append(decision_id)
+        self.waiting.pop(decision_id, None)
+
+
+def request(status: str = "pending", kind: str = "memory") -> dict[str, Any]:
+    return {
+        "session_id": "s1",
+        "seq": 3,
+        "proposal_id": "prop_1",
+        "kind": kind,
+        "status": status,
+        "resolved_by": "olga" if status != "pending" else None,
+        "resolved_at": datetime(2026, 12, 1, 12, 0, tzinfo=UTC) if status != "pending" else None,
+        "trace": {},
+    }
+
+
+def deps(decisions: FakeDecisions, feed: FakeFeed, timeout: float = 5.0) -> Deps:
+    settings = SimpleNamespace(decision_timeout_seconds=timeout)
+    return Deps(runtime=None, settings=settings, events=feed, decisions=decisions)  # type: ignore[arg-type]  # fakes
+
+
+def outcome_of(message: DecisionMade) -> dict[str, Any]:
+    return {"decision_id": message.decision_id, "outcome": "applied", "status": 200}
+
+
+@pytest.mark.parametrize(
+    ("given", "decision", "refusal"),
+    [
+        (request(status="applied"), "apply", "this request was already applied by olga at 2026-12-01 12:00:00 UTC"),
+        (request(), "grant", "a memory request is decided with apply or decline, not 'grant'"),
+        (request(kind="source"), "apply", "a source request is decided with approve or discard, not 'apply'"),
+    ],
+)
+async def test_a_decision_that_does_not_fit_is_refused_before_anything_is_sent(
+    given: dict[str, Any], decision: str, refusal: str
+) -> None:
+    decisions, feed = FakeDecisions(), FakeFeed()
+    with pytest.raises(Refused) as refused:
+        await decide(deps(decisions, feed), given, decision, "olga", "card")
+    assert (refused.value.status, refused.value.detail) == (422, refusal)
+    assert decisions.recorded == [] and feed.waiting == {}
+
+
+async def test_the_outcome_handed_over_by_the_feed_answers_the_decision() -> None:
+    feed = FakeFeed()
+    decisions = FakeDecisions(then=lambda m: feed.waiting[m.decision_id].set_result(outcome_of(m)))
+
+    answer = await decide(deps(decisions, feed), request(), "apply", "olga", "card", {"note": "x"})
+
+    [sent] = decisions.recorded
+    assert (sent.proposal_id, sent.session_id, sent.seq, sent.kind) == ("prop_1", "s1", 3, "memory")
+    assert (sent.decision, sent.actor, sent.via, sent.options) == ("apply", "olga", "card", {"note": "x"})
+    assert answer == outcome_of(sent)
+    assert decisions.reads == 0, "a reliable feed needs no read of the projection"
+    assert feed.forgotten == [sent.decision_id] and feed.waiting == {}
+
+
+@pytest.mark.parametrize("how", ["the feed was not reliable", "the feed lost Redis while waiting"])
+async def test_without_a_reliable_feed_the_outcome_is_read_from_the_projection(how: str) -> None:
+    feed = FakeFeed(reliable=how != "the feed was not reliable")
+
+    def answered(message: DecisionMade) -> None:
+        decisions.outcomes[message.decision_id] = outcome_of(message)
+        if feed.reliable:
+            feed.waiting[message.decision_id].set_result(None)  # the feed's word that it cannot be counted on
+
+    decisions = FakeDecisions(then=answered)
+    answer = await decide(deps(decisions, feed), request(), "decline", "olga", "card")
+    [sent] = decisions.recorded
+    assert answer == outcome_of(sent) and decisions.reads == 1
+
+
+async def test_an_outcome_that_does_not_come_in_time_leaves_the_decision_standing() -> None:
+    decisions, feed = FakeDecisions(), FakeFeed()
+    with pytest.raises(OutcomePending) as late:
+        await decide(deps(decisions, feed, timeout=0.01), request(), "apply", "olga", "card")
+    [sent] = decisions.recorded
+    assert late.value.decision_id == sent.decision_id
+    assert feed.forgotten == [sent.decision_id]
