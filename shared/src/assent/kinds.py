@@ -11,16 +11,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Literal
+
+Supersedes = Literal["chat", "turn"]
 
 
 @dataclass(frozen=True)
 class KindSpec:
     """One kind of request.
 
-    ``actions`` maps each action a proposal of this kind may take to its card's apply label; ``decisions``
-    maps each decision the kind accepts to the outcome it produces when it succeeds. Every decision may
-    also end ``stale`` (409, the request stays pending), ``refused`` (422/404, nothing changed) or
-    ``failed``. ``endpoint`` is the gateway path segment that decides it (``/edits/{seq}``, ``/logins/{seq}``).
+    ``actions`` maps each action a proposal of this kind may take to its card's apply label (the owner refuses a
+    proposal with any other); ``decisions`` maps each decision the kind accepts to the outcome it produces when it
+    succeeds, and ``decline`` names the one that writes nothing (its button says ``decline_label``). Every decision
+    may also end ``stale`` (409, the request stays pending), ``refused`` (422/404, nothing changed) or ``failed``.
+    ``endpoint`` is the gateway path segment that decides it (``/edits/{seq}``, ``/logins/{seq}``).
     """
 
     name: str
@@ -35,6 +39,12 @@ class KindSpec:
     """Tools of the owner that read the live target (the version a proposal must bind) and propose nothing."""
     decided_alone: bool = False
     """Apply all skips it (a login grant; an access change that widens is decided per request)."""
+    decline: str = "decline"
+    """The decision that resolves a request without writing anything (decline, or discard)."""
+    supersedes: Supersedes | None = None
+    """Whether a new proposal of the kind may replace a waiting one, and which: ``chat``, the waiting one of the same
+    session; ``turn``, the waiting one of the same agent in the same turn. The replaced one is resolved as
+    :data:`SUPERSEDED` and needs no answer. None: a proposal never replaces another."""
 
     @property
     def apply_labels(self) -> tuple[str, ...]:
@@ -53,7 +63,12 @@ def _kind(
     endpoint: str = "edits",
     read_tools: tuple[str, ...] = (),
     decided_alone: bool = False,
+    decline: str = "decline",
+    supersedes: Supersedes | None = None,
 ) -> KindSpec:
+    decisions = decisions or {"apply": "applied", "decline": "declined"}
+    if decline not in decisions:
+        raise ValueError(f"kind {name!r} declines with {decline!r}, which is not one of its decisions")
     return KindSpec(
         name=name,
         owner=owner,
@@ -61,10 +76,12 @@ def _kind(
         section=section,
         actions=MappingProxyType(actions),
         decline_label=decline_label,
-        decisions=MappingProxyType(decisions or {"apply": "applied", "decline": "declined"}),
+        decisions=MappingProxyType(decisions),
         endpoint=endpoint,
         read_tools=read_tools,
         decided_alone=decided_alone,
+        decline=decline,
+        supersedes=supersedes,
     )
 
 
@@ -132,6 +149,8 @@ KINDS: Mapping[str, KindSpec] = MappingProxyType(
                 decline_label="Discard",
                 decisions={"publish": "published", "discard": "discarded"},
                 endpoint="drafts",
+                decline="discard",
+                supersedes="turn",
             ),
             _kind(
                 "source",
@@ -143,6 +162,8 @@ KINDS: Mapping[str, KindSpec] = MappingProxyType(
                 decisions={"approve": "approved", "discard": "discarded"},
                 endpoint="proposals",
                 read_tools=("list_repo_files", "read_repo_file", "read_docs"),
+                decline="discard",
+                supersedes="chat",
             ),
         )
     }
@@ -156,7 +177,17 @@ KIND_NAMES: tuple[str, ...] = tuple(KINDS)
 SECTIONS: tuple[str, ...] = tuple(dict.fromkeys(spec.section for spec in KINDS.values()))
 ACTIONS: tuple[str, ...] = tuple(dict.fromkeys(action for spec in KINDS.values() for action in spec.actions))
 DECISIONS: tuple[str, ...] = tuple(dict.fromkeys(d for spec in KINDS.values() for d in spec.decisions))
-RESOLVED_OUTCOMES: tuple[str, ...] = tuple(dict.fromkeys(o for spec in KINDS.values() for o in spec.decisions.values()))
+SUPERSEDED = "superseded"
+"""The outcome of a waiting request that a new proposal of its kind replaced (:attr:`KindSpec.supersedes`): it is
+resolved without a decision, and a paused turn needs no answer to it."""
+RESOLVED_OUTCOMES: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        [
+            *(o for spec in KINDS.values() for o in spec.decisions.values()),
+            *([SUPERSEDED] if any(spec.supersedes for spec in KINDS.values()) else []),
+        ]
+    )
+)
 """Outcomes that resolve a request for good (it leaves the pending items)."""
 OUTCOMES: tuple[str, ...] = RESOLVED_OUTCOMES + FAILURE_OUTCOMES
 OWNERS: tuple[str, ...] = tuple(dict.fromkeys(spec.owner for spec in KINDS.values()))

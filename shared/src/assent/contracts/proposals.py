@@ -93,7 +93,10 @@ class ProposalOutcome(Message):
     """What a decision did. ``status`` is the HTTP status the deciding client gets.
 
     ``stale`` (409) leaves the request pending and marked stale; ``refused`` (422) means the request was
-    already resolved or the decision does not fit it, and changed nothing.
+    already resolved or the decision does not fit it, and changed nothing. ``superseded`` answers no decision: a
+    new proposal of a kind that supersedes (``KindSpec.supersedes``) replaced the waiting request, which needs no
+    answer; ``decision_id`` is derived from the request, ``effects.replaced_by`` names its successor. (An allowed
+    value added within v1: the shape is unchanged, and the reader, the gateway, ships with the writers.)
     """
 
     type: Literal["ProposalOutcome"] = "ProposalOutcome"

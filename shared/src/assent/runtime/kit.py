@@ -8,7 +8,11 @@ lock, as the operator). :class:`OwnerKit` does the rest for all of an owner's ki
 
 - answers every tool call with exactly one ``ToolResult``, through a dispatch table from tool name to
   handler; a refused call becomes an error result, an accepted proposal is recorded (bound to its base) and
-  announced as ``ProposalProposed`` beside its ``studio_edit_request`` widget;
+  announced as ``ProposalProposed`` beside its ``studio_edit_request`` widget; a proposal whose action its kind
+  does not declare is refused with the reason (``undeclared_action``), as a call is;
+- replaces: a proposal that names the waiting one it supersedes (``Proposal.supersedes``, for a kind that declares
+  superseding in the registry) resolves that one as ``superseded`` through the usual ``ProposalOutcome``, in the
+  same transaction; a turn needs no answer to it;
 - a call re-sent with the same ``tool_call_id`` gets the very result it got the first time (same envelope
   id), never a second request and never an error that would settle the turn;
 - resolves each request once: a second decision is refused (422) and changes nothing; a stale apply (409)
@@ -47,7 +51,7 @@ from ..contracts import (
 )
 from ..domain import Refusal, Session, invalid_arguments
 from ..faults import crash_point, fail_point
-from ..kinds import KINDS, KindSpec
+from ..kinds import KINDS, SUPERSEDED, KindSpec
 from ..topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, TOOL_RESULTS
 from .consumer import Received
 from .uow import CallContext, StoredProposal, UnitOfWork
@@ -84,6 +88,9 @@ class Proposal:
     widens: bool = False
     output: dict[str, Any] | None = None
     """What the tool result says beside the widget (files a proposal left out, ...); None: nothing."""
+    supersedes: StoredProposal | None = None
+    """The waiting proposal this one replaces, as the kind's rule read it under the session's lock (the kind must
+    declare superseding: :attr:`assent.kinds.KindSpec.supersedes`). The kit resolves it as superseded."""
 
 
 @dataclass(frozen=True)
@@ -349,7 +356,88 @@ class OwnerKit:
             return invalid_arguments(call.tool, exc)
         if kind.reads_proposals:
             await writes.flush(uow)
-        return await tool.handler(Call(call, session), arguments, uow)
+        answer = await tool.handler(Call(call, session), arguments, uow)
+        if not isinstance(answer, Proposal):
+            return answer
+        refusal = self._inadmissible(kind.spec, call, answer)
+        if refusal is not None:
+            return refusal
+        if answer.supersedes is not None:
+            await self._supersede(answer.supersedes, call, session, writes, uow)
+        return answer
+
+    @staticmethod
+    def _inadmissible(spec: KindSpec, call: ToolCall, proposal: Proposal) -> Refusal | None:
+        """Why the kind's ``proposal`` cannot be recorded (an action or a replacement its kind does not declare);
+        None: it can."""
+        if proposal.action not in spec.actions:
+            return Refusal(
+                422,
+                "undeclared_action",
+                f"{call.tool} proposed the action {proposal.action!r}, which a {spec.name} proposal does not take; "
+                f"it takes {' or '.join(repr(action) for action in spec.actions)}",
+            )
+        old = proposal.supersedes
+        if old is None:
+            return None
+        if spec.supersedes is None:
+            why = f"a {spec.name} proposal replaces no other"
+        elif (
+            old.kind != spec.name
+            or old.session_id != call.session_id
+            or old.proposal_id == proposal_id_for(call.session_id, call.tool_call_id)
+            or (spec.supersedes == "turn" and (old.turn_id != call.turn_id or old.agent_id != proposal.target.agent_id))
+        ):
+            scope = "the same chat" if spec.supersedes == "chat" else "the same agent in the same turn"
+            why = f"a {spec.name} proposal replaces only a waiting one of {scope}"
+        elif old.status != "pending":
+            why = f"it was already {old.status}"
+        else:
+            return None
+        return Refusal(
+            409, "cannot_supersede", f"nothing was proposed: {call.tool} cannot replace {old.proposal_id}: {why}"
+        )
+
+    @staticmethod
+    async def _supersede(
+        old: StoredProposal, call: ToolCall, session: Session, writes: _Writes, uow: UnitOfWork
+    ) -> None:
+        """Resolve ``old`` as superseded by the proposal of ``call``, for the session's operator: its new state goes
+        with the batch's writes and its outcome to the outbox, as a decision's would."""
+        successor = proposal_id_for(call.session_id, call.tool_call_id)
+        now = datetime.now(UTC)
+        resolution = {"replaced_by": successor}
+        writes.updates.append(
+            (
+                old.proposal_id,
+                {
+                    "status": SUPERSEDED,
+                    "resolved_by": session.operator_user_id,
+                    "resolved_at": now,
+                    "stale": False,
+                    "resolution": resolution,
+                },
+            )
+        )
+        await uow.emit(
+            PROPOSALS_APPLIED,
+            old.session_id,
+            ProposalOutcome(
+                decision_id="dec_" + uuid.uuid5(uuid.NAMESPACE_URL, f"superseded/{old.proposal_id}").hex,
+                proposal_id=old.proposal_id,
+                session_id=old.session_id,
+                seq=old.seq,
+                kind=old.kind,
+                outcome=SUPERSEDED,
+                status=200,
+                detail=f"superseded by {successor} (seq {call.seq}); it needs no answer and nothing was written",
+                resolved_by=session.operator_user_id,
+                resolved_at=now,
+                effects=resolution,
+                causation_id=call.id,
+                correlation_id=call.id,
+            ),
+        )
 
     async def _record(
         self,
@@ -538,7 +626,7 @@ class OwnerKit:
         now = datetime.now(UTC)
         if kind.reads_proposals:
             await writes.flush(uow)
-        if decision.decision in ("decline", "discard"):
+        if decision.decision == spec.decline:
             await kind.decline(proposal, decision, uow)
             await update(status=resolved_as, resolved_by=decision.actor, resolved_at=now, stale=False)
             return outcome(
