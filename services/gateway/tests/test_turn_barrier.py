@@ -58,6 +58,20 @@ def test_a_stale_outcome_resolves_nothing() -> None:
             None,
             id="a-duplicate-resend-refused-does-not-close-the-pending-request",
         ),
+        pytest.param(
+            ["c1", "c2"],
+            {"c1": state("c1", 1, "superseded"), "c2": state("c2", 2, "pending")},
+            {},
+            None,
+            id="a-replaced-request-needs-no-answer-but-its-successor-does",
+        ),
+        pytest.param(
+            ["c1", "c2"],
+            {"c1": state("c1", 1, "superseded"), "c2": state("c2", 2, "discarded")},
+            {},
+            [(1, "superseded"), (2, "discarded")],
+            id="the-successor-decided-settles-the-turn",
+        ),
     ],
 )
 def test_the_barrier_settles_only_once_every_request_is_decided(
@@ -79,6 +93,19 @@ def test_a_settled_turn_lists_each_decision_in_step_order() -> None:
     text = continuation_text(decisions)
     assert text.splitlines()[0] == "The operator decided 3 requests:"
     assert "- seq 1: Memory of c1: applied by op" in text
+
+
+def test_a_replaced_request_is_listed_as_replaced_not_as_decided() -> None:
+    requests = {"c1": state("c1", 1, "superseded"), "c2": state("c2", 2, "superseded"), "c3": state("c3", 3, "applied")}
+    decisions = settle(["c1", "c2", "c3"], requests, {})
+    assert decisions is not None
+    lines = continuation_text(decisions).splitlines()
+    assert lines == [
+        "The operator decided 1 request; 2 were replaced by a later proposal:",
+        "- seq 1: Memory of c1: replaced by a later proposal; it needs no answer",
+        "- seq 2: Memory of c2: replaced by a later proposal; it needs no answer",
+        "- seq 3: Memory of c3: applied by op",
+    ]
 
 
 def test_summary_counts_by_section_and_agent() -> None:

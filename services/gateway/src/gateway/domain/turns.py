@@ -1,4 +1,5 @@
-"""The turn barrier: a paused turn continues once, after every request of its step is decided."""
+"""The turn barrier: a paused turn continues once, after every request of its step is decided, or replaced by a
+later proposal of its kind (superseded: it needs no answer)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from assent.contracts import DecisionSummary
-from assent.kinds import RESOLVED_OUTCOMES
+from assent.kinds import RESOLVED_OUTCOMES, SUPERSEDED
 
 RESOLVED = frozenset(RESOLVED_OUTCOMES)
 
@@ -20,7 +21,7 @@ class RequestState:
     proposal_id: str
     kind: str
     target: str
-    status: str  # pending, or one of RESOLVED
+    status: str  # pending, or one of RESOLVED (superseded among them)
     resolved_by: str | None
 
 
@@ -75,11 +76,18 @@ def settle(
 
 
 def continuation_text(decisions: Sequence[DecisionSummary]) -> str:
-    """The one message that resumes the coach: a line per decision."""
-    lines = [f"The operator decided {len(decisions)} request{'s' if len(decisions) != 1 else ''}:"]
+    """The one message that resumes the coach: a line per decision, and per request a later one replaced."""
+    replaced = sum(d.outcome == SUPERSEDED for d in decisions)
+    decided = len(decisions) - replaced
+    head = f"The operator decided {decided} request{'s' if decided != 1 else ''}"
+    if replaced:
+        head += f"; {replaced} {'was' if replaced == 1 else 'were'} replaced by a later proposal"
+    lines = [head + ":"]
     for d in decisions:
         if d.outcome == "refused":
             lines.append(f"- seq {d.seq}: refused when proposed; nothing to decide")
+        elif d.outcome == SUPERSEDED:
+            lines.append(f"- seq {d.seq}: {d.target}: replaced by a later proposal; it needs no answer")
         else:
             by = f" by {d.resolved_by}" if d.resolved_by else ""
             lines.append(f"- seq {d.seq}: {d.target}: {d.outcome}{by}")
