@@ -248,16 +248,49 @@ async def test_tools_are_refused_outside_web_api_and_builder_chat_and_before_a_r
     assert rig.uow.messages(ProposalProposed) == []
 
 
-async def test_a_new_proposal_replaces_the_waiting_one_through_an_outcome(rig: Rig) -> None:
+async def test_a_new_proposal_supersedes_the_waiting_one_through_an_outcome(rig: Rig) -> None:
     first = await propose(rig, {"skills/refunds.md": "# Refunds\nv2\n"})
     second = await propose(rig, {"knowledge/policy.md": "Three days.\n"}, turn="t2")
     assert first.widget is not None and second.widget is not None and second.output is not None
     assert second.output["replaces"] == first.widget.proposal_id
     (outcome,) = rig.uow.messages(ProposalOutcome)
-    assert outcome.proposal_id == first.widget.proposal_id and outcome.outcome == "discarded"
-    assert rig.uow.proposals.proposals[first.widget.proposal_id].status == "discarded"
+    assert outcome.proposal_id == first.widget.proposal_id and outcome.outcome == "superseded"
+    assert outcome.effects == {"replaced_by": second.widget.proposal_id}
+    assert rig.uow.proposals.proposals[first.widget.proposal_id].status == "superseded"
     (proposed,) = rig.uow.messages(ProposalProposed)
     assert [f.name for f in proposed.card.fields] == ["knowledge/policy.md", "skills/refunds.md"]
+
+
+async def test_dropping_a_file_the_waiting_proposal_creates_removes_it(rig: Rig) -> None:
+    first = await propose(rig, {"knowledge/faq.md": "# FAQ\n", "skills/refunds.md": "# Refunds\nv2\n"})
+    assert first.ok
+    dropped = await propose(rig, {"knowledge/faq.md": None}, turn="t2")
+    assert dropped.ok and dropped.output is not None, dropped
+    assert dropped.output["files"] == [{"path": "skills/refunds.md", "action": "edit"}]
+    (proposed,) = rig.uow.messages(ProposalProposed)
+    assert [f.name for f in proposed.card.fields] == ["skills/refunds.md"]
+    # Dropping the last file leaves nothing to propose; the waiting proposal is discarded instead.
+    last = await propose(rig, {"skills/refunds.md": "# Refunds\n"}, turn="t3")
+    assert last.error is not None and last.error.code == "nothing_to_propose"
+    assert "discard the waiting proposal" in last.error.message
+    # A file neither deployed nor in the waiting proposal still cannot be deleted.
+    unknown = await propose(rig, {"knowledge/none.md": None}, turn="t4")
+    assert unknown.error is not None and unknown.error.code == "unknown_file"
+
+
+async def test_a_chat_keeps_its_one_waiting_proposal_for_one_agent(rig: Rig) -> None:
+    rig.uow.workspace.agents["bob"] = Agent("bob", "acme", "g1", "Bob")
+    rig.store.sources["bob"] = rig.source
+    rig.store.deployments["bob"] = rig.store.deployments["ada"]
+    first = await propose(rig, {"skills/refunds.md": "# Refunds\nv2\n"})
+    assert first.widget is not None
+    other = await rig.call(
+        "propose_source_change",
+        {"agent_id": "bob", "files": [{"path": "knowledge/faq.md", "content": "# FAQ\n"}], "reason": "asked"},
+        turn="t2",
+    )
+    assert other.error is not None and other.error.code == "another_agent", other
+    assert rig.uow.proposals.proposals[first.widget.proposal_id].status == "pending"
 
 
 async def test_a_reply_that_outlived_its_waiting_proposal_proposes_nothing(rig: Rig) -> None:

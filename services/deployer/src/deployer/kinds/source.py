@@ -4,7 +4,9 @@ The tools exist only in an agent's web or API chat and in the builder chat (``Se
 a local-dev run, a channel session (Slack, ...) or a coach's Studio session; and only for an agent whose active
 deployment recorded its source version, at which every file is read (otherwise "redeploy first"). A proposal
 replaces whole files, each read by the deployer itself; the path rules, the secret and format checks and the rules
-of one waiting proposal per chat are in :mod:`deployer.domain`. Approving commits onto the production branch as
+of one waiting proposal per chat are in :mod:`deployer.domain`. A chat's new proposal holds every file so far and
+supersedes the chat's waiting one (the registry's ``supersedes="chat"``: the kit resolves it); ``content: null`` for
+a file the waiting one creates drops it. Approving commits onto the production branch as
 the approver, once every file still holds the text that was read (else 409 naming the file; the proposal stays
 waiting, and only discarding it is offered), announces the commit (``SourceCommitted``) and deploys it
 (:mod:`deployer.deploys`). Onto a new or existing branch it commits there instead, deploys nothing, and answers the
@@ -16,10 +18,8 @@ that fails its checks gets one more try within the reply (:mod:`deployer.domain.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,16 +31,16 @@ from assent.contracts import (
     EditTarget,
     Id,
     LineCounts,
-    ProposalOutcome,
     SourceCommitted,
 )
 from assent.domain import Agent, Refusal
 from assent.faults import crash_point
 from assent.hashing import line_counts
+from assent.kinds import SUPERSEDED
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.kit import proposal_id_for
 from assent.runtime.uow import UnitOfWork
-from assent.topics import DEPLOYS_EVENTS, PROPOSALS_APPLIED
+from assent.topics import DEPLOYS_EVENTS
 
 from ..adapters.git import BranchMoved, GitError, GitRepos, Source
 from ..adapters.repository import DeployerRepository
@@ -291,25 +291,39 @@ class SourceKind(ProposalKind):
         predecessor, baseline_id = await self._waiting(call, uow)
         baseline = await uow.proposals.get(baseline_id) if baseline_id is not None else None
         if baseline is not None and baseline.status != "pending":
+            how = (
+                f"replaced by {(baseline.resolution or {}).get('replaced_by')}"
+                if baseline.status == SUPERSEDED
+                else f"{baseline.status} by {baseline.resolved_by}"
+            )
             return Refusal(
                 409,
                 "proposal_decided",
-                f"nothing was proposed: this chat's proposal {baseline.proposal_id} was {baseline.status} by "
-                f"{baseline.resolved_by} while this reply was running; ask again to build on the current source",
+                f"nothing was proposed: this chat's proposal {baseline.proposal_id} was {how} while this reply was "
+                "running; ask again to build on the current source",
+            )
+        if predecessor is not None and predecessor.agent_id != args.agent_id:
+            return Refusal(
+                409,
+                "another_agent",
+                f"nothing was proposed: this chat's waiting proposal {predecessor.proposal_id} changes agent "
+                f"{predecessor.agent_id!r}, and a chat keeps one waiting proposal, for one agent; propose for "
+                f"{predecessor.agent_id!r}, or start a new chat",
             )
         issue = None
         if args.issue_id is not None:
             issue = await store.issue(args.issue_id)
             if issue is None or issue.agent_id != args.agent_id:
                 return Refusal(404, "unknown_issue", f"agent {args.agent_id!r} has no issue {args.issue_id!r}")
+        previous = [FileChange.from_json(f) for f in predecessor.payload["files"]] if predecessor else []
         try:
-            reviewed = await self._review(ctx, args.files, session_id, store)
+            created = {change.path for change in previous if change.action == "create"}
+            reviewed = await self._review(ctx, args.files, session_id, store, created)
             if isinstance(reviewed, Refusal):
                 if ctx.origin == "builder" and reviewed.code in builder.FILE_CHECKS:
                     earlier = await store.turn_failure(session_id, message.turn_id, message.tool_call_id)
                     return builder.one_chance(reviewed, earlier)
                 return reviewed
-            previous = [FileChange.from_json(f) for f in predecessor.payload["files"]] if predecessor else []
             named = {change.path for change in reviewed}
             others = [change.path for change in previous if change.path not in named]
             head = await self.repos.head(ctx.source)
@@ -324,20 +338,29 @@ class SourceKind(ProposalKind):
         changes = sorted([*drop_unchanged(reviewed), *kept], key=lambda c: c.path)
         if not changes:
             also = f"; left out because they changed in the repository: {', '.join(left_out)}" if left_out else ""
+            if predecessor is not None:
+                also += f". To withdraw every file, discard the waiting proposal {predecessor.proposal_id}"
             return Refusal(
                 422, "nothing_to_propose", f"the proposal changes nothing: every file already holds that text{also}"
             )
         proposal_id = proposal_id_for(session_id, message.tool_call_id)
-        if predecessor is not None:
-            await self._replace(predecessor, proposal_id, call, uow)
-        await store.set_waiting(session_id, proposal_id)
+        await store.set_waiting(session_id, proposal_id)  # the kit resolves the predecessor as superseded
         await store.set_turn_baseline(session_id, message.turn_id, proposal_id)
         return self._proposal(ctx, args, call, changes, left_out, head_texts, predecessor, issue)
 
     async def _review(
-        self, ctx: Context, files: Sequence[ProposedFile], session_id: str, store: DeployerRepository
+        self,
+        ctx: Context,
+        files: Sequence[ProposedFile],
+        session_id: str,
+        store: DeployerRepository,
+        created: Collection[str] = (),
     ) -> list[FileChange] | Refusal:
-        """Each proposed file against the path rules, the deployed text and the checks, in the order given."""
+        """Each proposed file against the path rules, the deployed text and the checks, in the order given.
+
+        ``created`` are the files the chat's waiting proposal creates: ``content: null`` for one of them drops it
+        from the proposal (there is nothing to delete), as the deployed text drops a file the proposal edits.
+        """
         entries = {e.path: e.size for e in await self.repos.tree(ctx.source, ctx.version)}
         loads = paths.layout(entries)
         named: list[str] = []
@@ -363,9 +386,11 @@ class SourceKind(ProposalKind):
                     "file_too_large",
                     f"{path} cannot be changed or deleted: it is not text, or larger than {MAX_FILE_CHARS} characters",
                 )
-            if file.content is None:
-                if before is None:
+            if file.content is None and before is None:
+                if path not in created:
                     return Refusal(404, "unknown_file", f"{path} cannot be deleted: it does not exist")
+                # Dropped: absent as deployed and absent as proposed, so drop_unchanged leaves it out.
+            elif file.content is None:
                 if path not in reads:
                     return Refusal(422, "unread_file", f"{path} cannot be deleted: this chat has not read it")
             else:
@@ -374,38 +399,6 @@ class SourceKind(ProposalKind):
                     return refusal
             changes.append(FileChange(path, before, file.content))
         return changes
-
-    async def _replace(self, predecessor: StoredProposal, successor: str, call: Call, uow: UnitOfWork) -> None:
-        """The chat's waiting proposal moves to Decided as discarded, through the usual outcome."""
-        now = datetime.now(UTC)
-        actor = call.session.operator_user_id
-        await uow.proposals.update(
-            predecessor.proposal_id,
-            status="discarded",
-            resolved_by=actor,
-            resolved_at=now,
-            stale=False,
-            resolution={"replaced_by": successor},
-        )
-        await uow.emit(
-            PROPOSALS_APPLIED,
-            predecessor.session_id,
-            ProposalOutcome(
-                decision_id="dec_" + uuid.uuid5(uuid.NAMESPACE_URL, f"replaced/{predecessor.proposal_id}").hex,
-                proposal_id=predecessor.proposal_id,
-                session_id=predecessor.session_id,
-                seq=predecessor.seq,
-                kind="source",
-                outcome="discarded",
-                status=200,
-                detail=f"discarded: replaced by {successor}, which holds every file so far",
-                resolved_by=actor,
-                resolved_at=now,
-                effects={"replaced_by": successor},
-                causation_id=call.message.id,
-                correlation_id=call.message.id,
-            ),
-        )
 
     def _proposal(
         self,
@@ -474,6 +467,7 @@ class SourceKind(ProposalKind):
                 "left_out": [{"path": p, "repository_content": head_texts.get(p)} for p in left_out],
                 "review": f"/api/agents/{ctx.agent.agent_id}/proposals",
             },
+            supersedes=predecessor,
         )
 
     # --- the card and approving -----------------------------------------------------------------------
