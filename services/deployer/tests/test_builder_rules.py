@@ -154,3 +154,15 @@ def test_one_chance_to_fix_a_file_per_reply(earlier: int, starts: str, words: st
 )
 def test_which_refusals_use_the_chance(code: str, counted: bool) -> None:
     assert (code in builder.FILE_CHECKS) is counted
+
+
+def test_a_new_agent_that_proposes_changes_to_itself_gets_both_main_files() -> None:
+    files = builder.with_self_editing({"skills/refunds.md": "# Refunds\n"})
+    assert not isinstance(files, Refusal)
+    assert sorted(files) == ["agents/main/AGENT.md", "agents/main/agent.json", "skills/refunds.md"]
+    assert json.loads(files["agents/main/agent.json"]) == json.loads(DECLARES)
+    read = {path: files[path] for path in builder.candidate_paths(files)}
+    assert builder.declarations(read) == [builder.Declaration("main", "agents/main/agent.json")]
+    clash = builder.with_self_editing({"agents/main/AGENT.md": PROMPT})
+    assert isinstance(clash, Refusal) and clash.status == 422
+    assert clash.message.startswith("agents/main/AGENT.md: propose_changes_to_itself writes")

@@ -25,6 +25,7 @@ from assent.contracts import Id
 from assent.domain import Agent, Refusal
 from assent.hashing import line_counts, unified_diff
 from assent.http import NoNul, Omissible, OneLine
+from assent.kinds import SUPERSEDED
 from assent.runtime import ServiceRuntime, StoredProposal
 from assent.runtime.uow import UnitOfWork
 from assent.runtime.walls import CallerOrg
@@ -78,6 +79,10 @@ class RepositoryIn(BaseModel):
     provider: Literal["github", "gitlab"] | None = None
     branch: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._/-]+$")] | None = None
     files: dict[FilePath, FileText] = Field(default_factory=dict, max_length=500)
+    propose_changes_to_itself: bool = False
+    """"Let the agent propose changes to itself" (hosted only): the first source version also holds both
+    ``agents/main`` files, ``agent.json`` declaring the source tools and an ``AGENT.md`` prompt
+    (``deployer.domain.builder.SELF_EDITING``); ``files`` may not name them."""
     actor: Id
 
 
@@ -222,7 +227,7 @@ def install(app: FastAPI, runtime: ServiceRuntime, repos: GitRepos, kind: Source
             if body.mode == "external":
                 if body.url is None or body.provider is None:
                     raise Unprocessable(422, "an external source needs its url and its provider (github or gitlab)")
-                if body.files:
+                if body.files or body.propose_changes_to_itself:
                     raise Unprocessable(422, "an external source's files live in its remote; commit them there")
                 try:
                     source = await repos.attach_external(agent_id, body.url, body.provider, body.branch)
@@ -231,14 +236,17 @@ def install(app: FastAPI, runtime: ServiceRuntime, repos: GitRepos, kind: Source
             else:
                 if body.url is not None or body.branch is not None:
                     raise Unprocessable(422, "a hosted source has no url and no branches")
+                files = builder.with_self_editing(body.files) if body.propose_changes_to_itself else dict(body.files)
+                if isinstance(files, Refusal):
+                    raise refused(files)
                 source = await repos.create_hosted(agent_id)
-                if body.files:
+                if files:
                     async with repos.lock(agent_id):
                         head = await repos.head(source)
                         await repos.commit(
                             source,
                             head,
-                            dict(body.files),
+                            files,
                             author=(
                                 body.actor,
                                 body.actor if "@" in body.actor else f"{body.actor}@users.assent.invalid",
@@ -634,7 +642,9 @@ def page_item(
         "proposal_id": proposal.proposal_id,
         "session_id": proposal.session_id,
         "seq": proposal.seq,
-        "status": proposal.status,
+        # The page speaks of approved and discarded: a proposal its chat's next one superseded reads as discarded,
+        # with the one that replaced it.
+        "status": "discarded" if proposal.status == SUPERSEDED else proposal.status,
         "reason": payload["reason"],
         "model": payload.get("model"),
         "asked_by": payload.get("asked_by"),

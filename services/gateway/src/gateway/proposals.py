@@ -78,6 +78,9 @@ class RepositoryIn(BaseModel):
     provider: Literal["github", "gitlab"] | None = None
     branch: Annotated[str, Field(min_length=1, max_length=200), OneLine] | None = None
     files: dict[FilePath, FileText] = Field(default_factory=dict, max_length=500)
+    propose_changes_to_itself: bool = False
+    """Hosted only: the first source version also holds ``agents/main/agent.json`` declaring the source tools and an
+    ``agents/main/AGENT.md`` prompt."""
 
 
 class CommitIn(BaseModel):

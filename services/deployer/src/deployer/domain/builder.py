@@ -21,6 +21,11 @@ only their token holds: the gateway decides from the token before Studio opens t
 (:func:`requester_refusal`): a chat on a token minted with an API key (no person), and a person of another
 organisation who neither owns nor edits the agent.
 
+**A new agent that proposes changes to itself.** Created with ``propose_changes_to_itself``, a hosted agent's first
+source version holds both main-agent files (:data:`SELF_EDITING`): ``agents/main/agent.json`` declaring
+``list_repo_files``, ``read_repo_file`` and ``propose_source_change``, and ``agents/main/AGENT.md``, a prompt that is
+not empty (without one the declaration is not read). Once deployed, it declares the tool, so the builder chat shows.
+
 **One chance.** When a file of a builder proposal does not pass the file checks (:data:`FILE_CHECKS`), the first
 such call of a reply (a turn) is refused with the problem and a hint that it may try once more; every later one of
 the same reply is refused with "nothing was proposed" and the problem (:func:`one_chance`). A new reply gets a
@@ -33,6 +38,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from assent.contracts import Requester
 from assent.domain import Refusal
@@ -44,6 +50,34 @@ FILE_CHECKS = frozenset({"invalid_json", "invalid_format", "literal_credential",
 """The refusals of a file's checks (every JSON file, connection, store and eval formats, no secret value, where a
 new file sits) that the builder may fix once within its reply. Path rules (``.env`` files, keys, build folders),
 an unreadable file or a deleted unread file are refused plainly: retrying the same call cannot fix them."""
+
+
+SELF_EDITING: Mapping[str, str] = MappingProxyType(
+    {
+        f"agents/{MAIN}/agent.json": json.dumps({"tools": ["list_repo_files", "read_repo_file", TOOL]}) + "\n",
+        f"agents/{MAIN}/AGENT.md": (
+            "# Main agent\n\n"
+            "You are a new agent; your instructions are still to be written.\n\n"
+            'When someone asks you to change how you work ("from now on, confirm before refunding"), read your source '
+            "with list_repo_files and read_repo_file, then propose the change with propose_source_change. You cannot "
+            "change yourself: a person reviews each proposal on the Proposals page, and approving it deploys it.\n"
+        ),
+    }
+)
+"""What "Let the agent propose changes to itself" writes into a new agent's first source version."""
+
+
+def with_self_editing(files: Mapping[str, str]) -> dict[str, str] | Refusal:
+    """``files`` and the files of :data:`SELF_EDITING`; a file of ``files`` that the option writes is refused."""
+    clash = sorted(set(files) & set(SELF_EDITING))
+    if clash:
+        return Refusal(
+            422,
+            "written_by_option",
+            f"{', '.join(clash)}: propose_changes_to_itself writes {' and '.join(SELF_EDITING)}; leave "
+            f"{'it' if len(clash) == 1 else 'them'} out of files, or leave the option off",
+        )
+    return {**files, **SELF_EDITING}
 
 
 @dataclass(frozen=True)
