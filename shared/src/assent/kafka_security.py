@@ -23,7 +23,8 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal
 
 from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
-from pydantic import BaseModel, ConfigDict, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
@@ -89,8 +90,6 @@ class KafkaSecurity(BaseModel):
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> KafkaSecurity:
         """The settings from ``KAFKA_*`` (or ``ASSENT_KAFKA_*``) variables of ``environ`` (default: the process's)."""
-        from .settings import KafkaSecuritySettings
-
         if environ is None:
             return KafkaSecuritySettings().kafka_security()
         # pydantic-settings reads os.environ only; a given mapping goes in as init values, by alias.
@@ -209,3 +208,36 @@ def _auth_error(security: KafkaSecurity | None, bootstrap_servers: str, cause: E
         f"Kafka authentication failed at {bootstrap_servers} ({how}): check KAFKA_SASL_USERNAME and "
         f"KAFKA_SASL_PASSWORD. The broker said: {reason}"
     )
+
+
+def env_alias(name: str) -> AliasChoices:
+    """Accept both ``ASSENT_<NAME>`` and the conventional bare ``<NAME>``."""
+    return AliasChoices(f"ASSENT_{name}", name)
+
+
+class KafkaSecuritySettings(BaseSettings):
+    """The Kafka security variables (see :mod:`assent.kafka_security`); services and the coach read the same."""
+
+    model_config = SettingsConfigDict(env_prefix="ASSENT_", extra="ignore", frozen=True, hide_input_in_errors=True)
+
+    kafka_security_protocol: SecurityProtocol = Field(
+        "PLAINTEXT", validation_alias=env_alias("KAFKA_SECURITY_PROTOCOL")
+    )
+    kafka_sasl_mechanism: SaslMechanism = Field("SCRAM-SHA-512", validation_alias=env_alias("KAFKA_SASL_MECHANISM"))
+    kafka_sasl_username: str | None = Field(None, validation_alias=env_alias("KAFKA_SASL_USERNAME"))
+    kafka_sasl_password: SecretStr | None = Field(None, validation_alias=env_alias("KAFKA_SASL_PASSWORD"))
+    kafka_ssl_cafile: str | None = Field(None, validation_alias=env_alias("KAFKA_SSL_CAFILE"))
+    kafka_ssl_certfile: str | None = Field(None, validation_alias=env_alias("KAFKA_SSL_CERTFILE"))
+    kafka_ssl_keyfile: str | None = Field(None, validation_alias=env_alias("KAFKA_SSL_KEYFILE"))
+
+    def kafka_security(self) -> KafkaSecurity:
+        """These settings as the model every Kafka client of Assent takes."""
+        return KafkaSecurity(
+            protocol=self.kafka_security_protocol,
+            sasl_mechanism=self.kafka_sasl_mechanism,
+            sasl_username=self.kafka_sasl_username,
+            sasl_password=self.kafka_sasl_password,
+            ssl_cafile=self.kafka_ssl_cafile,
+            ssl_certfile=self.kafka_ssl_certfile,
+            ssl_keyfile=self.kafka_ssl_keyfile,
+        )

@@ -6,14 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
-from .kafka_security import KafkaSecurity, SaslMechanism, SecurityProtocol
-
-
-def _env(name: str) -> AliasChoices:
-    """Accept both ``ASSENT_<NAME>`` and the conventional bare ``<NAME>``."""
-    return AliasChoices(f"ASSENT_{name}", name)
+from .kafka_security import KafkaSecuritySettings as KafkaSecuritySettings
+from .kafka_security import env_alias as _env
 
 
 @dataclass(frozen=True)
@@ -58,32 +54,6 @@ class GroupTimeouts:
 
 
 _GROUP = GroupTimeouts()
-
-
-class KafkaSecuritySettings(BaseSettings):
-    """The Kafka security variables (see :mod:`assent.kafka_security`); services and the coach read the same."""
-
-    model_config = SettingsConfigDict(env_prefix="ASSENT_", extra="ignore", frozen=True, hide_input_in_errors=True)
-
-    kafka_security_protocol: SecurityProtocol = Field("PLAINTEXT", validation_alias=_env("KAFKA_SECURITY_PROTOCOL"))
-    kafka_sasl_mechanism: SaslMechanism = Field("SCRAM-SHA-512", validation_alias=_env("KAFKA_SASL_MECHANISM"))
-    kafka_sasl_username: str | None = Field(None, validation_alias=_env("KAFKA_SASL_USERNAME"))
-    kafka_sasl_password: SecretStr | None = Field(None, validation_alias=_env("KAFKA_SASL_PASSWORD"))
-    kafka_ssl_cafile: str | None = Field(None, validation_alias=_env("KAFKA_SSL_CAFILE"))
-    kafka_ssl_certfile: str | None = Field(None, validation_alias=_env("KAFKA_SSL_CERTFILE"))
-    kafka_ssl_keyfile: str | None = Field(None, validation_alias=_env("KAFKA_SSL_KEYFILE"))
-
-    def kafka_security(self) -> KafkaSecurity:
-        """These settings as the model every Kafka client of Assent takes."""
-        return KafkaSecurity(
-            protocol=self.kafka_security_protocol,
-            sasl_mechanism=self.kafka_sasl_mechanism,
-            sasl_username=self.kafka_sasl_username,
-            sasl_password=self.kafka_sasl_password,
-            ssl_cafile=self.kafka_ssl_cafile,
-            ssl_certfile=self.kafka_ssl_certfile,
-            ssl_keyfile=self.kafka_ssl_keyfile,
-        )
 
 
 class ServiceSettings(KafkaSecuritySettings):

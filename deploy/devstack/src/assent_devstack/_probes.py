@@ -4,10 +4,38 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any
+import socket
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from assent_devstack._service import Kind, port_open, run_async
+Kind = Literal["kafka", "postgres", "redis"]
+
+T = TypeVar("T")
+
+
+def port_open(port: int, timeout: float = 1.0) -> bool:
+    """True when something accepts TCP connections on 127.0.0.1:`port`."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def run_async(factory: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion from sync code, even when the caller is inside an event loop."""
+
+    async def main() -> T:
+        return await factory()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, main()).result()
 
 
 def probe(kind: Kind, endpoint: str, timeout: float = 5.0, **client_kwargs: Any) -> bool:

@@ -5,7 +5,6 @@ Linux only: liveness and memory are read from /proc.
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import os
 import random
@@ -14,15 +13,16 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any
 
-Kind = Literal["kafka", "postgres", "redis"]
-
-T = TypeVar("T")
+from assent_devstack._probes import Kind as Kind
+from assent_devstack._probes import port_open as port_open
+from assent_devstack._probes import probe
+from assent_devstack._probes import run_async as run_async
 
 LOG_TAIL_LINES = 40
 
@@ -73,8 +73,6 @@ class Service:
 
     def healthy(self, timeout: float = 5.0) -> bool:
         """True when the server answers a client request within `timeout` seconds."""
-        from assent_devstack._probes import probe
-
         return self.alive() and probe(self.kind, self.endpoint, timeout, **self.probe_kwargs)
 
     def rss_bytes(self) -> int:
@@ -151,8 +149,6 @@ def wait_ready(service: Service, timeout: float, started: float | None = None) -
     If the server dies, does not answer within `timeout` seconds, or the wait is interrupted, the
     server is stopped and DevstackError (with its log tail) or the interrupt is raised.
     """
-    from assent_devstack._probes import probe
-
     started = time.monotonic() if started is None else started
     deadline = time.monotonic() + timeout
     try:
@@ -333,15 +329,6 @@ def pick_port(port: int | None, exclude: tuple[int, ...] = ()) -> int:
     return port
 
 
-def port_open(port: int, timeout: float = 1.0) -> bool:
-    """True when something accepts TCP connections on 127.0.0.1:`port`."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
 def listens_on(pid: int, port: int) -> bool | None:
     """Whether process `pid` holds a listening TCP socket on `port` (any address, IPv4 or IPv6).
 
@@ -374,20 +361,6 @@ def listens_on(pid: int, port: int) -> bool | None:
         if target.startswith("socket:[") and target[len("socket:[") : -1] in inodes:
             return True
     return False
-
-
-def run_async(factory: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine to completion from sync code, even when the caller is inside an event loop."""
-
-    async def main() -> T:
-        return await factory()
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(main())
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, main()).result()
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:

@@ -69,7 +69,6 @@ A message or request allocates thousands of short-lived objects, nearly all free
 the defaults the collector ran every few hundred of them and took about a twentieth of the gateway's CPU
 under load. Collections stay, only rarer: what cycles do form is still freed.
 """
-"""Headers a trace never records verbatim, even where an operator turns header capture on."""
 PathId = Annotated[str, PathParam(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
