@@ -8,7 +8,7 @@ UV_VERSION := 0.13.8
 
 SERVICES := $(shell sed -n 's/^name = "\(.*\)"/\1/p' services.toml)
 
-.PHONY: help uv install run test test-unit test-integration lint format bench bench-preload up down status images k8s clean
+.PHONY: help uv install run test test-unit test-integration lint format bench bench-preload up down status images k8s service clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -54,11 +54,18 @@ down: install ## Stop what `make up` started
 status: install ## Show whether the servers of `make up` answer
 	@$(UV) run --frozen python -m assent_devstack status --state-dir .devstack
 
-images: ## Build a container image per service of services.toml (needs a Docker engine)
-	@for service in $(SERVICES); do docker build -f services/$$service/Dockerfile -t assent-$$service:0.1.0 . || exit 1; done
+images: ## Build a container image per service of services.toml, listening on its port there (needs a Docker engine)
+	@for service in $(SERVICES); do \
+		port=$$(python3 -c 'import sys, tomllib; print(*(s["port"] for s in tomllib.load(open("services.toml", "rb"))["service"] if s["name"] == sys.argv[1]))' $$service); \
+		docker build -f services/$$service/Dockerfile --build-arg ASSENT_HTTP_PORT=$$port -t assent-$$service:0.1.0 . || exit 1; \
+	done
 
 k8s: install ## Render the kustomize base (deploy/k8s/base) from services.toml
 	@$(UV) run --frozen python deploy/k8s/render.py
+
+service: install ## Write a new service with a sample kind, taken in everywhere: make service NAME=<name> [KIND=<kind>]
+	@test -n "$(NAME)" || { echo "usage: make service NAME=<name> [KIND=<kind>]" >&2; exit 2; }
+	@UV="$(UV)" $(UV) run --frozen python templates/new_service.py "$(NAME)" $(if $(KIND),--kind "$(KIND)")
 
 clean: ## Remove local state (.run, .devstack, caches)
 	rm -rf .run .devstack .pytest_cache .ruff_cache

@@ -1,9 +1,11 @@
 """One list of services (``services.toml``) drives the devstack, the migration test, the images and the
-kustomize base; every service in it is a complete folder. No servers needed."""
+kustomize base; every service in it is a complete folder. Only the last test needs the servers: it starts
+services."""
 
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -41,8 +43,6 @@ def test_the_devstack_starts_every_listed_service_and_tells_the_gateway_where_ow
     )
     assert list(system.processes) == SERVICES
     public = {spec.name for spec in service_list() if spec.public}
-    import json
-
     assert set(json.loads(system.env["ASSENT_OWNER_URLS"])) == set(SERVICES) - public
 
 
@@ -64,10 +64,11 @@ def test_the_kustomize_base_is_rendered_from_the_list() -> None:
     assert policies.count("app.kubernetes.io/name: assent-gateway") == len(owners)
 
 
-def test_make_images_builds_one_image_per_listed_service() -> None:
+def test_make_images_builds_one_image_per_listed_service_with_its_port() -> None:
     dry = subprocess.run(["make", "-n", "--no-print-directory", "images"], cwd=REPO, capture_output=True, text=True)
     assert dry.returncode == 0, dry.stderr
     assert f"for service in {' '.join(SERVICES)};" in dry.stdout
+    assert "--build-arg ASSENT_HTTP_PORT=$port" in dry.stdout
 
 
 def test_a_system_that_fails_to_start_stops_what_it_started(endpoints: Any, tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """The kind registry is the one source: the contracts, the tool routing and the decision endpoints agree
-with it, and every kind of both specifications is in it with its owner, section, labels and decisions."""
+with it, and each of its rows is whole (the tests read the rows; they keep no copy of them)."""
 
 from typing import get_args
 
@@ -15,6 +15,7 @@ from assent.kinds import (
     KINDS,
     OUTCOMES,
     SECTIONS,
+    KindSpec,
     decisions_at,
     kind_of_tool,
     owner_of_tool,
@@ -46,62 +47,21 @@ def test_every_tool_routes_to_its_owner_and_only_the_registry_names_tools() -> N
         route("studio_edit_task")  # Tasks are drafts, never a proposal
 
 
-@pytest.mark.parametrize(
-    ("kind", "owner", "section", "labels", "decline", "decisions"),
-    [
-        ("memory", "edits", "Agents", ["Apply edit"], "Decline", {"apply": "applied", "decline": "declined"}),
-        (
-            "note",
-            "edits",
-            "State",
-            ["Create note", "Apply edit", "Delete note"],
-            "Decline",
-            {"apply": "applied", "decline": "declined"},
-        ),
-        ("guild", "edits", "Guild", ["Apply edit"], "Decline", {"apply": "applied", "decline": "declined"}),
-        (
-            "collection",
-            "edits",
-            "State",
-            ["Create table", "Apply edit", "Delete table"],
-            "Decline",
-            {"apply": "applied", "decline": "declined"},
-        ),
-        (
-            "routine",
-            "routines",
-            "Agents",
-            ["Create routine", "Apply edit", "Delete routine"],
-            "Decline",
-            {"apply": "applied", "decline": "declined"},
-        ),
-        ("access", "access", "Tools", ["Apply edit"], "Decline", {"apply": "applied", "decline": "declined"}),
-        (
-            "login",
-            "connections",
-            "Logins",
-            ["Grant read access"],
-            "Decline",
-            {"grant": "granted", "decline": "declined"},
-        ),
-        ("draft", "edits", "Agents", ["Publish"], "Discard", {"publish": "published", "discard": "discarded"}),
-        (
-            "source",
-            "deployer",
-            "Source",
-            ["Approve and deploy"],
-            "Discard",
-            {"approve": "approved", "discard": "discarded"},
-        ),
-    ],
-)
-def test_each_kind_of_both_specifications(
-    kind: str, owner: str, section: str, labels: list[str], decline: str, decisions: dict[str, str]
-) -> None:
-    spec = KINDS[kind]
-    assert (spec.owner, spec.section, list(spec.apply_labels), spec.decline_label) == (owner, section, labels, decline)
-    assert dict(spec.decisions) == decisions
-    assert spec.tools, kind
+def test_each_tool_is_named_by_one_kind() -> None:
+    named = [tool for spec in KINDS.values() for tool in (*spec.tools, *spec.read_tools)]
+    assert sorted(named) == sorted(set(named))
+
+
+@pytest.mark.parametrize("spec", KINDS.values(), ids=KIND_NAMES)
+def test_each_kind_is_a_whole_row(spec: KindSpec) -> None:
+    """Every row, a new one too, says who owns the kind, which tools propose it, where its requests show, what each
+    action's button says, which decision writes nothing, and what each decision produces."""
+    assert KINDS[spec.name] is spec
+    assert spec.owner and spec.tools and spec.section and spec.endpoint and spec.decline_label
+    assert spec.actions and all(spec.actions.values()), "each action has its apply label"
+    assert spec.decline in spec.decisions
+    assert all(outcome not in FAILURE_OUTCOMES for outcome in spec.decisions.values())
+    assert len(set(spec.decisions.values())) == len(spec.decisions), "each decision has an outcome of its own"
 
 
 def test_the_gateway_decides_each_kind_at_one_endpoint_with_the_registry_decisions() -> None:

@@ -30,6 +30,8 @@ class ServiceProcess:
     port: int
     env: dict[str, str]
     log_path: Path
+    python: str = sys.executable
+    """The interpreter that runs it: this one, or another checkout's environment's."""
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -50,7 +52,7 @@ class ServiceProcess:
         env = {**os.environ, **self.env, "ASSENT_HTTP_PORT": str(self.port), **(extra_env or {})}
         with self.log_path.open("ab") as log:  # the child has its own copy
             self.process = start_tied(
-                [sys.executable, "-m", self.module],
+                [self.python, "-m", self.module],
                 death_signal=signal.SIGTERM,
                 env=env,
                 stdin=subprocess.DEVNULL,

@@ -1,0 +1,100 @@
+"""``make service`` in a clone of the repository: the service it writes is taken in with no other edit. There, its
+unit tests, the kind registry's and the service list's tests, the migration test and ``make lint`` pass, and it
+starts against the real servers (migrated, ``/readyz`` 200).
+
+The clone holds what is committed: the command is tried on the repository as a newcomer would get it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import shutil
+import subprocess
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from assent_devstack.system import REPO, ServiceProcess, free_port
+from tests.conftest import create_database, fresh_prefix
+
+pytestmark = pytest.mark.integration
+
+NAME, KIND = "shelf", "book"
+
+
+def run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, f"{' '.join(command)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def test_make_service_writes_a_service_that_every_reader_takes_in_and_that_starts(
+    endpoints: Any, tmp_path: Path
+) -> None:
+    clone = tmp_path / "clone"
+    # The clone's own environment, not this one's (uv and make would otherwise act on this checkout's .venv).
+    env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
+    try:
+        run(["git", "clone", "--quiet", str(REPO), str(clone)], tmp_path, env)
+        made = run(["make", "--no-print-directory", "service", f"NAME={NAME}", f"KIND={KIND}"], clone, env)
+        assert f"services.toml: the {NAME} service" in made.stdout, made.stdout
+
+        tests = clone / "services" / NAME / "tests" / f"test_{KIND}.py"
+        written = tests.read_text().count("\nasync def test_")
+        report = tmp_path / "report.xml"
+        servers = {
+            "KAFKA_BOOTSTRAP_SERVERS": endpoints.kafka,
+            "DATABASE_URL": endpoints.database_url,
+            "REDIS_URL": endpoints.redis_url,
+        }
+        run(
+            [
+                str(clone / ".venv/bin/pytest"),
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--junitxml={report}",
+                str(tests.relative_to(clone)),
+                "shared/tests/test_kinds.py",
+                "tests/test_service_list.py",
+                f"tests/test_migrations.py::test_migrations_match_the_models[{NAME}]",
+                # Starts a whole system: what it checks does not depend on the new service.
+                "--deselect=tests/test_service_list.py::test_a_system_that_fails_to_start_stops_what_it_started",
+            ],
+            clone,
+            {**env, **servers},
+        )
+        cases = ElementTree.parse(report).getroot().iter("testcase")
+        outcomes = {f"{case.get('classname')}.{case.get('name')}": [child.tag for child in case] for case in cases}
+        assert {name: tags for name, tags in outcomes.items() if tags} == {}  # no failure, error or skip
+        assert len([name for name in outcomes if f"test_{KIND}." in name]) == written > 0
+        assert f"tests.test_migrations.test_migrations_match_the_models[{NAME}]" in outcomes
+        assert f"tests.test_service_list.test_each_listed_service_is_a_complete_folder[{NAME}]" in outcomes
+
+        run(["make", "--no-print-directory", "lint"], clone, env)
+
+        url = asyncio.run(create_database(endpoints.database_url, f"scaffold_{secrets.token_hex(4)}"))
+        service = ServiceProcess(
+            NAME,
+            free_port(),
+            {
+                **servers,
+                "DATABASE_URL": url,
+                "ASSENT_TOPIC_PREFIX": fresh_prefix("scaffold"),
+                "ASSENT_SERVICE_KEY": secrets.token_urlsafe(48),
+            },
+            tmp_path / f"{NAME}.log",
+            python=str(clone / ".venv/bin/python"),
+        )
+        service.start()  # returns once /readyz answers 200 naming it: migrated, database and broker up
+        try:
+            assert httpx.get(f"{service.url}/livez").json() == {"service": NAME, "status": "live"}
+        finally:
+            service.stop()
+    finally:
+        shutil.rmtree(clone, ignore_errors=True)  # its environment is a few hundred megabytes
