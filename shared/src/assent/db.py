@@ -110,7 +110,7 @@ def run_migrations_in_env(
             # Each service owns one schema; never diff (or drop) another service's or history's tables.
             include_name=lambda name, type_, _parent: (
                 (type_ != "schema" or name == schema)
-                and not (type_ == "table" and (name in exclude_tables or name.startswith("alembic_version")))
+                and not (type_ == "table" and (name in exclude_tables or (name or "").startswith("alembic_version")))
             ),
             include_object=lambda obj, name, type_, _reflected, _compare_to: (
                 not (type_ == "table" and name in exclude_tables)

@@ -467,9 +467,9 @@ class Deploys:
             for deploy in await repo.deploys_of_build(build.build_id, "pending"):
                 await self._fail(uow, deploy, f"its build {build.build_id} failed: {error}")
         else:
-            deploy = await repo.deploy(job.ref)
-            if deploy is not None and deploy.status == "pending":
-                await self._fail(uow, deploy, error)
+            waiting = await repo.deploy(job.ref)
+            if waiting is not None and waiting.status == "pending":
+                await self._fail(uow, waiting, error)
 
     # --- the workers and the poller -----------------------------------------------------------------------
 

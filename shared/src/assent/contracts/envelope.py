@@ -14,6 +14,7 @@ Readers are tolerant: unknown fields are ignored, so adding an optional field is
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
 from collections.abc import Callable
@@ -79,7 +80,7 @@ class Message(BaseModel):
     correlation_id: UUID | None = None
     causation_id: UUID | None = None
 
-    registry: ClassVar[dict[str, type[Message]]] = {}
+    registry: ClassVar[dict[str, builtins.type[Message]]] = {}  # builtins: ``type`` is a field here
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -134,7 +135,7 @@ def _parse(raw: bytes | str, accept: tuple[type[Message], ...] | None) -> Messag
         raise MalformedMessage("a message must be a JSON object")
     type_ = data.get("type")
     model = Message.registry.get(type_) if isinstance(type_, str) else None
-    if model is None:
+    if model is None or not isinstance(type_, str):
         raise MalformedMessage(f"unknown message type {type_!r}")
     if accept is not None and model not in accept:
         raise MalformedMessage(f"message type {type_!r} does not belong on this topic")

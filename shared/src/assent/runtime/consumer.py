@@ -26,7 +26,7 @@ import asyncio
 import functools
 import logging
 import random
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -140,7 +140,7 @@ def batch_span(items: Sequence[Received]) -> Iterator[None]:
         detach(token)
 
 
-BatchHandler = Callable[[Sequence[Received]], Awaitable[None]]
+BatchHandler = Callable[[Sequence[Received]], Coroutine[Any, Any, None]]
 
 DEAD_LETTERED = Counter(
     "assent_messages_dead_lettered", "Messages sent to a dead-letter topic", ["topic", "group", "reason"]
@@ -314,7 +314,9 @@ def subscribe(
 
 
 async def handle_fetch(
-    records: Sequence[Any], handlers: Mapping[str, Callable[[Sequence[Any]], Awaitable[None]]], offsets: Offsets
+    records: Sequence[Any],
+    handlers: Mapping[str, Callable[[Sequence[Any]], Coroutine[Any, Any, None]]],
+    offsets: Offsets,
 ) -> None:
     """Hand what one fetch returned to each topic's handler (``handlers``, by topic name), then mark it handled.
 

@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -117,10 +117,10 @@ class ServiceRuntime:
         self.group_timeouts = settings.group_timeouts()  # refuses to start on a heartbeat no shorter than the session
         self.kit: OwnerKit | None = None
         self._routers: list[APIRouter] = []
-        self._routes: dict[Topic, Callable[[Sequence[Received]], Awaitable[None]]] = {}
+        self._routes: dict[Topic, Callable[[Sequence[Received]], Coroutine[Any, Any, None]]] = {}
 
     @property
-    def routes(self) -> Mapping[Topic, Callable[[Sequence[Received]], Awaitable[None]]]:
+    def routes(self) -> Mapping[Topic, Callable[[Sequence[Received]], Coroutine[Any, Any, None]]]:
         """What the consumer hands each fetch to: each consumed topic's handling of a batch of parsed messages."""
         return self._routes
 

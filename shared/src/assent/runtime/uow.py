@@ -415,6 +415,7 @@ class SqlWorkspace:
 
     async def apply(self, event: OrgChanged | GuildChanged | AgentChanged) -> bool:
         """Upsert the entity the event carries unless the copy already holds this revision or a newer one."""
+        values: dict[str, Any]
         if isinstance(event, OrgChanged):
             table, key, values = self.t.orgs, "org_id", {"org_id": event.org_id, "name": event.name}
         elif isinstance(event, GuildChanged):
@@ -439,11 +440,11 @@ class SqlWorkspace:
                 "editors": list(event.editors),
             }
         values["revision"] = event.revision
-        statement = insert(table).values(**values)
-        statement = statement.on_conflict_do_update(
+        upsert = insert(table).values(**values)
+        statement = upsert.on_conflict_do_update(
             index_elements=[key],
-            set_={name: statement.excluded[name] for name in values},
-            where=table.c.revision < statement.excluded.revision,
+            set_={name: upsert.excluded[name] for name in values},
+            where=table.c.revision < upsert.excluded.revision,
         ).returning(table.c[key])
         return (await self.conn.execute(statement)).first() is not None
 

@@ -557,11 +557,10 @@ class DeployerRepository(DeploysRepository):
     async def add_issue(
         self, issue_id: str, agent_id: str, org_id: str, title: str, text: str, evals: dict[str, str], actor: str
     ) -> Issue:
-        number = (
-            await self.conn.scalar(
-                select(func.coalesce(func.max(t.issues.c.number), 0)).where(t.issues.c.agent_id == agent_id)
-            )
-        ) + 1
+        latest = await self.conn.scalar(
+            select(func.coalesce(func.max(t.issues.c.number), 0)).where(t.issues.c.agent_id == agent_id)
+        )
+        number = int(latest or 0) + 1
         row = (
             await self.conn.execute(
                 t.issues.insert()

@@ -123,7 +123,7 @@ def ts_declares(text: str) -> bool:
         items = match.group(1).split(",")
         if items and not items[-1].strip():
             items = items[:-1]  # a trailing comma
-        names = []
+        names: list[str] = []
         for item in items:
             string = _STRING.fullmatch(item)
             if string is None:

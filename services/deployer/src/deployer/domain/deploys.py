@@ -120,7 +120,7 @@ def parse_push(provider: str, payload: Mapping[str, Any]) -> Push | None:
     """A GitHub ``push`` or GitLab ``Push Hook`` payload; None when it is neither."""
     if provider == "github":
         repo = payload.get("repository")
-        keys = ("clone_url", "html_url", "ssh_url", "git_url", "url")
+        keys: tuple[str, ...] = ("clone_url", "html_url", "ssh_url", "git_url", "url")
     elif provider == "gitlab":
         repo = payload.get("project") or payload.get("repository")
         keys = ("git_http_url", "git_ssh_url", "web_url", "http_url", "url", "homepage")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Executable, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -81,6 +81,7 @@ class NotesRepository:
         """
         display_path = path.display_path
         new_hash = content_hash(content)
+        statement: Executable
         if expected_version is None:
             statement = (
                 insert(t.notes)
