@@ -53,6 +53,12 @@ class Refused(Exception):
     """A name the command will not use, or a step that failed; its message says which and why."""
 
 
+def service_rows() -> list[dict[str, Any]]:
+    """The rows of ``services.toml``."""
+    with SERVICES_TOML.open("rb") as file:
+        return list(tomllib.load(file)["service"])
+
+
 def check_service_name(name: str, services: list[dict[str, Any]]) -> None:
     if not SERVICE_NAME.fullmatch(name):
         raise Refused(
@@ -180,13 +186,12 @@ def lock(uv: list[str], member: str, before: str) -> str:
 
 def generate(name: str, kind: str) -> list[str]:
     """Write the service and take it in; the lines of the report."""
-    from copier import run_copy
-
-    with SERVICES_TOML.open("rb") as file:
-        services = list(tomllib.load(file)["service"])
+    services = service_rows()
     read_tool, edit_tool = f"studio_read_{kind}", f"studio_edit_{kind}"
     check_service_name(name, services)
     check_kind_name(kind, (read_tool, edit_tool))
+    from copier import run_copy
+
     uv = shlex.split(os.environ.get("UV") or shutil.which("uv") or f"{sys.executable} -m uv")
 
     folder = REPO / "services" / name

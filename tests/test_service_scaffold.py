@@ -1,6 +1,6 @@
 """``make service`` in a clone of the repository: the service it writes is taken in with no other edit. There, its
 unit tests, the kind registry's and the service list's tests, the migration test and ``make lint`` pass, and it
-starts against the real servers (migrated, ``/readyz`` 200).
+starts against the real servers (migrated, ``/readyz`` 200). A name that would clash is refused, saying why.
 
 The clone holds what is committed: the command is tried on the repository as a newcomer would get it.
 """
@@ -20,11 +20,29 @@ import httpx
 import pytest
 
 from assent_devstack.system import REPO, ServiceProcess, free_port
+from templates.new_service import Refused, check_kind_name, check_service_name, service_rows
 from tests.conftest import create_database, fresh_prefix
 
-pytestmark = pytest.mark.integration
-
 NAME, KIND = "shelf", "book"
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "reason"),
+    [
+        ("collections", "book", "would shadow the standard library's module 'collections'"),
+        ("fastapi", "book", "would shadow the module 'fastapi' of this environment"),
+        ("tests", "book", "would shadow the module 'tests'"),
+        ("edits", "book", "there is a service 'edits' already"),
+        ("my_shelf", "book", "the Kubernetes name, which allows no '_'"),
+        ("shelf", "memory", "the registry has a kind 'memory' already"),
+        ("shelf", "agents", "the name of a table every service holds"),
+    ],
+)
+def test_make_service_refuses_a_name_that_would_clash_and_says_why(name: str, kind: str, reason: str) -> None:
+    with pytest.raises(Refused) as refused:
+        check_service_name(name, service_rows())
+        check_kind_name(kind, (f"studio_read_{kind}", f"studio_edit_{kind}"))
+    assert reason in str(refused.value)
 
 
 def run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -33,6 +51,7 @@ def run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Comple
     return done
 
 
+@pytest.mark.integration
 def test_make_service_writes_a_service_that_every_reader_takes_in_and_that_starts(
     endpoints: Any, tmp_path: Path
 ) -> None:
