@@ -16,8 +16,17 @@ from sqlalchemy import text
 from assent.contracts import Requester
 from assent.db import create_engine
 from assent.topics import route
-from tests.conftest import Stack, as_admin_of, wait_for
-from tests.test_source_proposals import chat, deploy, page, proposal_id, propose, refused, source_world
+from tests.conftest import Stack, as_admin_of, new_world, wait_for
+from tests.test_source_proposals import (
+    chat,
+    deploy,
+    page,
+    proposal_id,
+    propose,
+    put_repository,
+    refused,
+    source_world,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -94,6 +103,34 @@ async def test_the_builder_chat_shows_for_a_declaring_deployment_or_a_proposal_f
         answer = await shown(http, world.agent_id)
         assert answer["shown"] is True and answer["has_chat_proposal"] is True
         assert "proposal from chat" in answer["reason"]
+
+
+async def test_a_new_blank_agent_that_may_propose_changes_to_itself_gets_both_main_files(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        await put_repository(http, world.agent_id, {"mode": "hosted", "propose_changes_to_itself": True})
+        await deploy(http, world.agent_id)
+        answer = await shown(http, world.agent_id)
+        assert answer["shown"] is True and answer["declared_in"] == [
+            {"agent": "main", "path": "agents/main/agent.json"}
+        ]
+        turn = (await chat(coach, world, channel="builder")).begin_turn()
+        listed = await turn.call("list_repo_files", {"agent_id": world.agent_id})
+        assert listed.ok and listed.output is not None, listed
+        contents = listed.output["contents"]
+        assert sorted(contents) == ["agents/main/AGENT.md", "agents/main/agent.json"]
+        assert json.loads(contents["agents/main/agent.json"]) == {
+            "tools": ["list_repo_files", "read_repo_file", "propose_source_change"]
+        }
+        assert "propose_source_change" in contents["agents/main/AGENT.md"]
+
+        url = f"/api/workspace/agents/{world.agent_id}/repository"
+        clash = {"mode": "hosted", "files": {"agents/main/AGENT.md": PROMPT}, "propose_changes_to_itself": True}
+        response = await http.put(url, json=clash)
+        assert response.status_code == 422 and "agents/main/AGENT.md" in response.text, response.text
+        external = {"mode": "external", "url": "file:///none", "provider": "github", "propose_changes_to_itself": True}
+        response = await http.put(url, json=external)
+        assert response.status_code == 422 and "commit them there" in response.text, response.text
 
 
 async def test_only_people_who_may_edit_the_source_see_it_and_organisations_are_walls(stack: Stack) -> None:

@@ -16,6 +16,7 @@ import pytest
 from assent.coach import CoachClient, CoachSession
 from assent.contracts import Requester, ToolResult
 from tests.conftest import OPERATOR, Stack, World, as_admin_of, new_world, wait_for
+from tests.test_memory_edits import armed_marker, continue_markers
 
 pytestmark = pytest.mark.integration
 
@@ -410,12 +411,69 @@ async def test_one_waiting_proposal_per_chat(stack: Stack) -> None:
         refused_decision = await decide(http, world.agent_id, p1, "approve")
         assert refused_decision.status_code == 422, refused_decision.text
 
+        # Asked to drop a file the waiting proposal creates: the next proposal holds every other file.
+        dropped = await propose(session, world.agent_id, {"knowledge/faq.md": None})
+        assert dropped.output is not None and dropped.output["replaces"] == p2
+        shown = await page(http, world.agent_id)
+        assert [f["path"] for f in shown["waiting"][0]["files"]] == ["skills/refunds.md"]
+        assert shown["counts"] == {"waiting": 1, "decided": 2}
+
         reset = await chat(coach, world)  # resetting the chat starts a new proposal, the previous one waits
         third = await propose(reset, world.agent_id, {"knowledge/policy.md": "Refunds take 3 days.\n"})
         assert third.output is not None and third.output["replaces"] is None
         shown = await page(http, world.agent_id)
-        assert shown["counts"] == {"waiting": 2, "decided": 1}
+        assert shown["counts"] == {"waiting": 2, "decided": 2}
         assert [f["path"] for f in shown["waiting"][0]["files"]] == ["knowledge/policy.md"]
+
+
+async def test_a_turn_continues_once_when_its_replaced_proposals_successor_is_decided(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await source_world(http)
+        session = await chat(coach, world)
+        # Paused before the turn under test (so Continue means that turn); continued after it to prove it
+        # continued once (see continue_markers).
+        markers = [await armed_marker(session) for _ in range(2)]
+        turn = session.begin_turn()
+        first = await turn.call(
+            "propose_source_change",
+            {"agent_id": world.agent_id, "files": [{"path": "knowledge/faq.md", "content": "# FAQ\n"}], "reason": "r"},
+        )
+        second = await turn.call(
+            "propose_source_change",
+            {"agent_id": world.agent_id, "files": [{"path": "skills/a.md", "content": "# A\n"}], "reason": "r"},
+        )
+        p1, p2 = proposal_id(first), proposal_id(second)
+        assert second.output is not None and second.output["replaces"] == p1
+        await turn.end_step((first.tool_call_id, second.tool_call_id))
+        sid = session.session_id
+
+        async def only_the_successor_pends() -> bool:
+            items = (await http.get(f"/api/studio/sessions/{sid}/pending")).json()["items"]
+            return [i["proposal_id"] for i in items] == [p2]
+
+        await wait_for(only_the_successor_pends)
+        early = await http.post(f"/api/studio/sessions/{sid}/continue")
+        assert early.status_code == 409 and "waiting on 1 decision" in early.json()["detail"], early.text
+
+        assert (await decide(http, world.agent_id, p2, "discard")).status_code == 200
+        continuation = await turn.continuation()
+        seq1, seq2 = turn.calls[first.tool_call_id].seq, turn.calls[second.tool_call_id].seq
+        assert [(d.seq, d.proposal_id, d.outcome) for d in continuation.decisions] == [
+            (seq1, p1, "superseded"),
+            (seq2, p2, "discarded"),
+        ]
+        lines = continuation.text.splitlines()
+        assert lines[0] == "The operator decided 1 request; 1 was replaced by a later proposal:"
+        assert lines[1].startswith(f"- seq {seq1}: ") and lines[1].endswith(
+            "replaced by a later proposal; it needs no answer"
+        )
+        await continue_markers(markers[0], markers[1], world)
+
+        def of_turn(record: Any) -> bool:
+            body = json.loads(record.value)
+            return body["session_id"] == sid and body["turn_id"] == turn.turn_id
+
+        assert len(await stack.records(stack.topic("studio.continuations"), of_turn)) == 1
 
 
 async def test_a_file_changed_in_the_repository_after_proposing(stack: Stack) -> None:
