@@ -608,9 +608,10 @@ class OwnerKit:
             writes.updates.append((proposal.proposal_id, fields))
             held[proposal.proposal_id] = dataclasses.replace(proposal, **fields)
 
-        proposal = held.get(decision.proposal_id)
-        if proposal is None or proposal.session_id != decision.session_id or proposal.kind != decision.kind:
+        found = held.get(decision.proposal_id)
+        if found is None or found.session_id != decision.session_id or found.kind != decision.kind:
             return outcome("refused", 404, f"no request {decision.proposal_id!r} in session {decision.session_id!r}")
+        proposal: StoredProposal = found
         if proposal.status != "pending":
             when = f" at {proposal.resolved_at:%Y-%m-%d %H:%M:%S} UTC" if proposal.resolved_at else ""
             return outcome(

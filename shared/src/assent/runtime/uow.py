@@ -111,9 +111,12 @@ class CallContext:
 class UnitOfWork(Protocol):
     """What a handler may use. ``store(name)`` is a kind's own repository over the same transaction."""
 
-    sessions: SessionStore
-    proposals: ProposalStore
-    workspace: WorkspaceStore
+    @property
+    def sessions(self) -> SessionStore: ...
+    @property
+    def proposals(self) -> ProposalStore: ...
+    @property
+    def workspace(self) -> WorkspaceStore: ...
 
     async def call_contexts(self, calls: Sequence[tuple[str, int, str]]) -> list[CallContext]:
         """For each call (session id, seq, tool call id), in order: its session, and the proposals of the call or at
