@@ -57,7 +57,7 @@ def _statement_spans() -> Any:
     """
     from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
 
-    class RecordedOnly(AsyncPGInstrumentor):  # type: ignore[misc]
+    class RecordedOnly(AsyncPGInstrumentor):
         async def _do_execute(self, func: Any, instance: Any, args: Any, kwargs: Any) -> Any:
             if not trace.get_current_span().is_recording():
                 return await func(*args, **kwargs)

@@ -50,7 +50,7 @@ MAX_ATTEMPTS = 5
 
 
 def store(uow: UnitOfWork) -> DeployerRepository:
-    return uow.store("deployer")  # type: ignore[no-any-return]
+    return uow.store("deployer")
 
 
 def deploy_id_for(proposal_id: str) -> str:
@@ -369,7 +369,7 @@ class Deploys:
                 agent_id=build.agent_id,
                 build_id=build.build_id,
                 source_version=build.source_version,
-                status=finished.status,  # type: ignore[arg-type]
+                status=finished.status,
                 artifact_digest=digest,
                 error=error,
             ),
@@ -391,7 +391,7 @@ class Deploys:
                     agent_id=build.agent_id,
                     build_id=build.build_id,
                     source_version=build.source_version,
-                    step=step,  # type: ignore[arg-type]
+                    step=step,
                     detail=detail,
                 ),
             )

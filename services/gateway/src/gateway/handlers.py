@@ -448,7 +448,7 @@ async def decide(
                         session_id=session_id,
                         seq=seq,
                         kind=request["kind"],
-                        decision=decision,  # type: ignore[arg-type]  # checked against the registry above
+                        decision=decision,
                         actor=actor,
                         via=via,
                         options=options or {},

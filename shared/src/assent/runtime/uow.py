@@ -397,7 +397,7 @@ class SqlWorkspace:
         self.sql = _workspace_sql(tables.orgs, tables.guilds, tables.agents)
 
     async def org(self, org_id: str) -> str | None:
-        return await (await driver_connection(self.conn)).fetchval(self.sql.org_name, org_id)  # type: ignore[no-any-return]
+        return await (await driver_connection(self.conn)).fetchval(self.sql.org_name, org_id)
 
     async def guild(self, guild_id: str, *, for_update: bool = False) -> Guild | None:
         query = self.sql.guild_for_update if for_update else self.sql.guild

@@ -108,7 +108,7 @@ class Context:
 
 
 def repo(uow: UnitOfWork) -> DeployerRepository:
-    return uow.store("deployer")  # type: ignore[no-any-return]
+    return uow.store("deployer")
 
 
 def decode(raw: bytes | None) -> str | None:

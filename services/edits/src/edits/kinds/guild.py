@@ -15,7 +15,7 @@ from ..domain import guild as rules
 
 
 def repo(uow: UnitOfWork) -> EditsRepository:
-    return uow.store("edits")  # type: ignore[no-any-return]
+    return uow.store("edits")
 
 
 class GuildKind(ProposalKind):

@@ -17,7 +17,7 @@ FILE = "memory.md"
 
 
 def repo(uow: UnitOfWork) -> EditsRepository:
-    return uow.store("edits")  # type: ignore[no-any-return]
+    return uow.store("edits")
 
 
 class MemoryKind(ProposalKind):

@@ -14,7 +14,7 @@ from ..domain import notes
 
 
 def repo(uow: UnitOfWork) -> NotesRepository:
-    return uow.store("notes")  # type: ignore[no-any-return]
+    return uow.store("notes")
 
 
 async def owner_of(uow: UnitOfWork, path: notes.NotePath) -> Agent | None:

@@ -219,7 +219,7 @@ class ProjectionStore:
         await self.conn.executemany(CONTINUE_TURN, continued)
 
     async def session_org(self, session_id: str) -> str | None:
-        return await self.conn.fetchval(SESSION_ORG, session_id)  # type: ignore[no-any-return]  # asyncpg is untyped
+        return await self.conn.fetchval(SESSION_ORG, session_id)
 
     async def pending(self, session_id: str) -> list[dict[str, Any]]:
         return [dict(row) for row in await self.conn.fetch(PENDING, session_id)]
@@ -233,7 +233,7 @@ class ProjectionStore:
 
     async def decided_of(self, tool_call_ids: Sequence[str]) -> int:
         """How many of the requests made by ``tool_call_ids`` are no longer pending."""
-        return await self.conn.fetchval(DECIDED_OF, list(tool_call_ids))  # type: ignore[no-any-return]  # untyped
+        return await self.conn.fetchval(DECIDED_OF, list(tool_call_ids))
 
     async def count_send(self, session_id: str, turn_id: str, step: int) -> None:
         """One more send of the turn's continuation."""
@@ -265,4 +265,4 @@ class SqlDecisions:
     async def outcome(self, decision_id: str) -> dict[str, Any] | None:
         """The decision's outcome as the projection holds it (None until it arrived)."""
         async with self.engine.connect() as conn:
-            return await (await driver_connection(conn)).fetchval(DECISION_OUTCOME, decision_id)  # type: ignore[no-any-return]
+            return await (await driver_connection(conn)).fetchval(DECISION_OUTCOME, decision_id)
