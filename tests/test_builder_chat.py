@@ -129,8 +129,9 @@ async def test_a_new_blank_agent_that_may_propose_changes_to_itself_gets_both_ma
         response = await http.put(url, json=clash)
         assert response.status_code == 422 and "agents/main/AGENT.md" in response.text, response.text
         external = {"mode": "external", "url": "file:///none", "provider": "github", "propose_changes_to_itself": True}
-        response = await http.put(url, json=external)
-        assert response.status_code == 422 and "commit them there" in response.text, response.text
+        response = await http.put(url, json=external)  # an external source's files live in its remote
+        assert response.status_code == 422, response.text
+        assert response.json()["detail"][0]["loc"] == ["body", "external", "propose_changes_to_itself"]
 
 
 async def test_only_people_who_may_edit_the_source_see_it_and_organisations_are_walls(stack: Stack) -> None:

@@ -51,7 +51,7 @@ async def test_client_mistakes_on_the_deployers_endpoints_are_422_naming_the_fie
                 "PUT",
                 f"/agents/{agent}/deploy-settings",
                 {"target": {"kind": "webhook", "url": f"http://x{NUL}"}},
-                ("target", "url"),
+                ("target", "webhook", "url"),  # the target's kind names the branch of the union
                 "NUL",
             ),
             ("PUT", f"/agents/{agent}/deploy-settings", {"auto_promote": None}, ("auto_promote",), "null"),
@@ -81,7 +81,7 @@ async def test_client_mistakes_on_the_deployers_endpoints_are_422_naming_the_fie
                 "PUT",
                 f"/agents/{agent}/repository",
                 {"mode": "hosted", "files": {"../x.md": "x\n"}},
-                ("files", "../x.md"),
+                ("hosted", "files", "../x.md"),  # the mode names the branch of the union
                 "not a relative file path of the repository",
             ),
         ]
@@ -91,8 +91,8 @@ async def test_client_mistakes_on_the_deployers_endpoints_are_422_naming_the_fie
             direct = await internal.request(
                 method,
                 f"/internal{path}",
-                json={**body, "actor": "olga"},
-                headers={**stack.service_headers("deployer"), "X-Assent-Org": world.org_id},
+                json=body,
+                headers={**stack.service_headers("deployer"), "X-Assent-Org": world.org_id, "X-Assent-User": "olga"},
             )
             refused_at(direct, *loc, words=words)
         # Approving with a NUL in the commit message is refused before the decision is looked up.

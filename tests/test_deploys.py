@@ -498,7 +498,7 @@ async def test_deploys_builds_and_settings_are_walled_by_organisation(stack: Sta
         bad = await http.put(
             f"/api/workspace/agents/{world.agent_id}/deploy-settings", json={"target": {"kind": "ftp"}}
         )
-        assert bad.status_code == 422 and "kind is one of" in bad.text
+        assert bad.status_code == 422 and "'local', 'webhook', 'kubernetes'" in bad.text
         hosted = await http.put(
             f"/api/workspace/agents/{world.agent_id}/deploy-settings", json={"builds_on_push": True}
         )

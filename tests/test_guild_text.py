@@ -19,7 +19,7 @@ DESCRIPTION = "Line one.\nLine two.\n"
 async def set_guild_text(stack: Stack, guild_id: str, actor: str = "someone@example.com", **fields: str) -> None:
     """The operator's own change of the guild text, on the edits service's internal API."""
     async with httpx.AsyncClient(base_url=stack.system.edits.url, headers=stack.service_headers(), timeout=30) as edits:
-        response = await edits.patch(f"/internal/guilds/{guild_id}", json={**fields, "actor": actor})
+        response = await edits.patch(f"/internal/guilds/{guild_id}", json=fields, headers={"X-Assent-User": actor})
     assert response.status_code == 200, response.text
 
 
@@ -154,16 +154,18 @@ async def test_the_direct_write_keeps_the_field_limits(stack: Stack) -> None:
     async with stack.http() as http:
         world = await new_world(http)
         async with httpx.AsyncClient(
-            base_url=stack.system.edits.url, headers=stack.service_headers(), timeout=30
+            base_url=stack.system.edits.url,
+            headers={**stack.service_headers(), "X-Assent-User": OPERATOR},
+            timeout=30,
         ) as edits:
             url = f"/internal/guilds/{world.guild_id}"
-            too_long = await edits.patch(url, json={"about": "x" * 281, "actor": OPERATOR})
-            assert too_long.status_code == 422 and too_long.json()["code"] == "field_too_long"
-            empty = await edits.patch(url, json={"actor": OPERATOR})
-            assert empty.status_code == 422 and empty.json()["code"] == "no_fields"
-            missing = await edits.patch("/internal/guilds/nope", json={"about": "x", "actor": OPERATOR})
+            too_long = await edits.patch(url, json={"about": "x" * 281})
+            assert too_long.status_code == 422 and too_long.json()["detail"][0]["loc"] == ["body", "about"]
+            empty = await edits.patch(url, json={})
+            assert empty.status_code == 422 and "give about, description, or both" in empty.json()["detail"][0]["msg"]
+            missing = await edits.patch("/internal/guilds/nope", json={"about": "x"})
             assert missing.status_code == 404
-            written = await edits.patch(url, json={"about": "Short.", "actor": OPERATOR})
+            written = await edits.patch(url, json={"about": "Short."})
             assert written.status_code == 200 and written.json()["changed"] == ["about"], written.text
         changes = (await http.get(f"/api/workspace/guilds/{world.guild_id}/changes")).json()
         assert [(c["field"], c["changed_by"], c["tool_call_id"]) for c in changes] == [("about", OPERATOR, None)]

@@ -65,7 +65,7 @@ async def test_a_body_shorter_than_its_content_length_is_408_and_closed(stack: S
     [
         ("GET", "/api/workspace/agents/%3F%3F%3E"),
         ("GET", "/api/workspace/agents/a%2Fb/memory"),
-        ("DELETE", "/api/workspace/orgs/%3F%3F%3E/note?path=x.md"),
+        ("DELETE", "/api/workspace/orgs/%3F%3F%3E/note?path=org/x.md"),
         ("GET", "/api/workspace/guilds/%23frag"),
         ("GET", "/api/agents/%3Fq%3D1/proposals"),
     ],

@@ -10,7 +10,8 @@
   with that id.
 
 And the field types of request models that keep a client's mistake a 422 naming the field: :data:`Omissible` (may
-be left out, never null), :data:`NoNul` (text PostgreSQL and git can hold) and :data:`OneLine` (one line of it).
+be left out, never null), :data:`NoNul` (text PostgreSQL and git can hold), :data:`OneLine` (one line of it),
+:data:`Identifier` (an id a client chooses) and :data:`PathId` (an id in a URL's path).
 """
 
 from __future__ import annotations
@@ -22,16 +23,18 @@ import math
 import re
 import uuid
 from collections.abc import Mapping
-from typing import Annotated, Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import asyncpg.exceptions
 import sqlalchemy.exc
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Path, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BeforeValidator
-from pydantic_core import PydanticCustomError
+from pydantic import BeforeValidator, GetCoreSchemaHandler, GetJsonSchemaHandler, StringConstraints
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .db import database_unavailable as database_unavailable
@@ -239,17 +242,27 @@ def _not_null(value: Any) -> Any:
     return value
 
 
-Omissible = Annotated[_T | None, BeforeValidator(_not_null)]
+if TYPE_CHECKING:
+    Omissible = Annotated[_T | None, BeforeValidator(_not_null)]
+else:  # no union at run time: an error's loc names the field alone, and the JSON Schema is X's (no null)
+    Omissible = Annotated[_T, BeforeValidator(_not_null)]
 """A request field that may be left out but, when sent, holds an X: ``field: Omissible[X] = None``. An explicit
-``null`` is a 422 naming the field, instead of a None handed on to code (or a NOT NULL column) that expects an X.
-A field whose null means something (no guild; the default target) is ``X | None``."""
+``null`` is a 422 naming the field, instead of a None handed on to code (or a NOT NULL column) that expects an X;
+its JSON Schema is X's alone (no null). A field whose null means something (no guild; the default target) is
+``X | None``."""
 
 
-def _text_check(allowed: str, refused: str) -> BeforeValidator:
-    pattern = re.compile(refused)
+@dataclass(frozen=True)
+class _TextCheck:
+    """A check of text that runs before the string's own (a 422 naming the field and the character), and the
+    JSON Schema ``pattern`` that says it (unless the string has a stricter pattern of its own)."""
 
-    def check(value: Any) -> Any:
-        found = pattern.search(value) if isinstance(value, str) else None
+    allowed: str
+    refused: re.Pattern[str]
+    pattern: str
+
+    def check(self, value: Any) -> Any:
+        found = self.refused.search(value) if isinstance(value, str) else None
         if found is None:
             return value
         code = ord(found.group())
@@ -263,20 +276,39 @@ def _text_check(allowed: str, refused: str) -> BeforeValidator:
         raise PydanticCustomError(
             "text_refused",
             "must be {allowed}: it holds {what} (U+{code}) at position {at}",
-            {"allowed": allowed, "what": what, "code": f"{code:04X}", "at": found.start()},
+            {"allowed": self.allowed, "what": what, "code": f"{code:04X}", "at": found.start()},
         )
 
-    return BeforeValidator(check)
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_before_validator_function(self.check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        json_schema = handler(schema)
+        json_schema.setdefault("pattern", self.pattern)
+        return json_schema
 
 
-NoNul = _text_check("text", "[\x00\ud800-\udfff]")
+NoNul = _TextCheck("text", re.compile("[\x00\ud800-\udfff]"), r"^[^\x00]*$")
 """Free text PostgreSQL's ``text`` and git can hold: valid UTF-8 with no NUL character. Put it after the field's
 length limit (``Annotated[str, Field(max_length=...), NoNul]``): it runs before the string's own checks, so the
 limit is still worded as a string's."""
 
-OneLine = _text_check("one line of text", "[\x00-\x1f\x7f\ud800-\udfff]")
+OneLine = _TextCheck("one line of text", re.compile("[\x00-\x1f\x7f\ud800-\udfff]"), r"^[^\x00-\x1f\x7f]*$")
 """One line of text (a title, a URL, a branch, a setting): :data:`NoNul` without any other control character;
 placed as :data:`NoNul` is."""
 
 Line = Annotated[str, OneLine]
 """A string of :data:`OneLine`, of any length."""
+
+Identifier = Annotated[
+    str,
+    StringConstraints(
+        min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f\s](?:[^\x00-\x1f\x7f]*[^\x00-\x1f\x7f\s])?$"
+    ),
+    OneLine,
+]
+"""An identifier a client chooses (an org, guild or agent id, a user id): one line of 1 to 200 characters that
+neither starts nor ends with white space (its JSON Schema says so: nothing is trimmed behind the client's back)."""
+
+PathId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
+"""An id in a URL's path: 1 to 200 characters, no control character."""

@@ -1,10 +1,13 @@
-"""The edits service's internal HTTP API: the workspace directory it owns, direct Memory and note writes.
+"""The edits service's side of its public routes (:mod:`assent.api.workspace`): the workspace directory it owns,
+direct Memory and note writes.
 
-Only the gateway calls it, with its service credential (``runtime.internal_router``). The live side of
-cards is served by the runtime (``/internal/proposals/...``).
+Each declared route has its handler here, in one class per resource; :func:`assent.api.serve` serves them on the
+internal API at ``/internal`` + the route's path, where only the gateway calls them, with its service credential
+(``runtime.internal_router``). The live side of cards is served by the runtime (``/internal/proposals/...``).
 
 Organisations are walls, and this owner enforces them. On every call it makes for a person, the gateway sends
-that person's organisation in the header ``X-Assent-Org``:
+that person's organisation in the header ``X-Assent-Org`` (and their user id, ``X-Assent-User``, who every write
+records):
 
 * present: the call sees only that organisation. An agent, guild or note of another organisation is answered
   404 with the very wording a missing one gets (``agent 'a' does not exist``, ``guild 'g' does not exist``,
@@ -25,127 +28,81 @@ that person's organisation in the header ``X-Assent-Org``:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
-from fastapi import FastAPI, Path, Query, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
 
-from assent.contracts import Id, Text
+from assent.api import Caller, routes_of, serve
+from assent.api.workspace import (
+    OWNER,
+    AgentIn,
+    AgentPatch,
+    AgentRolesIn,
+    GuildIn,
+    GuildTextIn,
+    MemoryIn,
+    NoteAt,
+    NoteDelete,
+    NoteIn,
+    OrgIn,
+)
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
-from assent.runtime.walls import CallerOrg
 
 from . import note_workspace, workspace
 from .settings import EditsSettings
 
-PathId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 T = TypeVar("T")
 
 
-class OrgIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    org_id: Id
-    name: Id
+class Resource:
+    """A resource's handlers, with what they share: one unit of work per call, and the byte caps."""
 
+    def __init__(self, runtime: ServiceRuntime, settings: EditsSettings) -> None:
+        self.runtime = runtime
+        self.memory_cap = settings.memory_max_bytes
+        self.note_cap = settings.note_max_bytes
 
-class GuildIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    guild_id: Id
-    org_id: Id
-    name: Id
-
-
-class AgentIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    agent_id: Id
-    org_id: Id
-    guild_id: Id | None
-    name: Id
-    memory: Text = ""
-    task: Text = ""
-    actor: Id
-
-
-class AgentPatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    guild_id: Id | None = None
-    live: bool = True  # sent or not; never null (exclude_unset keeps the default out)
-    name: Id = "agent"
-    task: Text = ""
-
-
-class GuildTextIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    about: Text | None = None
-    description: Text | None = None
-    actor: Id
-
-
-class AgentRolesIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    owners: list[Id] = Field(default_factory=list, max_length=100)
-    editors: list[Id] = Field(default_factory=list, max_length=100)
-
-
-class MemoryIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    content: Text
-    expected_version: int | None = Field(None, ge=0, le=2_147_483_647)
-    actor: Id
-
-
-class NoteIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    content: Text
-    title: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
-    expected_version: int | None = Field(None, ge=0, le=2_147_483_647)
-    actor: Id
-
-
-NotePath = Annotated[str, Query(min_length=1, max_length=500, pattern=r"^[^\x00-\x1f\x7f]+$")]
-"""A note's display path: ``agent/<agent_id>/<key>``, ``guild/<guild_id>/<key>`` or ``org/<key>``."""
-
-
-def install(app: FastAPI, runtime: ServiceRuntime, settings: EditsSettings) -> None:
-    router = runtime.internal_router(tags=["workspace"])
-    cap = settings.memory_max_bytes
-
-    async def run(work: Callable[[SqlUnitOfWork], Awaitable[T]]) -> T:
-        async with runtime.unit_of_work() as uow:
+    async def run(self, work: Callable[[SqlUnitOfWork], Awaitable[T]]) -> T:
+        async with self.runtime.unit_of_work() as uow:
             return await work(uow)
 
-    @router.post("/orgs", status_code=201)
-    async def create_org(body: OrgIn, org: CallerOrg) -> dict[str, Any]:
-        await run(lambda uow: workspace.create_org(uow, body.org_id, body.name, caller_org=org))
+
+class Orgs(Resource):
+    async def create_org(self, caller: Caller, body: OrgIn) -> dict[str, Any]:
+        await self.run(lambda uow: workspace.create_org(uow, body.org_id, body.name, caller_org=caller.org))
         return body.model_dump()
 
-    @router.post("/guilds", status_code=201)
-    async def create_guild(body: GuildIn, org: CallerOrg) -> dict[str, Any]:
-        guild = await run(
-            lambda uow: workspace.create_guild(uow, body.guild_id, body.org_id, body.name, caller_org=org)
+
+class Guilds(Resource):
+    async def create_guild(self, caller: Caller, body: GuildIn) -> dict[str, Any]:
+        guild = await self.run(
+            lambda uow: workspace.create_guild(uow, body.guild_id, body.org_id, body.name, caller_org=caller.org)
         )
         return workspace.guild_view(guild)
 
-    @router.get("/guilds/{guild_id}")
-    async def get_guild(guild_id: PathId, org: CallerOrg) -> dict[str, Any]:
-        return workspace.guild_view(await run(lambda uow: workspace.get_guild(uow, guild_id, caller_org=org)))
+    async def get_guild(self, caller: Caller, guild_id: str) -> dict[str, Any]:
+        return workspace.guild_view(
+            await self.run(lambda uow: workspace.get_guild(uow, guild_id, caller_org=caller.org))
+        )
 
-    @router.patch("/guilds/{guild_id}")
-    async def update_guild_text(guild_id: PathId, body: GuildTextIn, org: CallerOrg) -> dict[str, Any]:
-        given = body.model_dump(exclude={"actor"}, exclude_none=True)
-        guild, changed = await run(
-            lambda uow: workspace.change_guild_text(uow, guild_id, given, body.actor, caller_org=org)
+    async def update_guild_text(self, caller: Caller, guild_id: str, body: GuildTextIn) -> dict[str, Any]:
+        given = body.model_dump(exclude_unset=True)
+        actor = caller.actor
+        guild, changed = await self.run(
+            lambda uow: workspace.change_guild_text(uow, guild_id, given, actor, caller_org=caller.org)
         )
         return {**workspace.guild_view(guild), "revision": guild.revision, "changed": changed}
 
-    @router.get("/guilds/{guild_id}/changes")
-    async def guild_changes(guild_id: PathId, org: CallerOrg) -> list[dict[str, Any]]:
-        return await run(lambda uow: workspace.guild_history(uow, guild_id, caller_org=org))
+    async def guild_changes(self, caller: Caller, guild_id: str) -> list[dict[str, Any]]:
+        return await self.run(lambda uow: workspace.guild_history(uow, guild_id, caller_org=caller.org))
 
-    @router.post("/agents", status_code=201)
-    async def create_agent(body: AgentIn, org: CallerOrg) -> dict[str, Any]:
-        live = await run(
+
+class Agents(Resource):
+    async def create_agent(self, caller: Caller, body: AgentIn) -> dict[str, Any]:
+        actor = caller.actor
+        memory = await self.run(
             lambda uow: workspace.create_agent(
                 uow,
                 body.agent_id,
@@ -154,89 +111,90 @@ def install(app: FastAPI, runtime: ServiceRuntime, settings: EditsSettings) -> N
                 body.name,
                 body.memory,
                 body.task,
-                body.actor,
-                cap,
-                caller_org=org,
+                actor,
+                self.memory_cap,
+                caller_org=caller.org,
             )
         )
-        return {**body.model_dump(exclude={"memory", "actor"}), "live": True, "memory": vars(live)}
+        created = {**body.model_dump(exclude={"memory"}), "live": True, "owners": [actor], "editors": []}
+        return {**created, "memory": vars(memory)}
 
-    @router.get("/agents/{agent_id}")
-    async def get_agent(agent_id: PathId, org: CallerOrg) -> dict[str, Any]:
-        return workspace.agent_view(await run(lambda uow: workspace.get_agent(uow, agent_id, caller_org=org)))
-
-    @router.put("/agents/{agent_id}/roles")
-    async def set_agent_roles(agent_id: PathId, body: AgentRolesIn, org: CallerOrg) -> dict[str, Any]:
+    async def get_agent(self, caller: Caller, agent_id: str) -> dict[str, Any]:
         return workspace.agent_view(
-            await run(lambda uow: workspace.set_agent_roles(uow, agent_id, body.owners, body.editors, caller_org=org))
+            await self.run(lambda uow: workspace.get_agent(uow, agent_id, caller_org=caller.org))
         )
 
-    @router.patch("/agents/{agent_id}")
-    async def update_agent(agent_id: PathId, body: AgentPatch, org: CallerOrg) -> dict[str, Any]:
+    async def update_agent(self, caller: Caller, agent_id: str, body: AgentPatch) -> dict[str, Any]:
         changes = body.model_dump(exclude_unset=True)
-        return workspace.agent_view(
-            await run(lambda uow: workspace.update_agent(uow, agent_id, changes, caller_org=org))
+        agent = await self.run(lambda uow: workspace.update_agent(uow, agent_id, changes, caller_org=caller.org))
+        return workspace.agent_view(agent)
+
+    async def set_agent_roles(self, caller: Caller, agent_id: str, body: AgentRolesIn) -> dict[str, Any]:
+        agent = await self.run(
+            lambda uow: workspace.set_agent_roles(uow, agent_id, body.owners, body.editors, caller_org=caller.org)
         )
+        return workspace.agent_view(agent)
 
-    @router.get("/agents/{agent_id}/memory")
-    async def read_memory(agent_id: PathId, org: CallerOrg) -> dict[str, Any]:
-        return vars(await run(lambda uow: workspace.read_memory(uow, agent_id, caller_org=org)))
 
-    @router.put("/agents/{agent_id}/memory")
-    async def write_memory(agent_id: PathId, body: MemoryIn, org: CallerOrg) -> dict[str, Any]:
-        view = await run(
+class Memory(Resource):
+    async def read_memory(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+        return vars(await self.run(lambda uow: workspace.read_memory(uow, agent_id, caller_org=caller.org)))
+
+    async def write_memory(self, caller: Caller, agent_id: str, body: MemoryIn) -> dict[str, Any]:
+        actor = caller.actor
+        view = await self.run(
             lambda uow: workspace.write_memory(
-                uow, agent_id, body.content, body.expected_version, body.actor, cap, caller_org=org
+                uow, agent_id, body.content, body.expected_version, actor, self.memory_cap, caller_org=caller.org
             )
         )
         return vars(view)
 
-    @router.get("/agents/{agent_id}/memory/history")
-    async def memory_history(agent_id: PathId, org: CallerOrg) -> list[dict[str, Any]]:
-        return await run(lambda uow: workspace.memory_history(uow, agent_id, caller_org=org))
+    async def memory_history(self, caller: Caller, agent_id: str) -> list[dict[str, Any]]:
+        return await self.run(lambda uow: workspace.memory_history(uow, agent_id, caller_org=caller.org))
 
-    note_cap = settings.note_max_bytes
 
-    @router.get("/orgs/{org_id}/notes")
-    async def list_notes(org_id: PathId, org: CallerOrg) -> list[dict[str, Any]]:
-        return await run(lambda uow: note_workspace.list_notes(uow, org_id, caller_org=org))
+class Notes(Resource):
+    async def list_notes(self, caller: Caller, org_id: str) -> list[dict[str, Any]]:
+        return await self.run(lambda uow: note_workspace.list_notes(uow, org_id, caller_org=caller.org))
 
-    @router.get("/orgs/{org_id}/note")
-    async def read_note(org_id: PathId, path: NotePath, org: CallerOrg) -> dict[str, Any]:
-        return await run(lambda uow: note_workspace.read_note(uow, org_id, path, caller_org=org))
+    async def read_note(self, caller: Caller, org_id: str, query: NoteAt) -> dict[str, Any]:
+        return await self.run(lambda uow: note_workspace.read_note(uow, org_id, query.path, caller_org=caller.org))
 
-    @router.put("/orgs/{org_id}/note")
-    async def write_note(org_id: PathId, path: NotePath, body: NoteIn, org: CallerOrg) -> dict[str, Any]:
-        return await run(
+    async def write_note(self, caller: Caller, org_id: str, query: NoteAt, body: NoteIn) -> dict[str, Any]:
+        actor = caller.actor
+        return await self.run(
             lambda uow: note_workspace.write_note(
                 uow,
                 org_id,
-                path,
+                query.path,
                 body.content,
                 body.title,
                 body.expected_version,
-                body.actor,
-                note_cap,
-                caller_org=org,
+                actor,
+                self.note_cap,
+                caller_org=caller.org,
             )
         )
 
-    @router.delete("/orgs/{org_id}/note")
-    async def delete_note(
-        org_id: PathId,
-        path: NotePath,
-        actor: Annotated[str, Query(min_length=1, max_length=200)],
-        org: CallerOrg,
-        expected_version: Annotated[int | None, Query(ge=0, le=2_147_483_647)] = None,
-    ) -> dict[str, Any]:
-        return await run(
-            lambda uow: note_workspace.delete_note(uow, org_id, path, expected_version, actor, caller_org=org)
+    async def delete_note(self, caller: Caller, org_id: str, query: NoteDelete) -> dict[str, Any]:
+        actor = caller.actor
+        return await self.run(
+            lambda uow: note_workspace.delete_note(
+                uow, org_id, query.path, query.expected_version, actor, caller_org=caller.org
+            )
         )
 
-    @router.get("/orgs/{org_id}/note/history")
-    async def note_history(org_id: PathId, path: NotePath, org: CallerOrg) -> dict[str, Any]:
-        return await run(lambda uow: note_workspace.note_history(uow, org_id, path, caller_org=org))
+    async def note_history(self, caller: Caller, org_id: str, query: NoteAt) -> dict[str, Any]:
+        return await self.run(lambda uow: note_workspace.note_history(uow, org_id, query.path, caller_org=caller.org))
 
+
+RESOURCES = (Orgs, Guilds, Agents, Memory, Notes)
+"""The classes that handle the edits service's declared routes, one per resource."""
+
+
+def install(app: FastAPI, runtime: ServiceRuntime, settings: EditsSettings) -> None:
+    router = runtime.internal_router(tags=["workspace"])
+    serve(router, routes_of(OWNER), *(resource(runtime, settings) for resource in RESOURCES))
     app.include_router(router)
 
     @app.exception_handler(workspace.NotFound)

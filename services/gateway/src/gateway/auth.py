@@ -1,4 +1,5 @@
-"""Who is asking: bearer tokens of people, verified and turned into an :class:`~gateway.domain.roles.Identity`.
+"""Who is asking, and whether they may: bearer tokens of people, verified and turned into an
+:class:`~assent.api.Identity`, and the check of a route's :class:`~assent.api.Permission`.
 
 Two kinds of token are accepted:
 
@@ -10,7 +11,8 @@ Two kinds of token are accepted:
   roles, ``{"<token>": {"user": "olga@acme.example", "org": "acme", "roles": ["admin"]}}``.
 
 Anything else is :class:`Unauthenticated` (401 with ``WWW-Authenticate``). No token, key or claim value is
-logged or put in an answer.
+logged or put in an answer. :class:`Gate` is what every public route depends on: the person (401 without a valid
+token, 403 without any role) and their permission (403; 404 for an agent the organisation does not hold).
 """
 
 from __future__ import annotations
@@ -18,12 +20,18 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
 
 import jwt
+from fastapi import Depends, HTTPException
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from jwt import PyJWKClient
 
-from .domain.roles import ORG_ROLES, Identity
+from assent.api import Identity, Permission
+from assent.api.roles import ORG_ROLES
+from assent.domain import Agent
+
 from .settings import GatewaySettings
 
 log = logging.getLogger(__name__)
@@ -99,3 +107,45 @@ class Authenticator:
         if not isinstance(roles, list):
             roles = []
         return Identity(user, org, frozenset(r for r in roles if isinstance(r, str) and r in ORG_ROLES))
+
+
+bearer = HTTPBearer(auto_error=False, description="An API token of the operator")
+
+
+class AgentNotFound(LookupError):
+    """The caller's organisation holds no such agent (answered 404, as the owner would)."""
+
+
+class Gate:
+    """Who asks (:meth:`person`, a FastAPI dependency) and whether they may (:meth:`check`).
+
+    A permission held on an agent (:attr:`Permission.on_agent`) is decided from the gateway's copy of the
+    workspace (``agent_of``) only when the role alone does not grant it: an agent the copy does not hold in the
+    caller's organisation is :class:`AgentNotFound`, one the caller neither owns nor edits is 403.
+    """
+
+    def __init__(self, authenticator: Authenticator, agent_of: Callable[[str], Awaitable[Agent | None]]) -> None:
+        self.authenticator = authenticator
+        self.agent_of = agent_of
+
+    async def person(self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Identity:
+        """Who asks, from their bearer token; 401 without a valid one, 403 without any role."""
+        try:
+            identity = await self.authenticator.identify(credentials.credentials if credentials is not None else None)
+        except Unauthenticated as exc:
+            raise HTTPException(401, exc.reason, headers={"WWW-Authenticate": 'Bearer error="invalid_token"'}) from None
+        if not identity.may_read():
+            raise HTTPException(403, Permission.READ.refusal)
+        return identity
+
+    async def check(self, identity: Identity, permission: Permission, agent_id: str | None = None) -> None:
+        """Raise 403 (or :class:`AgentNotFound`) unless ``identity`` holds ``permission`` (on ``agent_id``)."""
+        if identity.may(permission):
+            return
+        if permission.on_agent and agent_id is not None:
+            agent = await self.agent_of(agent_id)
+            if agent is None or agent.org_id != identity.org_id:
+                raise AgentNotFound(f"agent {agent_id!r} does not exist")
+            if identity.may(permission, agent.owners, agent.editors):
+                return
+        raise HTTPException(403, permission.refusal)

@@ -1,58 +1,54 @@
-"""The Proposals page, the activity feed, and agents' source and issues, on the public API.
+"""Decisions on the Proposals page, and the activity feed, on the public API.
 
 The gateway knows no kind here either: the kinds decided at ``/proposals`` (source proposals) come from the kind
-registry, their owner serves the page (reason, a diff per file, model, who asked, the chat or "From the builder
-chat", "Fix for issue", files changed since) and enforces the organisation's wall (``X-Assent-Org``); decisions
-travel like every other one (``DecisionMade`` to the owner, its ``ProposalOutcome`` back). The activity feed is
-the gateway's own record of those decisions.
+registry, and their owner serves the page itself (a declared route, :mod:`assent.api.source`). Decisions travel like
+every other one (``DecisionMade`` to the owner, its ``ProposalOutcome`` back). The activity feed is the gateway's
+own record of those decisions, merged with the owners' feeds (:data:`assent.api.FEEDS`).
 
 Approving needs permission to edit source and manage deploys (admin or developer, or the agent's owner or editor);
 discarding needs permission to review feedback (reviewers too). Another organisation's agent or proposal is 404.
 """
 
-from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
 
-from fastapi import APIRouter, FastAPI, HTTPException, Path, Query
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter, HTTPException, Query
+from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from assent.contracts import Id
-from assent.http import NoNul, Omissible, OneLine
+from assent.api import FEEDS, Error, Permission, RequestModel
+from assent.api.declare import Matching
+from assent.http import Identifier, NoNul, PathId
 from assent.kinds import KINDS, decisions_at
 
 from . import handlers
 from .adapters import tables as t
-from .adapters.owners import Owners, segment
-from .deploys import deployer_activity
-from .domain.roles import Identity
+from .adapters.owners import Owners
+from .answers import DECISION_ANSWERS, PERSON_ERRORS, decided
 from .handlers import Deps
 
 ENDPOINT = "proposals"
 PROPOSAL_KINDS = tuple(spec.name for spec in KINDS.values() if spec.endpoint == ENDPOINT)
-OWNERS = tuple(dict.fromkeys(KINDS[name].owner for name in PROPOSAL_KINDS))
-if len(OWNERS) != 1:  # the page is one owner's; a second would need its lists merged here
-    raise RuntimeError(f"the kinds decided at /{ENDPOINT} have owners {OWNERS}; the Proposals page expects one")
-SOURCE_OWNER = OWNERS[0]
 APPROVE = "approve"
 RESOLVED = tuple(dict.fromkeys(o for name in PROPOSAL_KINDS for o in KINDS[name].decisions.values()))
 
-PathId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
-Forward = Callable[..., Awaitable[JSONResponse]]
+BRANCH_NAME = r"^(?!-|/|\.|@$|.*(?:\.\.|//|@\{|\.lock(?:/|$)|/$|\.$|/\.))[^\x00-\x20\x7f~^:?*\[\\]+$"
+"""A branch name git accepts (``git check-ref-format --branch``): no ``..``, ``//``, ``@{``, space, control
+character or any of ``~^:?*[\\``; not ``@``; not starting with ``-``, ``/`` or ``.``; no part starting with ``.``
+or ending with ``.lock``; not ending with ``/`` or ``.``."""
 
 
-class BranchChoice(BaseModel):
+class BranchChoice(RequestModel):
     """Where an approval commits: the production branch (the default: commit and deploy), a ``new`` branch made
     from it, or an ``existing`` one (commit there, no deploy; the answer links to a pull or merge request)."""
 
-    model_config = ConfigDict(extra="forbid")
     kind: Literal["production", "new", "existing"] = "production"
-    name: Annotated[str, Field(min_length=1, max_length=200), OneLine] | None = None
+    name: (
+        Annotated[str, Field(min_length=1, max_length=200), Matching(BRANCH_NAME, "a branch name git accepts")] | None
+    ) = None
 
 
-class ProposalDecision(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ProposalDecision(RequestModel):
     decision: Literal[decisions_at(ENDPOINT)]  # type: ignore[valid-type]
     via: Literal["page", "card", "chat"] = "page"
     branch: BranchChoice | None = None
@@ -60,61 +56,18 @@ class ProposalDecision(BaseModel):
     """The commit message (approving only); the proposal's reason when absent."""
 
 
-FileText = Annotated[str, Field(max_length=160_000), NoNul]
-FilePath = Annotated[str, Field(min_length=1, max_length=500), OneLine]
-"""A file of the agent's repository; the owner refuses one outside it or under ``.git/``, naming it."""
-Title = Annotated[str, Field(min_length=1, max_length=300), OneLine]
-IssueText = Annotated[str, Field(max_length=20_000), NoNul]
-Evals = Annotated[dict[FilePath, FileText], Field(max_length=50)]
+class ActivityEntry(BaseModel):
+    who: str | None
+    what: str
+    when: str
+    agent_id: str | None
+    proposal_id: str | None
+    detail: str | None
+    links: dict[str, Any]
 
 
-class RepositoryIn(BaseModel):
-    """``hosted`` (``files``: its first source version) or ``external`` (``url``, ``provider``, optional
-    production ``branch``: the remote's default branch when absent)."""
-
-    model_config = ConfigDict(extra="forbid")
-    mode: Literal["hosted", "external"]
-    url: Annotated[str, Field(min_length=1, max_length=2000), OneLine] | None = None
-    provider: Literal["github", "gitlab"] | None = None
-    branch: Annotated[str, Field(min_length=1, max_length=200), OneLine] | None = None
-    files: dict[FilePath, FileText] = Field(default_factory=dict, max_length=500)
-    propose_changes_to_itself: bool = False
-    """Hosted only: the first source version also holds ``agents/main/agent.json`` declaring the source tools and an
-    ``agents/main/AGENT.md`` prompt."""
-
-
-class CommitIn(BaseModel):
-    """Commit files directly onto the production branch (``null`` deletes one): a person's own change."""
-
-    model_config = ConfigDict(extra="forbid")
-    files: dict[FilePath, FileText | None] = Field(min_length=1, max_length=500)
-    message: Annotated[str, Field(min_length=1, max_length=4000), NoNul]
-
-
-class DeploymentIn(BaseModel):
-    """Record a deployment (default: of the production branch's head); ``records_version: false`` records one
-    that names no source version, as an older deploy did."""
-
-    model_config = ConfigDict(extra="forbid")
-    source_version: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")] | None = None
-    records_version: bool = True
-
-
-class IssueIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    title: Title
-    text: IssueText = ""
-    evals: Evals = Field(default_factory=dict)
-
-
-class IssuePatch(BaseModel):
-    """A change of an issue: a field left out is kept; none is ever null."""
-
-    model_config = ConfigDict(extra="forbid")
-    title: Omissible[Title] = None
-    text: Omissible[IssueText] = None
-    status: Omissible[Literal["open", "fixed", "closed"]] = None
-    evals: Omissible[Evals] = None
+class Activity(BaseModel):
+    entries: list[ActivityEntry]
 
 
 async def request_of(deps: Deps, agent_id: str, proposal_id: str, org_id: str) -> dict[str, Any]:
@@ -181,68 +134,27 @@ async def activity(deps: Deps, org_id: str, agent_id: str | None, limit: int) ->
     return entries
 
 
-def install(
-    app: FastAPI,
-    deps: Deps,
-    user_dependency: Any,
-    forward: Forward,
-    may_change_agent: Callable[[Identity, str], Awaitable[None]],
-    owners: Owners,
-) -> None:
-    """Add the routes; ``user_dependency`` authenticates (401/403 as everywhere), ``forward`` asks an owner for
-    the person (their organisation's wall), ``may_change_agent`` is the workspace's rule for changing an agent."""
-    User = user_dependency
-    router = APIRouter(tags=["proposals"])
+def router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
+    """The decision on a source proposal, and the activity feed; ``user`` is the authenticating dependency."""
+    proposals = APIRouter(tags=["proposals"], responses=PERSON_ERRORS)
 
-    async def may_review(user: Identity, agent_id: str) -> None:
-        if user.may_review_feedback():
-            return
-        agent = await handlers.agent_copy(deps, agent_id)
-        if agent is None or agent.org_id != user.org_id:
-            raise handlers.NotFound(f"agent {agent_id!r} does not exist")
-        if not user.may_review_feedback(agent.owners, agent.editors):
-            raise HTTPException(403, "this needs permission to review feedback: a reviewer, developer or admin role")
-
-    @router.get("/api/agents/{agent_id}/proposals")
-    async def list_proposals(agent_id: PathId, user: User) -> JSONResponse:
-        """The Proposals page: ``waiting`` and ``decided`` with ``counts`` of each; each proposal with its reason,
-        a diff per file, the model, who asked, its chat or "From the builder chat", its issue, and the files
-        changed since (then only ``discard`` is offered)."""
-        return await forward(SOURCE_OWNER, "GET", f"/internal/agents/{segment(agent_id)}/proposals", user)
-
-    @router.get("/api/agents/{agent_id}/proposals/{proposal_id}")
-    async def read_proposal(agent_id: PathId, proposal_id: PathId, user: User) -> JSONResponse:
-        return await forward(
-            SOURCE_OWNER, "GET", f"/internal/agents/{segment(agent_id)}/proposals/{segment(proposal_id)}", user
-        )
-
-    @router.post(
+    @proposals.post(
         "/api/agents/{agent_id}/proposals/{proposal_id}",
         responses={
-            200: {"description": "approved (with its commit) or discarded"},
-            403: {"description": "approving needs to edit source; discarding, to review feedback"},
-            404: {"description": "no such proposal of this agent in the caller's organisation"},
-            409: {"description": "a file changed in the repository since; the proposal stays waiting"},
-            422: {"description": "already decided"},
-            504: {"description": "the owner has not answered yet; the decision stands"},
+            **DECISION_ANSWERS,
+            403: {"model": Error, "description": "Approving needs to edit source; discarding, to review feedback"},
         },
     )
-    async def decide_proposal(
-        agent_id: PathId, proposal_id: PathId, body: ProposalDecision, user: User
-    ) -> JSONResponse:
+    async def decide_proposal(agent_id: PathId, proposal_id: PathId, body: ProposalDecision, person: user) -> Any:
         """Approve or discard a waiting proposal. Approving commits onto the production branch and deploys (the
         default), or onto a ``new`` or ``existing`` branch without deploying (the answer's ``effects.link`` opens
         the pull or merge request); ``message`` is the commit's message."""
-        request = await request_of(deps, agent_id, proposal_id, user.org_id)
-        owners, editors = request["owners"], request["editors"]
-        if body.decision == APPROVE and not user.may_change_agent(owners, editors):
+        request = await request_of(deps, agent_id, proposal_id, person.org_id)
+        needs = Permission.APPROVE_SOURCE if body.decision == APPROVE else Permission.REVIEW_FEEDBACK
+        if not person.may(needs, request["owners"], request["editors"]):
             raise HTTPException(
-                403,
-                "approving needs permission to edit source and manage deploys: admin or developer, or to own or "
-                "edit the agent",
+                403, needs.refusal if body.decision == APPROVE else "discarding needs permission to review feedback"
             )
-        if body.decision != APPROVE and not user.may_review_feedback(owners, editors):
-            raise HTTPException(403, "discarding needs permission to review feedback")
         options: dict[str, Any] = {}
         if body.decision == APPROVE:
             if body.branch is not None:
@@ -251,95 +163,29 @@ def install(
                 options["message"] = body.message
         elif body.branch is not None or body.message is not None:
             raise HTTPException(422, "a branch and a commit message go with approving only")
-        outcome = await handlers.decide(deps, request, body.decision, user.user_id, body.via, options)
-        status = outcome["status"] if outcome["outcome"] != "failed" else 502
-        return JSONResponse(outcome, status_code=status)
+        return decided(await handlers.decide(deps, request, body.decision, person.user_id, body.via, options))
 
-    @router.get("/api/agents/{agent_id}/builder-chat")
-    async def builder_chat(agent_id: PathId, user: User) -> JSONResponse:
-        """Whether Studio shows the builder chat of the agent to the caller: only to people with permission to edit
-        its source (admin or developer, or the agent's owner or editor), and only when its active deployment
-        declares ``propose_source_change`` or it already has a proposal from chat (the owner reads the declaration
-        at the deployed version). ``{"shown", "reason", ...}``; another organisation's agent is 404."""
-        if not user.may_write_workspace():
-            agent = await handlers.agent_copy(deps, agent_id)
-            if agent is None or agent.org_id != user.org_id:
-                raise handlers.NotFound(f"agent {agent_id!r} does not exist")
-            if not user.may_change_agent(agent.owners, agent.editors):
-                return JSONResponse(
-                    {
-                        "agent_id": agent_id,
-                        "shown": False,
-                        "reason": "the builder chat is only for people with permission to edit the agent's source: "
-                        "an admin or developer, or the agent's owner or editor",
-                    }
-                )
-        reply = await owners.call(
-            SOURCE_OWNER, "GET", f"/internal/agents/{segment(agent_id)}/builder-chat", None, org=user.org_id
-        )
-        return JSONResponse(reply.body, status_code=reply.status)
-
-    @router.get("/api/activity")
+    @proposals.get("/api/activity", response_model=Activity)
     async def activity_feed(
-        user: User,
-        agent_id: Annotated[Id | None, Query()] = None,
+        person: user,
+        agent_id: Annotated[Identifier | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
     ) -> dict[str, Any]:
-        """Approvals and discards of the caller's organisation, and the deployer's entries (deploy, deploy failed,
-        promote, link fix): who, what, when, links; newest first."""
-        entries = await activity(deps, user.org_id, agent_id, limit)
-        entries += await deployer_activity(owners, user.org_id, agent_id, limit)
+        """Approvals and discards of the caller's organisation, and the owners' entries (the deployer's: deploy,
+        deploy failed, promote, link fix): who, what, when, links; newest first."""
+        entries = await activity(deps, person.org_id, agent_id, limit)
+        for feed in FEEDS:
+            entries += await feed_entries(owners, feed.owner, feed.path, person.org_id, agent_id, limit)
         entries.sort(key=lambda e: str(e["when"]), reverse=True)
         return {"entries": entries[:limit]}
 
-    @router.put("/api/workspace/agents/{agent_id}/repository")
-    async def set_repository(agent_id: PathId, body: RepositoryIn, user: User) -> JSONResponse:
-        """Create the agent's hosted source, or attach its external repository."""
-        await may_change_agent(user, agent_id)
-        payload = {**body.model_dump(), "actor": user.user_id}
-        return await forward(SOURCE_OWNER, "PUT", f"/internal/agents/{segment(agent_id)}/repository", user, payload)
+    return proposals
 
-    @router.get("/api/workspace/agents/{agent_id}/repository")
-    async def get_repository(agent_id: PathId, user: User) -> JSONResponse:
-        return await forward(SOURCE_OWNER, "GET", f"/internal/agents/{segment(agent_id)}/repository", user)
 
-    @router.post("/api/workspace/agents/{agent_id}/repository/commits", status_code=201)
-    async def commit(agent_id: PathId, body: CommitIn, user: User) -> JSONResponse:
-        await may_change_agent(user, agent_id)
-        payload = {**body.model_dump(), "actor": user.user_id}
-        return await forward(
-            SOURCE_OWNER, "POST", f"/internal/agents/{segment(agent_id)}/repository/commits", user, payload
-        )
-
-    @router.post("/api/workspace/agents/{agent_id}/deployments", status_code=201)
-    async def deploy(agent_id: PathId, body: DeploymentIn, user: User) -> JSONResponse:
-        await may_change_agent(user, agent_id)
-        payload = {**body.model_dump(), "actor": user.user_id}
-        return await forward(SOURCE_OWNER, "POST", f"/internal/agents/{segment(agent_id)}/deployments", user, payload)
-
-    @router.get("/api/workspace/agents/{agent_id}/issues")
-    async def list_issues(agent_id: PathId, user: User) -> JSONResponse:
-        return await forward(SOURCE_OWNER, "GET", f"/internal/agents/{segment(agent_id)}/issues", user)
-
-    @router.post("/api/workspace/agents/{agent_id}/issues", status_code=201)
-    async def create_issue(agent_id: PathId, body: IssueIn, user: User) -> JSONResponse:
-        """File an issue (title, text, regression evals under evals/)."""
-        await may_review(user, agent_id)
-        payload = {**body.model_dump(), "actor": user.user_id}
-        return await forward(SOURCE_OWNER, "POST", f"/internal/agents/{segment(agent_id)}/issues", user, payload)
-
-    @router.get("/api/workspace/agents/{agent_id}/issues/{issue_id}")
-    async def read_issue(agent_id: PathId, issue_id: PathId, user: User) -> JSONResponse:
-        return await forward(
-            SOURCE_OWNER, "GET", f"/internal/agents/{segment(agent_id)}/issues/{segment(issue_id)}", user
-        )
-
-    @router.patch("/api/workspace/agents/{agent_id}/issues/{issue_id}")
-    async def change_issue(agent_id: PathId, issue_id: PathId, body: IssuePatch, user: User) -> JSONResponse:
-        await may_review(user, agent_id)
-        payload = {**body.model_dump(exclude_unset=True), "actor": user.user_id}
-        return await forward(
-            SOURCE_OWNER, "PATCH", f"/internal/agents/{segment(agent_id)}/issues/{segment(issue_id)}", user, payload
-        )
-
-    app.include_router(router)
+async def feed_entries(
+    owners: Owners, owner: str, path: str, org_id: str, agent_id: str | None, limit: int
+) -> list[dict[str, Any]]:
+    """An owner's activity entries of ``org_id``."""
+    query = urlencode({"limit": limit, **({"agent_id": agent_id} if agent_id is not None else {})})
+    reply = await owners.call(owner, "GET", f"/internal{path}?{query}", org=org_id)
+    return list(reply.body.get("entries", [])) if reply.status == 200 else []

@@ -20,11 +20,10 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any
+from typing import Any
 
 import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
-from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import MetaData, text
@@ -34,7 +33,7 @@ from uvicorn.main import STARTUP_FAILURE
 from .. import inbox
 from ..db import create_engine, driver_connection, migrate, session_key
 from ..faults import crash_point
-from ..http import install_guards
+from ..http import PathId, install_guards
 from ..kinds import WORKSPACE_OWNER
 from ..logs import RepeatFilter
 from ..messaging import broker_answers, ensure_topics, make_broker, start_broker
@@ -69,7 +68,6 @@ A message or request allocates thousands of short-lived objects, nearly all free
 the defaults the collector ran every few hundred of them and took about a twentieth of the gateway's CPU
 under load. Collections stay, only rarer: what cycles do form is still freed.
 """
-PathId = Annotated[str, PathParam(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
 def service_metadata(schema: str) -> tuple[MetaData, SharedTables]:

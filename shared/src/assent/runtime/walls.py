@@ -2,25 +2,24 @@
 
 The gateway authenticates people and calls an owner for one of them with ``X-Assent-Org``: the person's
 organisation. An owner then answers 404 for another organisation's entities, in the words it uses for one that
-does not exist. Without the header the call is a service's own (the service credential still admits it).
+does not exist. Without the header the call is a service's own (the service credential still admits it). The
+header is read as the declared routes read it (:class:`assent.api.Caller`).
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header
+from fastapi import Depends
 
-ORG_HEADER = "X-Assent-Org"
+from ..api import ORG_HEADER, Caller, caller
+
+__all__ = ["ORG_HEADER", "CallerOrg", "caller_org"]
 
 
-async def caller_org(
-    org: Annotated[
-        str | None, Header(alias=ORG_HEADER, min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
-    ] = None,
-) -> str | None:
+async def caller_org(who: Annotated[Caller, Depends(caller)]) -> str | None:
     """The organisation of the person the call is made for (``X-Assent-Org``), or ``None`` for a service's own."""
-    return org
+    return who.org
 
 
 CallerOrg = Annotated[str | None, Depends(caller_org)]

@@ -14,13 +14,14 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
+from assent.api.workspace import TEXT_ABOUT_MAX, TEXT_DESCRIPTION_MAX
 from assent.contracts import Text
 from assent.domain import Guild, Refusal, Session, check_source_guild
 from assent.hashing import content_hash, line_counts
 
-ABOUT_MAX = 280
-"""The short description's limit, in characters."""
-DESCRIPTION_MAX = 8000
+ABOUT_MAX = TEXT_ABOUT_MAX
+"""The short description's limit, in characters (the public API's schema says it too)."""
+DESCRIPTION_MAX = TEXT_DESCRIPTION_MAX
 """The description's limit, in characters."""
 LIMITS: dict[str, int] = {"about": ABOUT_MAX, "description": DESCRIPTION_MAX}
 FIELDS: tuple[str, ...] = ("about", "description")

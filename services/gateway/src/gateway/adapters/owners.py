@@ -9,6 +9,7 @@ Every call carries the gateway's own service credential for that owner (``Author
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -16,6 +17,7 @@ import httpx
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 from opentelemetry.trace import TracerProvider
 
+from assent.api import ORG_HEADER
 from assent.kinds import KINDS
 from assent.runtime import LiveCard
 from assent.service_auth import ServiceSigner
@@ -75,17 +77,31 @@ class Owners:
         for client in self.clients.values():
             await client.aclose()
 
-    async def call(self, owner: str, method: str, path: str, json: Any = None, *, org: str | None = None) -> OwnerReply:
+    async def call(
+        self,
+        owner: str,
+        method: str,
+        path: str,
+        json: Any = None,
+        *,
+        org: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        content: bytes | None = None,
+    ) -> OwnerReply:
         """Call an owner's internal API; ``org`` is the organisation of the person the gateway asks for, whose
-        walls the owner enforces (``X-Assent-Org``: another organisation's entities answer 404)."""
+        walls the owner enforces (``X-Assent-Org``: another organisation's entities answer 404). ``headers`` go
+        along (the person, a webhook's signature); ``content`` is a JSON body's exact bytes, sent instead of
+        ``json``."""
         client = self.clients.get(owner)
         if client is None:
             raise OwnerUnavailable(f"the {owner} service is not configured (ASSENT_OWNER_URLS)")
-        headers = self.signer.headers(owner)
+        sent = {**self.signer.headers(owner), **(headers or {})}
         if org is not None:
-            headers = {**headers, "X-Assent-Org": org}
+            sent[ORG_HEADER] = org
+        if content is not None:
+            sent["Content-Type"] = "application/json"
         try:
-            response = await client.request(method, path, json=json, headers=headers)
+            response = await client.request(method, path, json=json, content=content, headers=sent)
         except httpx.HTTPError as exc:
             raise OwnerUnavailable(f"the {owner} service did not answer: {exc}", retry=True) from exc
         if response.status_code == 401:  # not the caller's fault: the deployment's keys disagree

@@ -1,0 +1,78 @@
+"""The deployer's side of its public routes (:mod:`assent.api.source`, :mod:`assent.api.deploys`): one class per
+resource, each method the handler of the declared route of its name.
+
+Organisations are walls here too: for a person (``X-Assent-Org``), an agent of another organisation is answered 404
+with the words a missing one gets, and nothing is read or written. Without the header the call is a service's own.
+"""
+
+from __future__ import annotations
+
+from assent.domain import Agent, Refusal
+from assent.runtime import ServiceRuntime
+from assent.runtime.uow import UnitOfWork
+
+from ..adapters.git import GitRepos, Source
+from ..adapters.repository import DeployerRepository
+from ..deploys import Deploys
+from ..kinds.source import SourceKind
+
+
+class NotFound(LookupError):
+    pass
+
+
+class Unprocessable(Exception):
+    """A refusal with its status (422, or 409 for a state that may change, 413, ...) and why."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+def refused(refusal: Refusal) -> Unprocessable:
+    return Unprocessable(refusal.status, refusal.message)
+
+
+def store(uow: UnitOfWork) -> DeployerRepository:
+    return uow.store("deployer")
+
+
+def author(actor: str) -> tuple[str, str]:
+    """A commit's author for a person (their user id; an email-like one as the address)."""
+    return actor, actor if "@" in actor else f"{actor}@users.assent.invalid"
+
+
+class Resource:
+    """What every resource's handlers share: the runtime (one unit of work per call), the repositories, the source
+    kind's schemas, the deploys."""
+
+    def __init__(self, runtime: ServiceRuntime, repos: GitRepos, kind: SourceKind, deploys: Deploys) -> None:
+        self.runtime = runtime
+        self.repos = repos
+        self.kind = kind
+        self.deploys = deploys
+
+    @staticmethod
+    async def agent_in(uow: UnitOfWork, agent_id: str, org: str | None) -> Agent:
+        """The agent, from the workspace copy; another organisation's is :class:`NotFound` as a missing one is."""
+        agent = await uow.workspace.agent(agent_id)
+        if agent is None or (org is not None and agent.org_id != org):
+            raise NotFound(f"agent {agent_id!r} does not exist")
+        return agent
+
+    @staticmethod
+    async def source_of(uow: UnitOfWork, agent_id: str) -> Source:
+        source = await store(uow).source(agent_id)
+        if source is None:
+            raise NotFound(f"agent {agent_id!r} has no source repository")
+        return source
+
+    async def commit_of(self, source: Source, wanted: str | None, what: str) -> str:
+        """``wanted``, or the production branch's head; 409 when there is none yet, 422 when it is not a commit of
+        the repository."""
+        commit = wanted or await self.repos.head(source)
+        if commit is None:
+            raise Unprocessable(409, f"the production branch has no commit to {what} yet")
+        if not await self.repos.has_commit(source, commit):
+            raise Unprocessable(422, f"commit {commit} is not in the agent's repository")
+        return commit

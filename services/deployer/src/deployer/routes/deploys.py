@@ -1,0 +1,185 @@
+"""Deploys: an agent's Deploys settings, builds, deploys (promote, retry) and the providers' push webhooks (the
+routes of :mod:`assent.api.deploys`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from assent.api import Caller
+from assent.api.deploys import BuildIn, DeploySettingsIn
+from assent.domain import Refusal
+from assent.runtime.uow import UnitOfWork
+
+from ..adapters.repository import Build, Deploy
+from ..domain.deploys import Push, github_signature_ok, gitlab_token_ok, parse_push, repository_key
+from . import NotFound, Resource, Unprocessable, refused, store
+
+MAX_WEBHOOK_BYTES = 5_000_000
+PUSH_EVENTS = ("push", "Push Hook")
+"""GitHub's and GitLab's names of a push event."""
+
+
+class Settings(Resource):
+    async def get_deploy_settings(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+        async with self.runtime.unit_of_work() as uow:
+            await self.agent_in(uow, agent_id, caller.org)
+            await self.source_of(uow, agent_id)
+            return (await store(uow).deploy_settings(agent_id)).as_json()
+
+    async def set_deploy_settings(self, caller: Caller, agent_id: str, body: DeploySettingsIn) -> dict[str, Any]:
+        """Builds on push (needs a webhook secret for the push webhook; the poller needs none), auto-promote and
+        the deploy target."""
+        actor = caller.actor
+        fields = body.model_dump(exclude_unset=True)
+        if fields.get("target") is not None:
+            why = self.deploys.targets.refusal(fields["target"])
+            if why is not None:
+                raise Unprocessable(422, why)
+        async with self.runtime.unit_of_work() as uow:
+            await self.agent_in(uow, agent_id, caller.org)
+            source = await self.source_of(uow, agent_id)
+            if fields.get("builds_on_push") and source.mode == "hosted":
+                raise Unprocessable(422, "a hosted source is built when a proposal is approved; it has no pushes")
+            if fields.get("builds_on_push"):
+                fields.setdefault("last_seen_head", await self.repos.head(source))
+            return (await store(uow).save_deploy_settings(agent_id, actor, **fields)).as_json()
+
+
+class Builds(Resource):
+    async def list_builds(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+        async with self.runtime.unit_of_work() as uow:
+            await self.agent_in(uow, agent_id, caller.org)
+            return {"builds": [await build_json(uow, b) for b in await store(uow).builds_of(agent_id)]}
+
+    async def read_build(self, caller: Caller, agent_id: str, build_id: str) -> dict[str, Any]:
+        """A build with its status, triggers, deploys and log."""
+        async with self.runtime.unit_of_work() as uow:
+            await self.agent_in(uow, agent_id, caller.org)
+            build = await store(uow).build(build_id)
+            if build is None or build.agent_id != agent_id:
+                raise NotFound(f"agent {agent_id!r} has no build {build_id!r}")
+            return await build_json(uow, build, log=True)
+
+    async def start_build(self, caller: Caller, agent_id: str, body: BuildIn) -> dict[str, Any]:
+        actor = caller.actor
+        async with self.runtime.unit_of_work() as uow:
+            agent = await self.agent_in(uow, agent_id, caller.org)
+            source = await self.source_of(uow, agent_id)
+            commit = await self.commit_of(source, body.source_version, "build")
+            build = await self.deploys.request_build(uow, source, agent.org_id, commit, "manual", actor, actor)
+            return await build_json(uow, build)
+
+
+class Deploys(Resource):
+    async def list_deploys(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+        async with self.runtime.unit_of_work() as uow:
+            await self.agent_in(uow, agent_id, caller.org)
+            return {"deploys": [d.as_json() for d in await store(uow).deploys_of(agent_id)]}
+
+    async def read_deploy(self, caller: Caller, agent_id: str, deploy_id: str) -> dict[str, Any]:
+        async with self.runtime.unit_of_work() as uow:
+            await self.agent_in(uow, agent_id, caller.org)
+            return (await deploy_in(uow, agent_id, deploy_id)).as_json()
+
+    async def promote(self, caller: Caller, agent_id: str, deploy_id: str) -> dict[str, Any]:
+        """Make a started deploy live (when auto-promote is off)."""
+        actor = caller.actor
+        async with self.runtime.unit_of_work() as uow:
+            await self.agent_in(uow, agent_id, caller.org)
+            await deploy_in(uow, agent_id, deploy_id)
+            return done(await self.deploys.promote(uow, deploy_id, actor))
+
+    async def retry(self, caller: Caller, agent_id: str, deploy_id: str) -> dict[str, Any]:
+        """Start again a deploy that did not start (its commit stays)."""
+        async with self.runtime.unit_of_work() as uow:
+            await self.agent_in(uow, agent_id, caller.org)
+            await deploy_in(uow, agent_id, deploy_id)
+            return done(await self.deploys.retry(uow, deploy_id))
+
+
+class Webhooks(Resource):
+    async def push(self, provider: str, headers: Mapping[str, str | None], body: bytes) -> dict[str, Any]:
+        """A provider's push: 404 when no agent's source has the repository's address, 403 (the public 401) when
+        the signature (GitHub) or token (GitLab) does not fit that repository's webhook secret; otherwise a push
+        to the production branch of a source that builds on push starts (or joins) the build of its commit."""
+        if len(body) > MAX_WEBHOOK_BYTES:
+            raise Unprocessable(413, "the webhook's body is too large")
+        event_name = headers["X-GitHub-Event"] if provider == "github" else headers["X-Gitlab-Event"]
+        if event_name not in PUSH_EVENTS:
+            return {"ignored": f"not a push event ({event_name!r})"}
+        event = push_event(provider, body)
+        keys = {repository_key(url) for url in event.urls}
+        async with self.runtime.unit_of_work() as uow:
+            matches = [
+                (source, org_id)
+                for source, org_id in await store(uow).external_sources(provider)
+                if source.url is not None and repository_key(source.url) in keys
+            ]
+            if not matches:
+                raise NotFound("no agent's source is this repository")
+            verified = []
+            for source, org_id in matches:
+                settings = await store(uow).deploy_settings(source.agent_id)
+                if signed(provider, settings.webhook_secret, body, headers):
+                    verified.append((source, org_id, settings))
+            if not verified:
+                what = "signature (X-Hub-Signature-256)" if provider == "github" else "token (X-Gitlab-Token)"
+                raise Unprocessable(403, f"the webhook's {what} does not fit the repository's webhook secret")
+            delivery = headers["X-GitHub-Delivery"] or headers["X-Gitlab-Event-UUID"]
+            answers = []
+            for source, org_id, settings in verified:
+                if event.branch != source.branch or event.commit is None:
+                    answers.append({"agent_id": source.agent_id, "ignored": f"not a push to {source.branch}"})
+                    continue
+                if not settings.builds_on_push:
+                    answers.append({"agent_id": source.agent_id, "ignored": "builds on push is off"})
+                    continue
+                await self.repos.fetch(source)
+                if not await self.repos.has_commit(source, event.commit):
+                    raise Unprocessable(409, f"commit {event.commit} is not on the remote yet; send the push again")
+                ref = delivery or event.commit
+                build = await self.deploys.request_build(uow, source, org_id, event.commit, "push", ref, None)
+                answers.append({"agent_id": source.agent_id, "build_id": build.build_id, "status": build.status})
+            return {"results": answers}
+
+
+def push_event(provider: str, body: bytes) -> Push:
+    """The push a webhook's body tells; 422 when it is not UTF-8 JSON of the provider's push event."""
+    try:
+        payload = json.loads(body.decode())
+    except (ValueError, RecursionError):
+        raise Unprocessable(422, "the webhook's body is not UTF-8 JSON") from None
+    event = parse_push(provider, payload) if isinstance(payload, dict) else None
+    if event is None:
+        raise Unprocessable(422, f"the body is not a {provider} push event")
+    return event
+
+
+def signed(provider: str, secret: str | None, body: bytes, headers: Mapping[str, str | None]) -> bool:
+    """Whether the delivery carries the repository's webhook secret: GitHub's HMAC of the body, GitLab's token."""
+    if secret is None:
+        return False
+    if provider == "github":
+        return github_signature_ok(secret, body, headers["X-Hub-Signature-256"])
+    return gitlab_token_ok(secret, headers["X-Gitlab-Token"])
+
+
+async def build_json(uow: UnitOfWork, build: Build, *, log: bool = False) -> dict[str, Any]:
+    data = build.as_json(await store(uow).triggers(build.build_id), log=log)
+    data["deploys"] = [d.deploy_id for d in await store(uow).deploys_of(build.agent_id) if d.build_id == build.build_id]
+    return data
+
+
+async def deploy_in(uow: UnitOfWork, agent_id: str, deploy_id: str) -> Deploy:
+    deploy = await store(uow).deploy(deploy_id)
+    if deploy is None or deploy.agent_id != agent_id:
+        raise NotFound(f"agent {agent_id!r} has no deploy {deploy_id!r}")
+    return deploy
+
+
+def done(result: Deploy | Refusal) -> dict[str, Any]:
+    if isinstance(result, Refusal):
+        raise refused(result)
+    return result.as_json()

@@ -1,0 +1,308 @@
+"""Agents' source: the repository, a person's own commits, deployments, the Proposals page, the builder chat and
+issues (the routes of :mod:`assent.api.source`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from assent.api import Caller, Permission
+from assent.api.source import CommitIn, DeploymentIn, ExternalRepositoryIn, IssueIn, IssuePatch, RepositoryIn
+from assent.domain import Refusal
+from assent.hashing import line_counts, unified_diff
+from assent.kinds import SUPERSEDED
+from assent.runtime import StoredProposal
+from assent.runtime.uow import UnitOfWork
+
+from ..adapters.git import BranchMoved, GitError, Source
+from ..adapters.repository import Deploy
+from ..domain import builder, checks
+from ..domain.proposals import FileChange, moved_files, text_hash
+from ..kinds.source import decode
+from . import NotFound, Resource, Unprocessable, author, refused, store
+
+NOT_SHOWN = (
+    "the builder chat is only for people with permission to edit the agent's source: an admin or developer, or the "
+    "agent's owner or editor"
+)
+
+
+class Repository(Resource):
+    async def set_repository(self, caller: Caller, agent_id: str, body: RepositoryIn) -> dict[str, Any]:
+        """Create an agent's hosted repository (with its first source version), or attach an external one."""
+        actor = caller.actor
+        async with self.runtime.unit_of_work() as uow:
+            agent = await self.agent_in(uow, agent_id, caller.org)
+            if isinstance(body, ExternalRepositoryIn):
+                try:
+                    source = await self.repos.attach_external(agent_id, body.url, body.provider, body.branch)
+                except GitError as exc:
+                    raise Unprocessable(422, f"the remote could not be read: {exc}") from None
+            else:
+                files = builder.with_self_editing(body.files) if body.propose_changes_to_itself else dict(body.files)
+                if isinstance(files, Refusal):
+                    raise refused(files)
+                source = await self.repos.create_hosted(agent_id)
+                if files:
+                    async with self.repos.lock(agent_id):
+                        head = await self.repos.head(source)
+                        await self.repos.commit(source, head, files, author=author(actor), message="Initial source\n")
+            await store(uow).save_source(source, agent.org_id, actor)
+            return await self.describe(uow, agent_id)
+
+    async def get_repository(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+        async with self.runtime.unit_of_work() as uow:
+            await self.agent_in(uow, agent_id, caller.org)
+            return await self.describe(uow, agent_id)
+
+    async def commit_directly(self, caller: Caller, agent_id: str, body: CommitIn) -> dict[str, Any]:
+        """A person's own commit onto the production branch (a hosted source's next source version)."""
+        actor = caller.actor
+        async with self.runtime.unit_of_work() as uow:
+            await self.agent_in(uow, agent_id, caller.org)
+            source = await self.source_of(uow, agent_id)
+            async with self.repos.lock(agent_id):
+                head = await self.repos.head(source)
+                message = body.message.rstrip("\n") + "\n"
+                try:
+                    commit = await self.repos.commit(
+                        source, head, dict(body.files), author=author(actor), message=message
+                    )
+                except BranchMoved:
+                    raise Unprocessable(
+                        409, f"{source.branch} moved while committing; nothing was committed, commit again"
+                    ) from None
+            return {"commit": commit, "branch": source.branch}
+
+    async def record_deployment(self, caller: Caller, agent_id: str, body: DeploymentIn) -> dict[str, Any]:
+        actor = caller.actor
+        async with self.runtime.unit_of_work() as uow:
+            await self.agent_in(uow, agent_id, caller.org)
+            source = await self.source_of(uow, agent_id)
+            version = await self.commit_of(source, body.source_version, "deploy") if body.records_version else None
+            deployment = await store(uow).add_deployment(agent_id, version, actor)
+            return {"deployment_id": deployment.deployment_id, "agent_id": agent_id, "source_version": version}
+
+    async def describe(self, uow: UnitOfWork, agent_id: str) -> dict[str, Any]:
+        source = await self.source_of(uow, agent_id)
+        deployment = await store(uow).latest_deployment(agent_id)
+        live = next((d for d in await store(uow).deploys_of(agent_id) if d.status == "live"), None)
+        head = await self.repos.head(source)
+        return {
+            "agent_id": agent_id,
+            "mode": source.mode,
+            "branch": source.branch,
+            "url": source.url,
+            "provider": source.provider,
+            "head": head,
+            "version_number": await self.repos.count(source, head) if head and source.mode == "hosted" else None,
+            "deployment": None
+            if deployment is None
+            else {
+                "deployment_id": deployment.deployment_id,
+                "source_version": deployment.source_version,
+                "deployed_by": deployment.deployed_by,
+                "deployed_at": deployment.deployed_at.isoformat(),
+            },
+            "live": None if live is None else live.as_json(),
+        }
+
+
+class Proposals(Resource):
+    async def list_proposals(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+        """The Proposals page: Waiting and Decided, with the count of each."""
+        async with self.runtime.unit_of_work() as uow:
+            await self.agent_in(uow, agent_id, caller.org)
+            return await self.page(uow, agent_id)
+
+    async def read_proposal(self, caller: Caller, agent_id: str, proposal_id: str) -> dict[str, Any]:
+        async with self.runtime.unit_of_work() as uow:
+            await self.agent_in(uow, agent_id, caller.org)
+            found = await self.page(uow, agent_id, only=proposal_id)
+        items = found["waiting"] + found["decided"]
+        if not items:
+            raise NotFound(f"agent {agent_id!r} has no proposal {proposal_id!r}")
+        return items[0]
+
+    async def builder_chat(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+        """Whether the agent shows the builder chat to the caller: its active deployment declares
+        ``propose_source_change`` (read at the version it recorded), or it has a proposal from chat; and only to a
+        person with permission to edit its source (:attr:`Permission.APPROVE_SOURCE`)."""
+        async with self.runtime.unit_of_work() as uow:
+            agent = await self.agent_in(uow, agent_id, caller.org)
+            source = await store(uow).source(agent_id)
+            deployment = await store(uow).latest_deployment(agent_id)
+            from_chat = await store(uow).has_chat_proposal(agent_id)
+        version = None if deployment is None else deployment.source_version
+        declared: list[builder.Declaration] = []
+        if source is not None and version is not None:
+            tree = [entry.path for entry in await self.repos.tree(source, version)]
+            texts = {
+                path: decode(raw)
+                for path, raw in (await self.repos.read(source, version, builder.candidate_paths(tree))).items()
+            }
+            declared = builder.declarations(texts)
+        shown, reason = builder.shown_reason(declared, from_chat)
+        if version is None and not shown:
+            if source is None:
+                reason = "the agent has no source repository"
+            elif deployment is None:
+                reason = "the agent is not deployed"
+            else:
+                reason = "the agent's active deployment recorded no source version; redeploy it"
+        person = caller.identity()
+        if person is not None and not person.may(Permission.APPROVE_SOURCE, agent.owners, agent.editors):
+            shown, reason = False, NOT_SHOWN
+        return {
+            "agent_id": agent_id,
+            "shown": shown,
+            "reason": reason,
+            "source_version": version,
+            "declared_in": [{"agent": d.agent, "path": d.path} for d in declared],
+            "has_chat_proposal": from_chat,
+        }
+
+    async def page(self, uow: UnitOfWork, agent_id: str, only: str | None = None) -> dict[str, Any]:
+        rows = await store(uow).proposals_of_agent(agent_id)
+        if only is not None:
+            rows = [(p, at) for p, at in rows if p.proposal_id == only]
+        source = await store(uow).source(agent_id)
+        waiting_paths = sorted({f["path"] for p, _ in rows if p.status == "pending" for f in p.payload["files"]})
+        head_hashes = await self.head_hashes(source, waiting_paths) if source is not None and waiting_paths else {}
+        issues = {issue.issue_id: issue for issue in await store(uow).issues_of(agent_id)}
+        by_proposal = {d.proposal_id: d for d in await store(uow).deploys_of(agent_id) if d.proposal_id}
+        items = [page_item(p, at, head_hashes, issues, by_proposal.get(p.proposal_id)) for p, at in rows]
+        waiting = [item for item in items if item["status"] == "pending"]
+        decided = [item for item in items if item["status"] != "pending"]
+        return {
+            "agent_id": agent_id,
+            "counts": {"waiting": len(waiting), "decided": len(decided)},
+            "waiting": waiting,
+            "decided": decided,
+        }
+
+    async def head_hashes(self, source: Source, paths: list[str]) -> dict[str, str | None]:
+        """The hash of each of ``paths`` at the production branch's head (what a waiting proposal read may have
+        changed since)."""
+        head = await self.repos.head(source)
+        if head is None:
+            return {}
+        return {path: text_hash(decode(raw)) for path, raw in (await self.repos.read(source, head, paths)).items()}
+
+
+class Issues(Resource):
+    async def list_issues(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+        async with self.runtime.unit_of_work() as uow:
+            await self.agent_in(uow, agent_id, caller.org)
+            return {"issues": [issue.as_json() for issue in await store(uow).issues_of(agent_id)]}
+
+    async def create_issue(self, caller: Caller, agent_id: str, body: IssueIn) -> dict[str, Any]:
+        actor = caller.actor
+        self.check_evals(body.evals)
+        async with self.runtime.unit_of_work() as uow:
+            agent = await self.agent_in(uow, agent_id, caller.org)
+            issue_id = f"iss_{uuid.uuid4().hex[:16]}"
+            issue = await store(uow).add_issue(
+                issue_id, agent_id, agent.org_id, body.title, body.text, dict(body.evals), actor
+            )
+            return issue.as_json()
+
+    async def read_issue(self, caller: Caller, agent_id: str, issue_id: str) -> dict[str, Any]:
+        async with self.runtime.unit_of_work() as uow:
+            await self.agent_in(uow, agent_id, caller.org)
+            return (await self.issue_of(uow, agent_id, issue_id)).as_json()
+
+    async def change_issue(self, caller: Caller, agent_id: str, issue_id: str, body: IssuePatch) -> dict[str, Any]:
+        actor = caller.actor
+        if body.evals is not None:
+            self.check_evals(body.evals)
+        async with self.runtime.unit_of_work() as uow:
+            await self.agent_in(uow, agent_id, caller.org)
+            issue = await self.issue_of(uow, agent_id, issue_id)
+            fields = body.model_dump(exclude_unset=True)
+            if not fields:
+                return issue.as_json()
+            return (await store(uow).update_issue(issue_id, actor, **fields)).as_json()
+
+    @staticmethod
+    async def issue_of(uow: UnitOfWork, agent_id: str, issue_id: str) -> Any:
+        issue = await store(uow).issue(issue_id)
+        if issue is None or issue.agent_id != agent_id:
+            raise NotFound(f"agent {agent_id!r} has no issue {issue_id!r}")
+        return issue
+
+    def check_evals(self, evals: Mapping[str, str]) -> None:
+        """Each regression eval (its path already one under evals/) is JSON that fits the eval schema."""
+        for path, text in evals.items():
+            refusal = checks.check_file(path, text, self.kind.schemas)
+            if refusal is not None:
+                raise Unprocessable(422, refusal.message)
+
+
+def page_item(
+    proposal: StoredProposal,
+    proposed_at: datetime,
+    head_hashes: Mapping[str, str | None],
+    issues: Mapping[str, Any],
+    deploy: Deploy | None = None,
+) -> dict[str, Any]:
+    """One proposal as the Proposals page shows it."""
+    payload = proposal.payload
+    changes = [FileChange.from_json(f) for f in payload["files"]]
+    stale = moved_files(changes, head_hashes) if proposal.status == "pending" else []
+    issue = issues.get(payload.get("issue_id") or "")
+    resolution = proposal.resolution or {}
+    chat = payload.get("chat")
+    return {
+        "proposal_id": proposal.proposal_id,
+        "session_id": proposal.session_id,
+        "seq": proposal.seq,
+        # The page speaks of approved and discarded: a proposal its chat's next one superseded reads as discarded,
+        # with the one that replaced it.
+        "status": "discarded" if proposal.status == SUPERSEDED else proposal.status,
+        "reason": payload["reason"],
+        "model": payload.get("model"),
+        "asked_by": payload.get("asked_by"),
+        "origin": payload["origin"],
+        "chat": None
+        if chat is None
+        else {"session_id": chat, "link": f"/api/studio/sessions/{chat}/pending", "label": "View chat"},
+        "from_builder_chat": payload["origin"] == "builder",
+        "label": "From the builder chat" if payload["origin"] == "builder" else "View chat",
+        "fix_for_issue": None
+        if issue is None
+        else {
+            "issue_id": issue.issue_id,
+            "number": issue.number,
+            "title": issue.title,
+            "link": f"/api/workspace/agents/{proposal.agent_id}/issues/{issue.issue_id}",
+            "label": "Fix for issue",
+        },
+        "source_version": payload["source_version"],
+        "files": [file_diff(change, stale) for change in changes],
+        "changed_since": stale,
+        "actions": (["discard"] if stale else ["approve", "discard"]) if proposal.status == "pending" else [],
+        "proposed_at": proposed_at.isoformat(),
+        "resolved_by": proposal.resolved_by,
+        "resolved_at": None if proposal.resolved_at is None else proposal.resolved_at.isoformat(),
+        "commit": resolution.get("commit"),
+        "branch": resolution.get("branch"),
+        "link": resolution.get("link"),
+        "deployed": (deploy is not None and deploy.status == "live") if proposal.status == "approved" else None,
+        "deploy": None if proposal.status != "approved" else "not deployed" if deploy is None else deploy.as_json(),
+        "replaced_by": resolution.get("replaced_by"),
+    }
+
+
+def file_diff(change: FileChange, stale: list[str]) -> dict[str, Any]:
+    added, removed = line_counts(change.before or "", change.after or "")
+    return {
+        "path": change.path,
+        "action": change.action,
+        "deleted": change.after is None,
+        "diff": unified_diff(change.before or "", change.after or "", change.path),
+        "lines": {"added": added, "removed": removed},
+        "changed_since": change.path in stale,
+    }

@@ -1,0 +1,38 @@
+"""What the gateway's own routes answer besides their success, as their OpenAPI document says."""
+
+from typing import Any
+
+from fastapi.responses import JSONResponse
+
+from assent.api import Error
+from assent.api.declare import COMMON_ERRORS
+from assent.contracts import ProposalOutcome
+
+PERSON_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": Error, "description": why} for status, why in COMMON_ERRORS.items()
+}
+"""What every studio endpoint may answer besides its own (as :func:`assent.api.error_statuses` says for the
+owners' routes)."""
+DECISION_ANSWERS: dict[int | str, dict[str, Any]] = {
+    200: {"model": ProposalOutcome, "description": "The outcome: the decision's own (applied, declined, ...)"},
+    404: {"model": Error, "description": "No such request in the caller's organisation"},
+    409: {
+        "model": ProposalOutcome,
+        "description": "The target changed since the coach read it (or a rule such as an embedding Task refuses it "
+        "now); the request stays pending",
+    },
+    422: {
+        "model": Error,
+        "description": "Already decided, a decision that does not fit the request (an outcome), "
+        "or a body that does not fit its schema",
+    },
+    408: {"model": Error, "description": "The request's body did not arrive in time"},
+    502: {"model": ProposalOutcome, "description": "The owner failed to carry the decision out"},
+    504: {"model": Error, "description": "The owner has not answered yet; the decision stands (``decision_id``)"},
+}
+"""What deciding a request answers (``/edits/{seq}``, ``/proposals/{id}``): the outcome, with its status."""
+
+
+def decided(outcome: dict[str, Any]) -> JSONResponse:
+    """A decision's answer: its outcome, with the outcome's status (502 when the owner failed)."""
+    return JSONResponse(outcome, status_code=outcome["status"] if outcome["outcome"] != "failed" else 502)
