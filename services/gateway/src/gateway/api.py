@@ -17,7 +17,6 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from assent.api import ROUTES, Error, Identity, Permission
-from assent.contracts import TurnContinuation
 from assent.hashing import line_counts, unified_diff
 from assent.http import RETRY_AFTER_SECONDS, PathId
 from assent.kinds import KINDS, decisions_at
@@ -116,9 +115,15 @@ class Pending(BaseModel):
     items: list[PendingItem]
 
 
-class Continued(TurnContinuation):
-    """The paused turn's continuation, sent again (``sends``: how often it was sent)."""
+class Continued(BaseModel):
+    """The paused turn's continuation (a ``TurnContinuation``), sent again; ``sends``: how often it was sent."""
 
+    id: str
+    session_id: str
+    turn_id: str
+    step: int
+    decisions: list[dict[str, Any]]
+    text: str
     sends: int
 
 

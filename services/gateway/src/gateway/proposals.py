@@ -13,12 +13,12 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from sqlalchemy import select
 
 from assent.api import FEEDS, Error, Permission, RequestModel
-from assent.api.declare import Matching
-from assent.http import Identifier, NoNul, PathId
+from assent.api.source import BranchName, Message
+from assent.http import Identifier, PathId
 from assent.kinds import KINDS, decisions_at
 
 from . import handlers
@@ -32,27 +32,20 @@ PROPOSAL_KINDS = tuple(spec.name for spec in KINDS.values() if spec.endpoint == 
 APPROVE = "approve"
 RESOLVED = tuple(dict.fromkeys(o for name in PROPOSAL_KINDS for o in KINDS[name].decisions.values()))
 
-BRANCH_NAME = r"^(?!-|/|\.|@$|.*(?:\.\.|//|@\{|\.lock(?:/|$)|/$|\.$|/\.))[^\x00-\x20\x7f~^:?*\[\\]+$"
-"""A branch name git accepts (``git check-ref-format --branch``): no ``..``, ``//``, ``@{``, space, control
-character or any of ``~^:?*[\\``; not ``@``; not starting with ``-``, ``/`` or ``.``; no part starting with ``.``
-or ending with ``.lock``; not ending with ``/`` or ``.``."""
-
 
 class BranchChoice(RequestModel):
     """Where an approval commits: the production branch (the default: commit and deploy), a ``new`` branch made
     from it, or an ``existing`` one (commit there, no deploy; the answer links to a pull or merge request)."""
 
     kind: Literal["production", "new", "existing"] = "production"
-    name: (
-        Annotated[str, Field(min_length=1, max_length=200), Matching(BRANCH_NAME, "a branch name git accepts")] | None
-    ) = None
+    name: BranchName | None = None
 
 
 class ProposalDecision(RequestModel):
     decision: Literal[decisions_at(ENDPOINT)]  # type: ignore[valid-type]
     via: Literal["page", "card", "chat"] = "page"
     branch: BranchChoice | None = None
-    message: Annotated[str, Field(min_length=1, max_length=4000), NoNul] | None = None
+    message: Message | None = None
     """The commit message (approving only); the proposal's reason when absent."""
 
 

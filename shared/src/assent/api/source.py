@@ -17,7 +17,7 @@ from pydantic_core import CoreSchema, PydanticCustomError
 
 from ..domain import Refusal
 from ..http import NoNul, Omissible, OneLine
-from .declare import PublicRoute, RequestModel
+from .declare import Matching, PublicRoute, RequestModel
 from .roles import Permission
 
 OWNER = "deployer"
@@ -106,7 +106,15 @@ Evals = Annotated[dict[EvalPath, FileText], Field(max_length=50), _NamedKeys(REP
 """Regression evals by path (JSON files that fit the eval schema, ``schemas/eval.schema.json``)."""
 Commit = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
 Branch = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._/-]+$")]
-Message = Annotated[str, Field(min_length=1, max_length=4000), NoNul]
+"""An external repository's production branch."""
+BRANCH_NAME = r"^(?!HEAD$|[-/.]|.*(?:[/.]$|\.\.|//|@\{|\.lock(?:/|$)|/\.))[^\x00-\x20\x7f~^:?*\[\\]{1,200}$"
+"""A branch name git accepts for a new or existing branch (``git check-ref-format --branch``): 1 to 200 characters
+without white space, control characters or any of ``~^:?*[\\``; not ``HEAD``; not starting with ``-``,
+``/`` or ``.``; no ``..``, ``//`` or ``@{``; no part starting with ``.`` or ending with ``.lock``; not ending with
+``/`` or ``.``."""
+BranchName = Annotated[str, Field(min_length=1, max_length=200), Matching(BRANCH_NAME, "a branch name git accepts")]
+Message = Annotated[str, Field(min_length=1, max_length=4000, pattern=r"^[^\x00]*[^\x00\s\x1c-\x1f][^\x00]*$"), NoNul]
+"""A commit message: 1 to 4,000 characters of text, not only white space."""
 
 
 # --- requests -------------------------------------------------------------------------------------------------

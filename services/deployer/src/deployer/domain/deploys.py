@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from assent.api.source import BRANCH_NAME
 from assent.domain import Refusal
 
 RouteKind = Literal["production", "new", "existing"]
@@ -23,7 +24,7 @@ DeployStatus = Literal["pending", "started", "live", "failed"]
 Trigger = Literal["push", "poll", "approval", "manual"]
 
 MAX_MESSAGE = 4000
-_BAD_BRANCH = re.compile(r"(^[-/.])|([/.]$)|(\.\.)|(//)|(@\{)|(\.lock$)|(\.lock/)|(/\.)|[\x00-\x20~^:?*\[\\\x7f]")
+_BRANCH = re.compile(BRANCH_NAME)
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ def branch_refusal(name: str) -> str | None:
     """Why ``name`` is not a usable branch name (git's rules for a ref), or None."""
     if not name or len(name) > 200:
         return "a branch name has 1 to 200 characters"
-    if _BAD_BRANCH.search(name) or name == "HEAD":
+    if not _BRANCH.fullmatch(name):
         return f"{name!r} is not a valid branch name"
     return None
 

@@ -13,10 +13,10 @@ to use instead.
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
+from assent.api import source as api_source
 from assent.domain import Refusal
 
 Origin = Literal["agent", "builder"]
@@ -30,29 +30,10 @@ TOOL_EXTENSIONS = (".ts", ".mts", ".js", ".mjs")
 BUILDER_REFUSED_DIRS = frozenset({"node_modules", "dist", "build", "coverage", ".git", ".next"})
 KEY_EXTENSIONS = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".der", ".crt", ".cer", ".gpg", ".asc")
 KEY_NAMES = frozenset({"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", ".npmrc", ".netrc", ".pypirc"})
-MAX_PATH = 500
-_BAD = re.compile(r"[\x00-\x1f\x7f\\]")
-
-
-def normalize(path: str) -> str | Refusal:
-    """The path as the repository names it, or why it names no file of the repository: it must be relative, stay
-    inside the repository (no ``.``, ``..`` or empty part), hold no control character or backslash, and not be in
-    ``.git/``, git's own folder (nor a file named ``.git``). Git would refuse such a path; it is refused before git
-    is asked."""
-    if not path or len(path) > MAX_PATH or _BAD.search(path) or path.startswith("/"):
-        return Refusal(422, "invalid_path", f"{path!r} is not a relative file path of the repository")
-    parts = path.split("/")
-    if any(part in ("", ".", "..") for part in parts):
-        return Refusal(422, "invalid_path", f"{path!r} is not a relative file path of the repository")
-    if any(_is_git_folder(part) for part in parts):
-        return Refusal(422, "path_refused", f"{path}: .git/ is git's own folder, not a file of the repository")
-    return path
-
-
-def _is_git_folder(part: str) -> bool:
-    # As git itself tells them (verify_path): in any case, and as NTFS also reads ".git." or "git~1".
-    name = part.lower()
-    return name.rstrip(". ") == ".git" or name == "git~1"
+MAX_PATH = api_source.MAX_PATH
+normalize = api_source.repository_path
+"""The path as the repository names it, or why it names no file of the repository (the rule the public API's
+schema states too: :func:`assent.api.source.repository_path`)."""
 
 
 def layout(files: Iterable[str]) -> dict[str, str]:
