@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 
 from assent.db import create_engine, driver_connection
 from assent_devstack.preload import preload
-from gateway import handlers as gateway_handlers
+from gateway.adapters import projection as gateway_projection
 from gateway.adapters import tables as gateway_tables
 from tests.conftest import Endpoints, create_database, new_world, running_stack
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
@@ -150,7 +150,7 @@ async def test_settling_reads_each_awaited_call_by_index_even_while_the_tables_a
                 " EXECUTE 'EXPLAIN (GENERIC_PLAN, VERBOSE, FORMAT JSON) ' || statement INTO plan; RETURN plan;"
                 " END $f$"
             )
-            explained = await pg.fetchval("SELECT pg_temp.generic_plan($1)", gateway_handlers._PAUSED)
+            explained = await pg.fetchval("SELECT pg_temp.generic_plan($1)", gateway_projection.PAUSED)
     finally:
         await engine.dispose()
     plan = json.loads(explained)
