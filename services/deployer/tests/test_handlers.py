@@ -28,7 +28,7 @@ from assent.testing import FakeUnitOfWork, FakeWorkspace
 from deployer.adapters.artifacts import Artifacts
 from deployer.adapters.formats import load_docs, load_schemas
 from deployer.adapters.git import GitRepos, Source
-from deployer.adapters.repository import Build, Deploy, Deployment, DeploySettings, Issue
+from deployer.adapters.repository import Build, Deploy, DeployerRepository, Deployment, DeploySettings, Issue
 from deployer.adapters.targets import Targets
 from deployer.deploys import Deploys
 from deployer.kinds.source import SourceKind
@@ -206,7 +206,7 @@ async def rig(tmp_path: Path) -> Rig:
     workspace = FakeWorkspace(
         {"acme": "Acme"}, [Guild("g1", "acme", "Support")], [Agent("ada", "acme", "g1", "Ada", editors=("u_ed",))]
     )
-    uow = FakeUnitOfWork(workspace=workspace, stores={"deployer": store})
+    uow = FakeUnitOfWork(workspace=workspace, stores={DeployerRepository: store})
     deploys = Deploys(repos, Artifacts(tmp_path / "artifacts"), Targets(tmp_path / "live", {"kind": "local"}), {})
     kit = OwnerKit("deployer", [SourceKind(repos, load_schemas(), load_docs(), deploys)])
     return Rig(kit, uow, store, repos, source, itertools.count(1))

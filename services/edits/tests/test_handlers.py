@@ -24,6 +24,7 @@ from assent.hashing import content_hash
 from assent.runtime import OwnerKit, Received
 from assent.testing import FakeUnitOfWork, FakeWorkspace
 from assent.topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, TOOL_RESULTS, WORKSPACE_EVENTS
+from edits.adapters.repository import EditsRepository
 from edits.domain import guild as guild_rules
 from edits.domain.model import LiveMemory
 from edits.kinds.guild import GuildKind
@@ -169,7 +170,7 @@ async def new_world() -> World:
             "out": LiveMemory("out", "Sell.\n", 1, content_hash("Sell.\n")),
         },
     )
-    uow = FakeUnitOfWork(workspace=workspace, stores={"edits": repo})
+    uow = FakeUnitOfWork(workspace=workspace, stores={EditsRepository: repo})
     await uow.sessions.ensure(SESSION, CONTEXT)
     return World(OwnerKit("edits", [MemoryKind(1024), GuildKind()]), uow, repo)
 

@@ -13,6 +13,7 @@ from assent.hashing import content_hash
 from assent.runtime import OwnerKit
 from assent.testing import FakeUnitOfWork, FakeWorkspace
 from assent.topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, TOOL_RESULTS
+from edits.adapters.notes import NotesRepository
 from edits.domain.notes import LiveNote, NotePath
 from edits.kinds.note import NoteKind
 
@@ -217,7 +218,7 @@ async def new_world() -> World:
         ],
     )
     repo = FakeNotesRepository(workspace)
-    uow = FakeUnitOfWork(workspace=workspace, stores={"notes": repo})
+    uow = FakeUnitOfWork(workspace=workspace, stores={NotesRepository: repo})
     await uow.sessions.ensure(SESSION, CONTEXT)
     return World(OwnerKit("edits", [NoteKind(1024)]), uow, repo)
 

@@ -1,7 +1,7 @@
 """An in-memory :class:`~assent.runtime.uow.UnitOfWork` for handler unit tests (no broker, no database).
 
 A test builds a :class:`FakeUnitOfWork` with the workspace it needs and the kind stores it passes in
-(``stores={"edits": FakeEditsRepository(...)}``), drives an :class:`~assent.runtime.OwnerKit` with messages,
+(``stores={EditsRepository: FakeEditsRepository(...)}``), drives an :class:`~assent.runtime.OwnerKit` with messages,
 and asserts on what the handler recorded and on :attr:`FakeUnitOfWork.emitted`. There is no transaction:
 what a handler wrote stays written, like a commit after every message.
 """
@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from .contracts import AgentChanged, GuildChanged, Message, OrgChanged, SessionClosed, SessionContext, SessionOpened
 from .domain import Agent, Guild, Session
-from .runtime.uow import CallContext, StoredProposal
+from .runtime.uow import CallContext, S, StoredProposal
 from .topics import Topic
 
 M = TypeVar("M", bound=Message)
@@ -187,7 +187,7 @@ class FakeUnitOfWork:
 
     ``emitted`` holds ``(topic name, key, message)`` in emit order; ``locked_sessions`` each
     ``lock_session`` call; ``committed`` the ``on_commit`` callbacks (:meth:`commit` runs them);
-    ``store(name)`` returns the fake passed in ``stores``.
+    ``store(kind)`` returns the fake passed in ``stores`` for that repository class.
     """
 
     def __init__(
@@ -195,18 +195,18 @@ class FakeUnitOfWork:
         *,
         workspace: FakeWorkspace | None = None,
         sessions: list[Session] | None = None,
-        stores: dict[str, Any] | None = None,
+        stores: dict[type[Any], Any] | None = None,
     ) -> None:
         self.workspace = workspace or FakeWorkspace()
         self.sessions = FakeSessions(self.workspace, sessions)
         self.proposals = FakeProposals()
-        self.stores: dict[str, Any] = dict(stores or {})
+        self.stores: dict[type[Any], Any] = dict(stores or {})
         self.emitted: list[tuple[str, str, Message]] = []
         self.locked_sessions: list[str] = []
         self.committed: list[Callable[[], Awaitable[None]]] = []
 
-    def store(self, name: str) -> Any:
-        return self.stores[name]
+    def store(self, kind: type[S]) -> S:
+        return self.stores[kind]  # made by that class (a fake for it, in tests)
 
     async def call_contexts(self, calls: Sequence[tuple[str, int, str]]) -> list[CallContext]:
         return [

@@ -50,7 +50,7 @@ MAX_ATTEMPTS = 5
 
 
 def store(uow: UnitOfWork) -> DeployerRepository:
-    return uow.store("deployer")
+    return uow.store(DeployerRepository)
 
 
 def deploy_id_for(proposal_id: str) -> str:

@@ -30,7 +30,7 @@ def create_app(settings: DeployerSettings) -> FastAPI:
         tables=tables.shared,
         migrations=MIGRATIONS,
         schema=tables.SCHEMA,
-        stores={"deployer": DeployerRepository},
+        stores=[DeployerRepository],
     )
     repos = GitRepos(settings.repos_root)
     schemas = load_schemas()

@@ -26,7 +26,7 @@ def create_app(settings: EditsSettings) -> FastAPI:
         tables=tables.shared,
         migrations=MIGRATIONS,
         schema=tables.SCHEMA,
-        stores={"edits": EditsRepository, "notes": NotesRepository},
+        stores=[EditsRepository, NotesRepository],
     )
     kinds = [MemoryKind(settings.memory_max_bytes), NoteKind(settings.note_max_bytes), GuildKind()]
     runtime.serve_kinds(OwnerKit(settings.service_name, kinds, max_result_bytes=settings.max_message_bytes))

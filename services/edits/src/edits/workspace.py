@@ -283,7 +283,7 @@ async def update_guild_text(uow: UnitOfWork, guild_id: str, changes: dict[str, s
     Works on any unit of work: the write goes through the ``edits`` store. The caller checks the rules
     (limits, staleness) and logs who changed which field.
     """
-    if changes and not await uow.store("edits").update_guild_text(guild_id, changes):
+    if changes and not await uow.store(EditsRepository).update_guild_text(guild_id, changes):
         raise NotFound(f"guild {guild_id!r} does not exist")
     guild = await uow.workspace.guild(guild_id)
     if guild is None:
@@ -311,7 +311,9 @@ async def change_guild_text(
     changes = guild_rules.changed(guild, given)
     guild = await update_guild_text(uow, guild_id, changes)
     for name in changes:
-        await uow.store("edits").log_guild_change(guild_id, name, actor, tool_call_id=None, session_id=None, seq=None)
+        await uow.store(EditsRepository).log_guild_change(
+            guild_id, name, actor, tool_call_id=None, session_id=None, seq=None
+        )
     return guild, list(changes)
 
 

@@ -86,7 +86,7 @@ class ServiceRuntime:
         tables: SharedTables,
         migrations: Path,
         schema: str,
-        stores: dict[str, StoreFactory] | None = None,
+        stores: Sequence[type[Any]] = (),
         policy: FailurePolicy | None = None,
     ) -> None:
         self.settings = settings
@@ -110,7 +110,8 @@ class ServiceRuntime:
         self.relay = OutboxRelay(self.engine, self.outbox, self.broker, poll_seconds=settings.outbox_poll_seconds)
         self.migrations = migrations
         self.schema = schema
-        self.stores = stores or {}
+        self.stores: dict[type[Any], StoreFactory] = {store: store for store in stores}
+        """A unit of work's repositories, by class (:meth:`UnitOfWork.store`); each is made from the connection."""
         self.policy = policy or FailurePolicy(max_attempts=settings.handler_max_attempts)
         self.group_timeouts = settings.group_timeouts()  # refuses to start on a heartbeat no shorter than the session
         self.kit: OwnerKit | None = None

@@ -9,10 +9,10 @@ and is published after commit. Unit tests hand the same handlers :class:`assent.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from sqlalchemy import JSON, Table, select
@@ -35,6 +35,9 @@ from ..domain import Agent, Guild, Session
 from ..outbox import Outbox
 from ..topics import Topic
 from .tables import SharedTables
+
+S = TypeVar("S")
+"""A repository class a service registers with its runtime (see :meth:`UnitOfWork.store`)."""
 
 
 @dataclass
@@ -123,7 +126,11 @@ class UnitOfWork(Protocol):
         the session's ``seq``, all in one read: every batch of tool calls starts with it."""
         ...
 
-    def store(self, name: str) -> Any: ...
+    def store(self, kind: type[S]) -> S:
+        """This service's repository of class ``kind`` over the unit of work's transaction (the classes a service
+        registers with its runtime, ``ServiceRuntime(stores=[EditsRepository, ...])``)."""
+        ...
+
     async def emit(self, topic: Topic, key: str, message: Message) -> None: ...
     async def lock_session(self, session_id: str) -> None: ...
     def on_commit(self, callback: Callable[[], Awaitable[None]]) -> None:
@@ -460,8 +467,8 @@ class SqlUnitOfWork:
     outbox: Outbox
     tables: SharedTables
     owner: str
-    store_factories: dict[str, Callable[[AsyncConnection], Any]] = field(default_factory=dict)
-    _stores: dict[str, Any] = field(default_factory=dict)
+    store_factories: Mapping[type[Any], Callable[[AsyncConnection], Any]] = field(default_factory=dict)
+    _stores: dict[type[Any], Any] = field(default_factory=dict)
     _locked: set[str] = field(default_factory=set)
     committed: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
@@ -496,10 +503,10 @@ class SqlUnitOfWork:
                 context.clashing.append(_proposal(row))
         return contexts
 
-    def store(self, name: str) -> Any:
-        if name not in self._stores:
-            self._stores[name] = self.store_factories[name](self.conn)
-        return self._stores[name]
+    def store(self, kind: type[S]) -> S:
+        if kind not in self._stores:
+            self._stores[kind] = self.store_factories[kind](self.conn)
+        return self._stores[kind]  # made by that class (a fake for it, in tests)
 
     async def emit(self, topic: Topic, key: str, message: Message) -> None:
         await self.outbox.put(self.conn, topic, key, message)

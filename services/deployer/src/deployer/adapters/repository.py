@@ -1,4 +1,4 @@
-"""The deployer's queries over its own tables, in the unit of work's transaction (``uow.store("deployer")``).
+"""The deployer's queries over its own tables, in the unit of work's transaction (``uow.store(DeployerRepository)``).
 
 :class:`FakeDeployerRepository` in the unit tests mirrors the methods the handlers use."""
 

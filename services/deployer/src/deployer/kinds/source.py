@@ -108,7 +108,7 @@ class Context:
 
 
 def repo(uow: UnitOfWork) -> DeployerRepository:
-    return uow.store("deployer")
+    return uow.store(DeployerRepository)
 
 
 def decode(raw: bytes | None) -> str | None:

@@ -34,7 +34,7 @@ def refused(refusal: Refusal) -> Unprocessable:
 
 
 def store(uow: UnitOfWork) -> DeployerRepository:
-    return uow.store("deployer")
+    return uow.store(DeployerRepository)
 
 
 def author(actor: str) -> tuple[str, str]:

@@ -15,7 +15,7 @@ from ..domain import guild as rules
 
 
 def repo(uow: UnitOfWork) -> EditsRepository:
-    return uow.store("edits")
+    return uow.store(EditsRepository)
 
 
 class GuildKind(ProposalKind):

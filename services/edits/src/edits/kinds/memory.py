@@ -17,7 +17,7 @@ FILE = "memory.md"
 
 
 def repo(uow: UnitOfWork) -> EditsRepository:
-    return uow.store("edits")
+    return uow.store(EditsRepository)
 
 
 class MemoryKind(ProposalKind):

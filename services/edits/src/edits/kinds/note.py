@@ -14,7 +14,7 @@ from ..domain import notes
 
 
 def repo(uow: UnitOfWork) -> NotesRepository:
-    return uow.store("notes")
+    return uow.store(NotesRepository)
 
 
 async def owner_of(uow: UnitOfWork, path: notes.NotePath) -> Agent | None:
