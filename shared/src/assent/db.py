@@ -102,8 +102,8 @@ def run_migrations_in_env(
 
     def run(connection: object) -> None:
         context.configure(
-            connection=connection,  # type: ignore[arg-type]
-            target_metadata=target_metadata,  # type: ignore[arg-type]
+            connection=connection,  # type: ignore[arg-type]  # alembic's own objects, typed as object here
+            target_metadata=target_metadata,  # type: ignore[arg-type]  # alembic's own objects, typed as object here
             version_table=version_table,
             version_table_schema=schema,
             include_schemas=True,

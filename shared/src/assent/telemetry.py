@@ -79,7 +79,7 @@ def attach_carrier(carrier: Mapping[str, str] | None) -> object:
 
 
 def detach(token: object) -> None:
-    otel_context.detach(token)  # type: ignore[arg-type]
+    otel_context.detach(token)  # type: ignore[arg-type]  # the token attach returned, typed loosely by OpenTelemetry
 
 
 def trace_id_of(traceparent: str | None) -> str | None:

@@ -216,7 +216,7 @@ _PR_SET_PDEATHSIG = 1
 
 def _load_prctl() -> Callable[..., int] | None:
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]  # ctypes does not type C functions
     except (OSError, AttributeError):  # not Linux: no lifeline, the clean-up alone stops the children
         return None
 

@@ -142,7 +142,7 @@ class System:
     def __getattr__(self, name: str) -> ServiceProcess:
         processes = self.__dict__.get("processes", {})
         if name in processes:
-            return processes[name]  # type: ignore[no-any-return]
+            return processes[name]  # type: ignore[no-any-return]  # a dict of ServiceProcess read through __dict__
         raise AttributeError(name)
 
     def start(self) -> None:

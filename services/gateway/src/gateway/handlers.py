@@ -143,7 +143,7 @@ class Projection:
         request cannot complete the turn that waits on it, so there is nothing to settle."""
         columns: list[list[Any]] = [[] for _ in REQUEST_COLUMNS]
         for item in batch:
-            message: ProposalProposed = item.message  # type: ignore[assignment]
+            message: ProposalProposed = item.message  # type: ignore[assignment]  # the topic carries only this message type
             with item.span():  # the request keeps the trace its decision will continue
                 carrier = current_carrier()
             row = (
@@ -189,7 +189,7 @@ class Projection:
         now = datetime.now(UTC)
         rows = []
         for item in batch:
-            message: StepEnded = item.message  # type: ignore[assignment]
+            message: StepEnded = item.message  # type: ignore[assignment]  # the topic carries only this message type
             rows.append(
                 (
                     message.session_id,
@@ -210,7 +210,7 @@ class Projection:
         now = datetime.now(UTC)
         resolving = []
         for item in batch:
-            message: ProposalOutcome = item.message  # type: ignore[assignment]
+            message: ProposalOutcome = item.message  # type: ignore[assignment]  # the topic carries only this message type
             if message.outcome in RESOLVED_OUTCOMES:
                 resolving.append(item)
                 continue
@@ -227,9 +227,9 @@ class Projection:
         # resolve one request, the first counts, as if they had come one after the other.
         resolved: dict[str, tuple[str, str | None]] = {}
         for item in resolving:
-            message = item.message  # type: ignore[assignment]
+            message = item.message  # type: ignore[assignment]  # the topic carries only this message type
             resolved.setdefault(message.proposal_id, (message.outcome, message.resolved_by))
-        messages: list[ProposalOutcome] = [item.message for item in resolving]  # type: ignore[misc]
+        messages: list[ProposalOutcome] = [item.message for item in resolving]  # type: ignore[misc]  # the topic carries only this message type
         with batch_span(resolving):
             paused = await store.resolve_then_paused(messages, now, _sessions_of(resolving))
             await self._settle(uow, resolving, paused, resolved)
@@ -256,7 +256,7 @@ class Projection:
         rows_of: dict[str, list[asyncpg.Record]] = {}
         for row in paused:
             rows_of.setdefault(row["session_id"], []).append(row)
-        last = {item.message.session_id: item for item in batch}  # type: ignore[attr-defined]
+        last = {item.message.session_id: item for item in batch}  # type: ignore[attr-defined]  # the topic carries only this message type
         events: list[dict[str, Any]] = []
         continued: list[tuple[Any, ...]] = []
         for session_id, rows in rows_of.items():
@@ -367,7 +367,7 @@ async def _settle_turns(
 
 def _sessions_of(batch: Sequence[Received]) -> list[str]:
     """The sessions ``batch``'s messages name, each once, in order."""
-    return list(dict.fromkeys(item.message.session_id for item in batch))  # type: ignore[attr-defined]
+    return list(dict.fromkeys(item.message.session_id for item in batch))  # type: ignore[attr-defined]  # the topic carries only this message type
 
 
 # --- operator actions ---------------------------------------------------------------------------------

@@ -9,9 +9,9 @@ from ..kinds import DECISIONS, OUTCOMES, SECTIONS
 from .envelope import Id, Message, Seq
 from .tool_results import Action, EditBase, EditTarget, Kind, LineCounts
 
-Section = Literal[SECTIONS]  # type: ignore[valid-type]
-Decision = Literal[DECISIONS]  # type: ignore[valid-type]
-Outcome = Literal[OUTCOMES]  # type: ignore[valid-type]
+Section = Literal[SECTIONS]  # type: ignore[valid-type]  # the values come from the registry, at import
+Decision = Literal[DECISIONS]  # type: ignore[valid-type]  # the values come from the registry, at import
+Outcome = Literal[OUTCOMES]  # type: ignore[valid-type]  # the values come from the registry, at import
 
 
 class CardField(BaseModel):

@@ -7,8 +7,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..kinds import ACTIONS, KIND_NAMES
 from .envelope import Id, Message, Seq
 
-Kind = Literal[KIND_NAMES]  # type: ignore[valid-type]
-Action = Literal[ACTIONS]  # type: ignore[valid-type]
+Kind = Literal[KIND_NAMES]  # type: ignore[valid-type]  # the values come from the registry, at import
+Action = Literal[ACTIONS]  # type: ignore[valid-type]  # the values come from the registry, at import
 
 
 class ToolError(BaseModel):

@@ -250,7 +250,7 @@ class OwnerKit:
     async def on_tool_calls(self, batch: Sequence[Received], uow: UnitOfWork) -> None:
         """Answer each call of ``batch`` (a fetch's new ``ToolCall`` messages, in order) as :meth:`on_tool_call`
         does, with what they are checked against read for the whole batch at once."""
-        calls: list[ToolCall] = [item.message for item in batch]  # type: ignore[misc]
+        calls: list[ToolCall] = [item.message for item in batch]  # type: ignore[misc]  # the topic carries only these (its registry row)
         contexts = await uow.call_contexts([(call.session_id, call.seq, call.tool_call_id) for call in calls])
         if len(calls) > 1:  # a lone call reads what it needs itself, no more
             await self._read_ahead(calls, uow)
@@ -551,7 +551,7 @@ class OwnerKit:
     async def on_decisions(self, batch: Sequence[Received], uow: UnitOfWork) -> None:
         """Decide each of ``batch`` (a fetch's new ``DecisionMade`` messages, in order) as :meth:`on_decision`
         does, with the requests they decide read and locked for the whole batch at once."""
-        decisions: list[DecisionMade] = [item.message for item in batch]  # type: ignore[misc]
+        decisions: list[DecisionMade] = [item.message for item in batch]  # type: ignore[misc]  # the topic carries only these (its registry row)
         held = await uow.proposals.get_many(
             sorted({d.proposal_id for d in decisions if d.kind in self.kinds}), for_update=True
         )

@@ -18,7 +18,7 @@ depends_on: str | Sequence[str] | None = None
 
 
 def _schema() -> str:
-    return str(op.get_context().config.attributes["schema"])  # type: ignore[union-attr]
+    return str(op.get_context().config.attributes["schema"])  # type: ignore[union-attr]  # migrate() always runs with a context
 
 
 def upgrade() -> None:
