@@ -29,7 +29,7 @@ from assent.outbox import Outbox, OutboxRelay, outbox_table
 from assent.runtime import ServiceRuntime
 from assent.runtime.consumer import FailurePolicy, Received, subscribe
 from assent.runtime.uow import StoredProposal
-from assent.topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, STUDIO_TURNS
+from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, STUDIO_TURNS
 from edits.adapters import tables as edits_tables
 from edits.adapters.repository import EditsRepository
 from edits.entrypoint import MIGRATIONS as EDITS_MIGRATIONS
@@ -379,7 +379,7 @@ async def test_the_gateway_projects_a_batch_of_many_sessions_with_one_statement_
     projection = Projection(feed)  # type: ignore[arg-type]
     runtime.consume_in_one_statement(PROPOSALS_PROPOSED, projection.proposed_requests, after_commit=projection.proposed)
     runtime.consume_batch(STUDIO_TURNS, projection.on_step_ended, after_commit=projection.step_ended)
-    runtime.consume_batch(PROPOSALS_APPLIED, projection.on_outcome, after_commit=projection.outcome)
+    runtime.consume_batch(PROPOSALS_OUTCOMES, projection.on_outcome, after_commit=projection.outcome)
     tracer = trace.get_tracer("test")
 
     def fetched(*messages: Any) -> list[Received]:
@@ -439,8 +439,8 @@ async def test_the_gateway_projects_a_batch_of_many_sessions_with_one_statement_
         ]
         await runtime.routes[STUDIO_TURNS](fetched(*steps))
         batch = fetched(*outcomes, outcomes[0])  # the same message twice in one fetch: handled once
-        await runtime.routes[PROPOSALS_APPLIED](batch)
-        await runtime.routes[PROPOSALS_APPLIED](batch)  # and the whole batch delivered again
+        await runtime.routes[PROPOSALS_OUTCOMES](batch)
+        await runtime.routes[PROPOSALS_OUTCOMES](batch)  # and the whole batch delivered again
 
         async with runtime.engine.connect() as conn:
             pg = await driver_connection(conn)

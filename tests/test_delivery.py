@@ -59,7 +59,7 @@ async def test_kill_9_while_applying_loses_nothing_and_writes_once(
             decision_id = answer.json()["decision_id"]
             await turn.continuation(timeout=60)
             outcomes = await stack.records(
-                stack.topic("proposals.applied"), lambda r: json.loads(r.value)["decision_id"] == decision_id
+                stack.topic("proposals.outcomes"), lambda r: json.loads(r.value)["decision_id"] == decision_id
             )
             assert len({json.loads(r.value)["id"] for r in outcomes}) == 1
 
@@ -163,7 +163,7 @@ async def test_one_trace_spans_tool_call_proposal_decision_and_outcome(stack: St
         assert len(call) == 1
         (trace_id,) = trace_ids(call)
         assert trace_id and trace_id != "0" * 32
-        for topic in ("proposals.proposed", "studio.tool-results", "proposals.decided", "proposals.applied"):
+        for topic in ("proposals.proposed", "studio.tool-results", "proposals.decided", "proposals.outcomes"):
             records = await stack.records(stack.topic(topic), of_session)
             assert records, topic
             assert trace_ids(records) == {trace_id}, topic

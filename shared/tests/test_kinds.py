@@ -5,8 +5,8 @@ from typing import get_args
 
 import pytest
 
-from assent.contracts import DecisionMade, ProposalOutcome, ProposalProposed, StudioEditRequest
-from assent.contracts.tool_results import EditTarget
+from assent.contracts import DecisionMade, ProposalOutcome, ProposalProposed, ProposalWidget
+from assent.contracts.tool_results import ProposalTarget
 from assent.kinds import (
     ACTIONS,
     DECISIONS,
@@ -28,10 +28,10 @@ def literal(model: type, field: str) -> tuple[str, ...]:
 
 
 def test_the_contracts_speak_the_registry() -> None:
-    for model in (ProposalProposed, DecisionMade, ProposalOutcome, StudioEditRequest, EditTarget):
+    for model in (ProposalProposed, DecisionMade, ProposalOutcome, ProposalWidget, ProposalTarget):
         assert literal(model, "kind") == KIND_NAMES, model.__name__
     assert literal(ProposalProposed, "section") == SECTIONS
-    assert literal(ProposalProposed, "action") == ACTIONS == literal(StudioEditRequest, "action")
+    assert literal(ProposalProposed, "action") == ACTIONS == literal(ProposalWidget, "action")
     assert literal(DecisionMade, "decision") == DECISIONS
     assert literal(ProposalOutcome, "outcome") == OUTCOMES
     assert set(FAILURE_OUTCOMES) == {"stale", "refused", "failed"}

@@ -12,11 +12,11 @@ from pydantic import BaseModel, ConfigDict
 
 from assent.contracts import (
     DecisionMade,
-    EditBase,
-    EditTarget,
     LineCounts,
+    ProposalBase,
     ProposalOutcome,
     ProposalProposed,
+    ProposalTarget,
     SessionContext,
     ToolCall,
     ToolResult,
@@ -62,8 +62,8 @@ class ToyKind(ProposalKind):
         self.waiting[key] = proposal_id_for(call.message.session_id, call.message.tool_call_id)
         return Proposal(
             action=args.action,
-            target=EditTarget(kind=self.name, label=f"{self.name} of {args.agent_id}", agent_id=args.agent_id),  # type: ignore[arg-type]
-            base=EditBase(hash=None),
+            target=ProposalTarget(kind=self.name, label=f"{self.name} of {args.agent_id}", agent_id=args.agent_id),  # type: ignore[arg-type]
+            base=ProposalBase(hash=None),
             proposed_hash="h",
             lines=LineCounts(added=1, removed=0),
             reason="asked",

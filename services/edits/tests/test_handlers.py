@@ -23,7 +23,7 @@ from assent.domain import Agent, Guild
 from assent.hashing import content_hash
 from assent.runtime import OwnerKit, Received
 from assent.testing import FakeUnitOfWork, FakeWorkspace
-from assent.topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, TOOL_RESULTS, WORKSPACE_EVENTS
+from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, TOOL_RESULTS, WORKSPACE_EVENTS
 from edits.adapters.repository import EditsRepository
 from edits.domain import guild as guild_rules
 from edits.domain.model import LiveMemory
@@ -149,7 +149,7 @@ class World:
             self.uow,
         )
         emitted = self.uow.emitted[before:]
-        outcomes = [m for t, _, m in emitted if t == PROPOSALS_APPLIED.name and isinstance(m, ProposalOutcome)]
+        outcomes = [m for t, _, m in emitted if t == PROPOSALS_OUTCOMES.name and isinstance(m, ProposalOutcome)]
         assert len(outcomes) == 1, emitted
         return outcomes[0]
 

@@ -12,7 +12,7 @@ from assent.domain import Agent, Guild
 from assent.hashing import content_hash
 from assent.runtime import OwnerKit
 from assent.testing import FakeUnitOfWork, FakeWorkspace
-from assent.topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, TOOL_RESULTS
+from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, TOOL_RESULTS
 from edits.adapters.notes import NotesRepository
 from edits.domain.notes import LiveNote, NotePath
 from edits.kinds.note import NoteKind
@@ -196,7 +196,7 @@ class World:
         emitted = self.uow.emitted[before:]
         assert len(emitted) == 1, emitted
         topic, key, outcome = emitted[0]
-        assert topic == PROPOSALS_APPLIED.name and key == SESSION and isinstance(outcome, ProposalOutcome)
+        assert topic == PROPOSALS_OUTCOMES.name and key == SESSION and isinstance(outcome, ProposalOutcome)
         return outcome
 
     async def status(self, result: ToolResult) -> tuple[str, bool]:

@@ -88,7 +88,7 @@ STUDIO_TURNS = Topic("studio.turns", "session_id", ("coach",), ("gateway",), (St
 TOOL_RESULTS = Topic("studio.tool-results", "session_id", OWNERS, ("coach", "gateway"), (ToolResult,))
 PROPOSALS_PROPOSED = Topic("proposals.proposed", "session_id", OWNERS, ("gateway",), (ProposalProposed,))
 PROPOSALS_DECIDED = Topic("proposals.decided", "session_id", ("gateway",), OWNERS, (DecisionMade,))
-PROPOSALS_APPLIED = Topic("proposals.applied", "session_id", OWNERS, ("gateway", "coach"), (ProposalOutcome,))
+PROPOSALS_OUTCOMES = Topic("proposals.outcomes", "session_id", OWNERS, ("gateway", "coach"), (ProposalOutcome,))
 STUDIO_CONTINUATIONS = Topic("studio.continuations", "session_id", ("gateway",), ("coach",), (TurnContinuation,))
 WORKSPACE_EVENTS = Topic(
     "workspace.events",
@@ -124,7 +124,7 @@ REGISTRY: tuple[Topic, ...] = (
     TOOL_RESULTS,
     PROPOSALS_PROPOSED,
     PROPOSALS_DECIDED,
-    PROPOSALS_APPLIED,
+    PROPOSALS_OUTCOMES,
     STUDIO_CONTINUATIONS,
     WORKSPACE_EVENTS,
     DEPLOYS_EVENTS,

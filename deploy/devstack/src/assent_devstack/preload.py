@@ -37,7 +37,7 @@ PRELOAD = {
         FROM generate_series(0, :n - 1) AS i""",
     "gateway.inbox": """
         INSERT INTO gateway.inbox (consumer, message_id)
-        SELECT 'gateway:' || (ARRAY['proposals.proposed', 'proposals.applied', 'studio.turns'])[1 + i % 3],
+        SELECT 'gateway:' || (ARRAY['proposals.proposed', 'proposals.outcomes', 'studio.turns'])[1 + i % 3],
             gen_random_uuid()
         FROM generate_series(0, :n - 1) AS i""",
     "edits.sessions": """

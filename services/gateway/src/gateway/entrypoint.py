@@ -10,7 +10,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from assent.runtime import ServiceRuntime
-from assent.topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, STUDIO_SESSIONS, STUDIO_TURNS, TOOL_RESULTS
+from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, STUDIO_SESSIONS, STUDIO_TURNS, TOOL_RESULTS
 
 from . import api, handlers
 from .adapters import tables
@@ -31,7 +31,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     runtime.consume_in_one_statement(PROPOSALS_PROPOSED, projection.proposed_requests, after_commit=projection.proposed)
     # Only refused calls matter to the turn barrier; accepted requests arrive as ProposalProposed.
     runtime.consume(TOOL_RESULTS, projection.on_tool_result, when=lambda result: not result.ok)
-    runtime.consume_batch(PROPOSALS_APPLIED, projection.on_outcome, after_commit=projection.outcome)
+    runtime.consume_batch(PROPOSALS_OUTCOMES, projection.on_outcome, after_commit=projection.outcome)
     runtime.consume_batch(STUDIO_TURNS, projection.on_step_ended, after_commit=projection.step_ended)
     runtime.keep_workspace_copy()
 

@@ -15,7 +15,7 @@ from .envelope import Id, MalformedMessage, Message, Seq, Text, parse_message, u
 from .proposals import Card, CardField, DecisionMade, ProposalOutcome, ProposalProposed
 from .sessions import SessionClosed, SessionOpened
 from .tool_calls import Channel, Requester, SessionContext, ToolCall
-from .tool_results import EditBase, EditTarget, LineCounts, StudioEditRequest, ToolError, ToolResult
+from .tool_results import LineCounts, ProposalBase, ProposalTarget, ProposalWidget, ToolError, ToolResult
 from .turns import DecisionSummary, StepEnded, TurnContinuation
 from .workspace import AgentChanged, GuildChanged, OrgChanged
 
@@ -33,8 +33,6 @@ __all__ = [
     "DeployLive",
     "DeployPromoted",
     "DeployStarted",
-    "EditBase",
-    "EditTarget",
     "GuildChanged",
     "Id",
     "IssueFixLinked",
@@ -42,8 +40,11 @@ __all__ = [
     "MalformedMessage",
     "Message",
     "OrgChanged",
+    "ProposalBase",
     "ProposalOutcome",
     "ProposalProposed",
+    "ProposalTarget",
+    "ProposalWidget",
     "Requester",
     "Seq",
     "SessionClosed",
@@ -51,7 +52,6 @@ __all__ = [
     "SessionOpened",
     "SourceCommitted",
     "StepEnded",
-    "StudioEditRequest",
     "Text",
     "ToolCall",
     "ToolError",

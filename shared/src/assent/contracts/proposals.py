@@ -1,4 +1,4 @@
-"""Messages on ``proposals.proposed``, ``proposals.decided`` and ``proposals.applied``."""
+"""Messages on ``proposals.proposed``, ``proposals.decided`` and ``proposals.outcomes``."""
 
 from datetime import datetime
 from typing import Any, Literal
@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..kinds import DECISIONS, OUTCOMES, SECTIONS
 from .envelope import Id, Message, Seq
-from .tool_results import Action, EditBase, EditTarget, Kind, LineCounts
+from .tool_results import Action, Kind, LineCounts, ProposalBase, ProposalTarget
 
 Section = Literal[SECTIONS]  # type: ignore[valid-type]  # the values come from the registry, at import
 Decision = Literal[DECISIONS]  # type: ignore[valid-type]  # the values come from the registry, at import
@@ -58,8 +58,8 @@ class ProposalProposed(Message):
     action: Action = "edit"
     section: Section
     agent_id: str | None = None
-    target: EditTarget
-    base: EditBase
+    target: ProposalTarget
+    base: ProposalBase
     proposed_hash: str
     lines: LineCounts
     widens: bool = False

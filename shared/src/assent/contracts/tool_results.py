@@ -28,7 +28,7 @@ class LineCounts(BaseModel):
     removed: int = Field(ge=0)
 
 
-class EditTarget(BaseModel):
+class ProposalTarget(BaseModel):
     """What a proposal changes. ``kind`` says which live state; the other fields locate it.
 
     ``path`` is a note's display path or a source file's path; ``ref`` an id the owner gives the target (a
@@ -45,7 +45,7 @@ class EditTarget(BaseModel):
     ref: str | None = None
 
 
-class EditBase(BaseModel):
+class ProposalBase(BaseModel):
     """What the proposal is bound to: the version (where the target has one) and the content hash read.
 
     ``hash`` None binds that the target does not exist (a create). ``files`` maps each source file path to
@@ -61,7 +61,7 @@ class EditBase(BaseModel):
     updated_at: str | None = None
 
 
-class StudioEditRequest(BaseModel):
+class ProposalWidget(BaseModel):
     """The widget of an edit-like request; ``await_operator`` pauses the coach's turn at the end of the step."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -71,8 +71,8 @@ class StudioEditRequest(BaseModel):
     proposal_id: Id
     kind: Kind
     action: Action = "edit"
-    target: EditTarget
-    base: EditBase
+    target: ProposalTarget
+    base: ProposalBase
     proposed_hash: str
     lines: LineCounts
     widens: bool = False
@@ -88,7 +88,7 @@ class ToolResult(Message):
     tool_call_id: Id
     tool: Id
     ok: bool
-    widget: StudioEditRequest | None = None
+    widget: ProposalWidget | None = None
     output: dict[str, Any] | None = None
     error: ToolError | None = None
 

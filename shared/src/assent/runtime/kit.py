@@ -37,14 +37,14 @@ from ..contracts import (
     Card,
     CardField,
     DecisionMade,
-    EditBase,
-    EditTarget,
     LineCounts,
+    ProposalBase,
     ProposalOutcome,
     ProposalProposed,
+    ProposalTarget,
+    ProposalWidget,
     SessionClosed,
     SessionOpened,
-    StudioEditRequest,
     ToolCall,
     ToolError,
     ToolResult,
@@ -52,7 +52,7 @@ from ..contracts import (
 from ..domain import Refusal, Session, invalid_arguments
 from ..faults import crash_point, fail_point
 from ..kinds import KINDS, SUPERSEDED, KindSpec
-from ..topics import PROPOSALS_APPLIED, PROPOSALS_PROPOSED, TOOL_RESULTS
+from ..topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, TOOL_RESULTS
 from .consumer import Received
 from .uow import CallContext, StoredProposal, UnitOfWork
 
@@ -74,8 +74,8 @@ class Proposal:
     """
 
     action: str
-    target: EditTarget
-    base: EditBase
+    target: ProposalTarget
+    base: ProposalBase
     proposed_hash: str
     lines: LineCounts
     reason: str
@@ -420,7 +420,7 @@ class OwnerKit:
             )
         )
         await uow.emit(
-            PROPOSALS_APPLIED,
+            PROPOSALS_OUTCOMES,
             old.session_id,
             ProposalOutcome(
                 decision_id="dec_" + uuid.uuid5(uuid.NAMESPACE_URL, f"superseded/{old.proposal_id}").hex,
@@ -453,7 +453,7 @@ class OwnerKit:
         result = self._result(
             call,
             Output(proposal.output) if proposal.output is not None else None,
-            widget=StudioEditRequest(
+            widget=ProposalWidget(
                 proposal_id=proposal_id,
                 kind=spec.name,
                 action=proposal.action,
@@ -520,7 +520,7 @@ class OwnerKit:
         return result
 
     @staticmethod
-    def _result(call: ToolCall, output: Output | None = None, widget: StudioEditRequest | None = None) -> ToolResult:
+    def _result(call: ToolCall, output: Output | None = None, widget: ProposalWidget | None = None) -> ToolResult:
         return ToolResult(
             session_id=call.session_id,
             seq=call.seq,
@@ -578,7 +578,7 @@ class OwnerKit:
             return  # another owner's decision
         await uow.lock_session(decision.session_id)
         outcome = await self._decide(kind, decision, held, writes, uow)
-        await uow.emit(PROPOSALS_APPLIED, decision.session_id, outcome)
+        await uow.emit(PROPOSALS_OUTCOMES, decision.session_id, outcome)
         crash_point(f"{self.service}.decision.before_commit")
 
     async def _decide(

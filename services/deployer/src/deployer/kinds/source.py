@@ -27,10 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from assent.contracts import (
     CardField,
     DecisionMade,
-    EditBase,
-    EditTarget,
     Id,
     LineCounts,
+    ProposalBase,
+    ProposalTarget,
     SourceCommitted,
 )
 from assent.domain import Agent, Refusal
@@ -443,13 +443,13 @@ class SourceKind(ProposalKind):
         count = len(changes)
         return Proposal(
             action="propose",
-            target=EditTarget(
+            target=ProposalTarget(
                 kind="source",
                 label=f"Source of {ctx.agent.name}: {count} file{'s' if count != 1 else ''}",
                 agent_id=ctx.agent.agent_id,
                 path=changes[0].path if count == 1 else None,
             ),
-            base=EditBase(
+            base=ProposalBase(
                 hash=files_hash({c.path: c.base_hash for c in changes}),
                 files={c.path: c.base_hash for c in changes},
             ),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from assent.contracts import CardField, DecisionMade, EditBase, EditTarget, LineCounts
+from assent.contracts import CardField, DecisionMade, LineCounts, ProposalBase, ProposalTarget
 from assent.domain import Refusal, check_source_guild
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.uow import UnitOfWork
@@ -53,8 +53,8 @@ class GuildKind(ProposalKind):
             return reviewed
         return Proposal(
             action="edit",
-            target=EditTarget(kind="guild", guild_id=reviewed.guild_id, label=f"Guild {reviewed.guild_name}"),
-            base=EditBase(version=reviewed.base_version, hash=reviewed.base_hash),
+            target=ProposalTarget(kind="guild", guild_id=reviewed.guild_id, label=f"Guild {reviewed.guild_name}"),
+            base=ProposalBase(version=reviewed.base_version, hash=reviewed.base_hash),
             proposed_hash=reviewed.proposed_hash,
             lines=LineCounts(added=reviewed.added, removed=reviewed.removed),
             reason=reviewed.reason,

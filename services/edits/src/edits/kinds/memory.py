@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from assent.contracts import CardField, DecisionMade, EditBase, EditTarget, LineCounts, ToolCall
+from assent.contracts import CardField, DecisionMade, LineCounts, ProposalBase, ProposalTarget, ToolCall
 from assent.domain import Refusal, check_live_member
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.uow import UnitOfWork
@@ -53,8 +53,8 @@ class MemoryKind(ProposalKind):
             return reviewed
         return Proposal(
             action="edit",
-            target=EditTarget(kind="memory", agent_id=reviewed.agent_id, label=f"Memory of {reviewed.agent_name}"),
-            base=EditBase(version=reviewed.base_version, hash=reviewed.base_hash),
+            target=ProposalTarget(kind="memory", agent_id=reviewed.agent_id, label=f"Memory of {reviewed.agent_name}"),
+            base=ProposalBase(version=reviewed.base_version, hash=reviewed.base_hash),
             proposed_hash=reviewed.proposed_hash,
             lines=LineCounts(added=reviewed.added, removed=reviewed.removed),
             reason=reviewed.reason,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from assent.contracts import CardField, DecisionMade, EditBase, EditTarget, LineCounts
+from assent.contracts import CardField, DecisionMade, LineCounts, ProposalBase, ProposalTarget
 from assent.domain import Agent, Refusal, Session
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.uow import UnitOfWork
@@ -109,14 +109,14 @@ class NoteKind(ProposalKind):
         }
         return Proposal(
             action=reviewed.action,
-            target=EditTarget(
+            target=ProposalTarget(
                 kind="note",
                 label=f"Note {reviewed.display_path}",
                 agent_id=reviewed.agent_id,
                 guild_id=reviewed.scope_id if reviewed.level == "guild" else None,
                 path=reviewed.display_path,
             ),
-            base=EditBase(version=reviewed.base_version, hash=reviewed.base_hash),
+            base=ProposalBase(version=reviewed.base_version, hash=reviewed.base_hash),
             proposed_hash=reviewed.proposed_hash,
             lines=LineCounts(added=reviewed.added, removed=reviewed.removed),
             reason=reviewed.reason,
