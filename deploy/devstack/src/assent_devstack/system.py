@@ -39,15 +39,17 @@ class ServiceProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, extra_env: dict[str, str] | None = None, timeout: float = 60.0) -> None:
-        """Start the process and wait until it is ready: ``/readyz`` answers 200 naming this service, the
-        process is still running after that answer, and (where /proc tells) it is the one listening on the
-        port, so that another process on the port is never taken for it. Raises RuntimeError with the log
-        tail when the process exits, TimeoutError (after stopping it) when it is not ready within ``timeout``.
+        """Start the process and wait until it is ready (:meth:`launch`, then :meth:`wait_ready`)."""
+        self.launch(extra_env)
+        self.wait_ready(timeout)
+
+    def launch(self, extra_env: dict[str, str] | None = None) -> None:
+        """Start the process, without waiting for it.
 
         The process runs in a session of its own (the terminal's Ctrl-C reaches only the caller, which stops it)
         and is sent SIGTERM when the calling process ends, however it ends (``start_tied``).
         """
-        from assent_devstack._service import listens_on, start_tied
+        from assent_devstack._service import start_tied
 
         env = {**os.environ, **self.env, "ASSENT_HTTP_PORT": str(self.port), **(extra_env or {})}
         with self.log_path.open("ab") as log:  # the child has its own copy
@@ -60,6 +62,16 @@ class ServiceProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Wait until the launched process is ready: ``/readyz`` answers 200 naming this service, the process is
+        still running after that answer, and (where /proc tells) it is the one listening on the port, so that
+        another process on the port is never taken for it. Raises RuntimeError with the log tail when the process
+        exits, TimeoutError (after stopping it) when it is not ready within ``timeout``.
+        """
+        from assent_devstack._service import listens_on
+
+        assert self.process is not None, "launch() first"
         deadline = time.monotonic() + timeout
         last = "no answer"
         while time.monotonic() < deadline:
@@ -149,8 +161,12 @@ class System:
         """Start every service in order; when one fails (or the start is interrupted), stop every one started,
         then raise."""
         try:
+            # All at once: each migrates its own schema and joins its own consumer group, and none needs another
+            # to start; waiting for each in turn would add up their start-up times.
             for process in self.processes.values():
-                process.start()
+                process.launch()
+            for process in self.processes.values():
+                process.wait_ready()
         except BaseException:
             self.stop()
             raise
