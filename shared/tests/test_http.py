@@ -48,6 +48,10 @@ def build_app() -> tuple[FastAPI, asyncio.Event]:
     async def named(body: Named) -> Named:
         return body
 
+    @app.put("/named")  # a second route of the same path: a method neither serves is 405 naming both
+    async def rename(body: Named) -> Named:
+        return body
+
     @app.get("/operational")
     async def operational() -> None:
         raise sqlalchemy.exc.OperationalError("SELECT 1", {}, ConnectionRefusedError(111, "refused"))
@@ -256,6 +260,15 @@ async def test_a_non_finite_number_in_a_validation_error_is_422_json(server: tup
         response = await client.post("/named", content=b'{"name": NaN}', headers={"Content-Type": "application/json"})
     assert response.status_code == 422, response.text
     assert response.json()["detail"][0]["input"] == "nan"
+
+
+async def test_a_method_the_path_does_not_serve_is_405_allowing_every_method_it_serves(
+    server: tuple[str, asyncio.Event],
+) -> None:
+    async with httpx.AsyncClient(base_url=server[0], timeout=10) as client:
+        response = await client.delete("/named")
+    assert response.status_code == 405, response.text
+    assert response.headers["allow"] == "POST, PUT" and response.json() == {"detail": "Method Not Allowed"}
 
 
 def test_database_unavailable_tells_outages_from_failed_queries() -> None:

@@ -134,7 +134,7 @@ async def test_a_declared_route_is_served_with_its_permission_and_wall(
 async def test_the_public_document_tells_the_declared_route(public: tuple[httpx.AsyncClient, Toys, FastAPI]) -> None:
     _, _, gateway = public
     operation = gateway.openapi()["paths"]["/api/workspace/agents/{agent_id}/toys/{toy_id}"]["put"]
-    assert sorted(operation["responses"]) == ["200", "401", "403", "404", "408", "422", "503"]
+    assert sorted(operation["responses"]) == ["200", "400", "401", "403", "404", "408", "422", "503"]
     assert operation["responses"]["200"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/Toy"
     }

@@ -7,7 +7,9 @@
   with ``{"detail": ..., "retry": true}`` and a ``Retry-After`` header;
 - a validation error is 422 with every string made JSON-safe, even when the input held a lone surrogate;
 - any other unhandled exception is 500 ``{"detail": "internal error", "error_id": ...}``; the traceback is logged
-  with that id.
+  with that id;
+- a method a path does not serve is 405 whose ``Allow`` lists every method the path serves (not only one
+  route's).
 
 And the field types of request models that keep a client's mistake a 422 naming the field: :data:`Omissible` (may
 be left out, never null), :data:`NoNul` (text PostgreSQL and git can hold), :data:`OneLine` (one line of it),
@@ -30,11 +32,14 @@ import asyncpg.exceptions
 import sqlalchemy.exc
 from fastapi import FastAPI, Path, Request
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BeforeValidator, GetCoreSchemaHandler, GetJsonSchemaHandler, StringConstraints
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .db import database_unavailable as database_unavailable
@@ -53,10 +58,11 @@ def install_guards(app: FastAPI, *, body_timeout_seconds: float = 10.0) -> None:
     if not body_timeout_seconds > 0:
         raise ValueError("body_timeout_seconds must be positive")
     app.add_middleware(BodyTimeout, timeout_seconds=body_timeout_seconds)
-    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]  # Starlette types a handler as taking any Exception
     for database_error in _DATABASE_ERRORS:
         app.add_exception_handler(database_error, _database_error)
     app.add_exception_handler(Exception, _unhandled)
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]  # as above
 
 
 class BodyTimeout:
@@ -191,6 +197,29 @@ async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": "internal error", "error_id": error_id}, status_code=500)
 
 
+# --- a method the path does not serve ------------------------------------------------------------------------
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    if exc.status_code == 405:
+        allowed = _methods_at(request.app, request.url.path)
+        if allowed:
+            exc.headers = {**(exc.headers or {}), "Allow": ", ".join(sorted(allowed))}
+    return await http_exception_handler(request, exc)
+
+
+def _methods_at(app: FastAPI, path: str) -> set[str]:
+    """Every method the app's document names for ``path`` (each route is its own, so a 405 names only one's)."""
+    table: list[tuple[re.Pattern[str], set[str]]] | None = getattr(app.state, "methods_by_path", None)
+    if table is None:
+        table = [
+            (compile_path(template)[0], {method.upper() for method in item})
+            for template, item in app.openapi().get("paths", {}).items()
+        ]
+        app.state.methods_by_path = table
+    return {method for pattern, methods in table if pattern.match(path) for method in methods}
+
+
 # --- validation errors ----------------------------------------------------------------------------------------
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -300,10 +329,17 @@ placed as :data:`NoNul` is."""
 Line = Annotated[str, OneLine]
 """A string of :data:`OneLine`, of any length."""
 
+SPACE = r"\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+"""The white space ``str.strip()`` removes besides control characters, as a regular expression's class body: the
+patterns of the public API's schemas name it instead of ``\\s``, whose meaning differs between JSON Schema's regular
+expressions (ECMA-262), Python's and pydantic's."""
+
 Identifier = Annotated[
     str,
     StringConstraints(
-        min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f\s](?:[^\x00-\x1f\x7f]*[^\x00-\x1f\x7f\s])?$"
+        min_length=1,
+        max_length=200,
+        pattern=rf"^[^\x00-\x1f\x7f{SPACE}](?:[^\x00-\x1f\x7f]*[^\x00-\x1f\x7f{SPACE}])?$",
     ),
     OneLine,
 ]

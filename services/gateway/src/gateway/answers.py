@@ -5,7 +5,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 
 from assent.api import Error
-from assent.api.declare import COMMON_ERRORS
+from assent.api.declare import BODY_ERRORS, COMMON_ERRORS
 from assent.contracts import ProposalOutcome
 
 PERSON_ERRORS: dict[int | str, dict[str, Any]] = {
@@ -26,7 +26,7 @@ DECISION_ANSWERS: dict[int | str, dict[str, Any]] = {
         "description": "Already decided, a decision that does not fit the request (an outcome), "
         "or a body that does not fit its schema",
     },
-    408: {"model": Error, "description": "The request's body did not arrive in time"},
+    **{status: {"model": Error, "description": why} for status, why in BODY_ERRORS.items()},
     502: {"model": ProposalOutcome, "description": "The owner failed to carry the decision out"},
     504: {"model": Error, "description": "The owner has not answered yet; the decision stands (``decision_id``)"},
 }

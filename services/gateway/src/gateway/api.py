@@ -14,9 +14,9 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
-from assent.api import ROUTES, Error, Identity, Permission
+from assent.api import ROUTES, Error, Identity, Permission, RequestModel
 from assent.hashing import line_counts, unified_diff
 from assent.http import RETRY_AFTER_SECONDS, PathId
 from assent.kinds import KINDS, decisions_at
@@ -36,11 +36,10 @@ NO_SESSION: dict[int | str, dict[str, Any]] = {
 }
 
 
-class EditDecision(BaseModel):
+class EditDecision(RequestModel):
     """A decision on an edit-like request (memory, note, guild text, collection, routine, access)."""
 
-    model_config = ConfigDict(extra="forbid")
-    decision: Literal[decisions_at("edits")]  # type: ignore[valid-type]
+    decision: Literal[decisions_at("edits")]  # type: ignore[valid-type]  # the values come from the registry, at import
     via: Literal["card", "tray", "item", "chat"] = "card"
 
 

@@ -42,7 +42,7 @@ class BranchChoice(RequestModel):
 
 
 class ProposalDecision(RequestModel):
-    decision: Literal[decisions_at(ENDPOINT)]  # type: ignore[valid-type]
+    decision: Literal[decisions_at(ENDPOINT)]  # type: ignore[valid-type]  # the values come from the registry, at import
     via: Literal["page", "card", "chat"] = "page"
     branch: BranchChoice | None = None
     message: Message | None = None

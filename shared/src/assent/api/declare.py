@@ -54,13 +54,15 @@ def no_null_default(schema: dict[str, Any]) -> None:
 
 
 class RequestModel(BaseModel):
-    """A request body or query: unknown fields are refused (422), and its JSON Schema holds no default it refuses."""
+    """A request body: what its JSON Schema says and nothing else. Unknown fields are refused (422), no value is
+    coerced into another type (``0`` is not ``false``), and the schema holds no default it refuses."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=no_null_default)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=no_null_default)
 
 
 class QueryModel(BaseModel):
-    """A route's query parameters (others are ignored); its JSON Schema holds no default it refuses."""
+    """A route's query parameters (others are ignored; each arrives as text, so numbers are read from it); its JSON
+    Schema holds no default it refuses."""
 
     model_config = ConfigDict(json_schema_extra=no_null_default)
 
@@ -122,7 +124,9 @@ COMMON_ERRORS: Mapping[int, str] = MappingProxyType(
     }
 )
 """What any route of a person may answer besides its own errors."""
-BODY_ERRORS: Mapping[int, str] = MappingProxyType({408: "The request's body did not arrive in time"})
+BODY_ERRORS: Mapping[int, str] = MappingProxyType(
+    {400: "The body could not be read as JSON (not UTF-8)", 408: "The request's body did not arrive in time"}
+)
 
 _PARAM = re.compile(r"{(\w+)}")
 

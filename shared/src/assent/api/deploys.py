@@ -265,7 +265,7 @@ WEBHOOKS = (
             409: "The pushed commit is not on the remote yet; send the push again",
             413: "The body is too large",
         },
-        rules="a push event's body that is not UTF-8 JSON as the provider sends it",
+        rules="a push event's body that is not the provider's push event",
         description="A push to the production branch of a source that builds on push starts (or joins) the build "
         "of its commit; other events and branches are accepted and ignored.",
     ),

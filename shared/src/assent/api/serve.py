@@ -105,7 +105,7 @@ def endpoint(route: PublicRoute, call: Call, extra: Sequence[inspect.Parameter] 
         return await call(request, values)
 
     own = inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY, annotation=Request)
-    run.__signature__ = inspect.Signature([own, *extra, *parameters(route)])  # type: ignore[attr-defined]
+    run.__signature__ = inspect.Signature([own, *extra, *parameters(route)])  # type: ignore[attr-defined]  # FastAPI reads it
     run.__name__ = route.name
     run.__doc__ = route.description or None
     return run

@@ -16,7 +16,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 
 from ..domain import Refusal
-from ..http import NoNul, Omissible, OneLine
+from ..http import SPACE, NoNul, Omissible, OneLine
 from .declare import Matching, PublicRoute, RequestModel
 from .roles import Permission
 
@@ -113,7 +113,9 @@ without white space, control characters or any of ``~^:?*[\\``; not ``HEAD``; no
 ``/`` or ``.``; no ``..``, ``//`` or ``@{``; no part starting with ``.`` or ending with ``.lock``; not ending with
 ``/`` or ``.``."""
 BranchName = Annotated[str, Field(min_length=1, max_length=200), Matching(BRANCH_NAME, "a branch name git accepts")]
-Message = Annotated[str, Field(min_length=1, max_length=4000, pattern=r"^[^\x00]*[^\x00\s\x1c-\x1f][^\x00]*$"), NoNul]
+Message = Annotated[
+    str, Field(min_length=1, max_length=4000, pattern=rf"^[^\x00]*[^\x00\x09-\x0d\x1c-\x1f{SPACE}][^\x00]*$"), NoNul
+]
 """A commit message: 1 to 4,000 characters of text, not only white space."""
 
 

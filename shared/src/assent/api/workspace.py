@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..http import Identifier, NoNul, Omissible
+from ..http import SPACE, Identifier, NoNul, Omissible
 from ..kinds import WORKSPACE_OWNER
 from .declare import Matching, PublicRoute, QueryModel, RequestModel, no_null_default
 from .roles import Permission
@@ -100,7 +100,7 @@ class GuildTextIn(RequestModel):
 
 NOTE_PATH = (
     r"^(?:org/|guild/[^/\x00-\x1f\x7f]+/|agent/[^/\x00-\x1f\x7f]+/(?![Tt][Aa][Ss][Kk]\.md$|[Mm][Ee][Mm][Oo][Rr][Yy]\.md$))"
-    r"(?!\s)(?![^/]*\.\.)[^/\\\x00-\x1f\x7f]+\.md$"
+    rf"(?![{SPACE}])(?![^/]*\.\.)[^/\\\x00-\x1f\x7f]+\.md$"
 )
 """A note's display path (``agent/<agent_id>/<key>``, ``guild/<guild_id>/<key>`` or ``org/<key>``; ``key`` a
 ``.md`` file name with no folders, not ``..``, not starting with white space; an agent's ``task.md`` and

@@ -13,7 +13,7 @@ from assent.domain import Refusal
 from assent.runtime.uow import UnitOfWork
 
 from ..adapters.repository import Build, Deploy
-from ..domain.deploys import Push, github_signature_ok, gitlab_token_ok, parse_push, repository_key
+from ..domain.deploys import github_signature_ok, gitlab_token_ok, parse_push, repository_key
 from . import NotFound, Resource, Unprocessable, refused, store
 
 MAX_WEBHOOK_BYTES = 5_000_000
@@ -106,10 +106,13 @@ class Webhooks(Resource):
         to the production branch of a source that builds on push starts (or joins) the build of its commit."""
         if len(body) > MAX_WEBHOOK_BYTES:
             raise Unprocessable(413, "the webhook's body is too large")
+        payload = json_object(body)
         event_name = headers["X-GitHub-Event"] if provider == "github" else headers["X-Gitlab-Event"]
         if event_name not in PUSH_EVENTS:
             return {"ignored": f"not a push event ({event_name!r})"}
-        event = push_event(provider, body)
+        event = parse_push(provider, payload)
+        if event is None:
+            raise Unprocessable(422, f"the body is not a {provider} push event")
         keys = {repository_key(url) for url in event.urls}
         async with self.runtime.unit_of_work() as uow:
             matches = [
@@ -145,16 +148,15 @@ class Webhooks(Resource):
             return {"results": answers}
 
 
-def push_event(provider: str, body: bytes) -> Push:
-    """The push a webhook's body tells; 422 when it is not UTF-8 JSON of the provider's push event."""
+def json_object(body: bytes) -> dict[str, Any]:
+    """A webhook's body: a JSON object in UTF-8 (422 otherwise), whatever the event."""
     try:
         payload = json.loads(body.decode())
     except (ValueError, RecursionError):
         raise Unprocessable(422, "the webhook's body is not UTF-8 JSON") from None
-    event = parse_push(provider, payload) if isinstance(payload, dict) else None
-    if event is None:
-        raise Unprocessable(422, f"the body is not a {provider} push event")
-    return event
+    if not isinstance(payload, dict):
+        raise Unprocessable(422, "the webhook's body is not a JSON object")
+    return payload
 
 
 def signed(provider: str, secret: str | None, body: bytes, headers: Mapping[str, str | None]) -> bool:
