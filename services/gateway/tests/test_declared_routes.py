@@ -80,7 +80,7 @@ async def public() -> AsyncIterator[tuple[httpx.AsyncClient, Toys, FastAPI]]:
 
     settings = SimpleNamespace(
         api_tokens={
-            "admin-acme": token("olga@acme", "acme", "admin"),
+            "admin-acme": token("ólga@acme", "acme", "admin"),  # any user id: headers carry it percent-encoded
             "viewer-acme": token("vic@acme", "acme", "viewer"),
             "editor-acme": token("eve@acme", "acme", "viewer"),
             "admin-other": token("mallory@other", "other", "admin"),
@@ -129,6 +129,8 @@ async def test_a_declared_route_is_served_with_its_permission_and_wall(
     assert invalid.status_code == 422
     assert {tuple(e["loc"]) for e in invalid.json()["detail"]} == {("body", "colour"), ("body", "size")}
     assert len(toys.calls) == calls
+    by_admin = await put(client, "admin-acme")
+    assert by_admin.status_code == 200 and by_admin.json()["by"] == "ólga@acme", by_admin.text
 
 
 async def test_the_public_document_tells_the_declared_route(public: tuple[httpx.AsyncClient, Toys, FastAPI]) -> None:

@@ -11,9 +11,11 @@ parameters do not match its declaration, stops the owner as it starts.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
+from urllib.parse import quote, unquote
 
 from fastapi import APIRouter, Body, Depends, Header, HTTPException, Query, Request
 
@@ -22,6 +24,7 @@ from .declare import ORG_HEADER, ROLES_HEADER, USER_HEADER, PublicRoute, Wall, r
 from .roles import ORG_ROLES, Identity
 
 _ID = r"^[^\x00-\x1f\x7f]+$"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 Call = Callable[[Request, dict[str, Any]], Awaitable[Any]]
 
 
@@ -49,18 +52,31 @@ class Caller:
 
 
 async def caller(
-    org: Annotated[str | None, Header(alias=ORG_HEADER, min_length=1, max_length=200, pattern=_ID)] = None,
-    user: Annotated[str | None, Header(alias=USER_HEADER, min_length=1, max_length=200, pattern=_ID)] = None,
+    org: Annotated[str | None, Header(alias=ORG_HEADER, min_length=1, max_length=600, pattern=_ID)] = None,
+    user: Annotated[str | None, Header(alias=USER_HEADER, min_length=1, max_length=600, pattern=_ID)] = None,
     roles: Annotated[str | None, Header(alias=ROLES_HEADER, max_length=200, pattern=_ID)] = None,
 ) -> Caller:
-    """The :class:`Caller` of an internal call, from its headers (a malformed one is 422: no wall opens silently)."""
+    """The :class:`Caller` of an internal call, from its headers (percent-encoded, as :func:`caller_headers` sends
+    them: a header holds ASCII only); a malformed one is 422, so no wall opens silently."""
     held = frozenset(role for role in (roles or "").split() if role in ORG_ROLES)
-    return Caller(org, user, held)
+    return Caller(_decoded(ORG_HEADER, org), _decoded(USER_HEADER, user), held)
+
+
+def _decoded(header: str, value: str | None) -> str | None:
+    if value is None:
+        return None
+    decoded = unquote(value)
+    if not decoded or len(decoded) > 200 or _CONTROL.search(decoded):
+        raise HTTPException(422, f"{header} is not an identifier")
+    return decoded
 
 
 def caller_headers(identity: Identity) -> dict[str, str]:
     """The headers that carry ``identity`` to an owner (read back by :func:`caller`)."""
-    return {ORG_HEADER: identity.org_id, USER_HEADER: identity.user_id, ROLES_HEADER: " ".join(sorted(identity.roles))}
+    headers = {ORG_HEADER: quote(identity.org_id, safe=""), USER_HEADER: quote(identity.user_id, safe="@")}
+    if identity.roles:
+        headers[ROLES_HEADER] = " ".join(sorted(identity.roles))
+    return headers
 
 
 def header_name(header: str) -> str:

@@ -97,7 +97,7 @@ class Owners:
             raise OwnerUnavailable(f"the {owner} service is not configured (ASSENT_OWNER_URLS)")
         sent = {**self.signer.headers(owner), **(headers or {})}
         if org is not None:
-            sent[ORG_HEADER] = org
+            sent[ORG_HEADER] = quote(org, safe="")  # as the owner reads it (assent.api.caller)
         if content is not None:
             sent["Content-Type"] = "application/json"
         try:
