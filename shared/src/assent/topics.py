@@ -26,6 +26,8 @@ from .contracts import (
     OrgChanged,
     ProposalOutcome,
     ProposalProposed,
+    RoutinesChanged,
+    RoutineWokeUp,
     SessionClosed,
     SessionOpened,
     SourceCommitted,
@@ -117,6 +119,12 @@ DEPLOYS_EVENTS = Topic(
 """What the deployer did to an agent's source: commits of approved proposals, builds and their progress, deploys
 (started, failed, promoted, live) and fixes linked to issues."""
 
+AGENT_ROUTINES_CHANGED = Topic("agent.routines.changed", "guild_id", ("routines",), (), (RoutinesChanged,))
+"""A guild's routines changed (created, edited, deleted; the guild's switch), on the guild's stream."""
+ROUTINES_WAKEUPS = Topic("routines.wakeups", "agent_id", ("routines",), ("coach",), (RoutineWokeUp,))
+"""A routine woke its agent: once per due time, with the instruction in force; agents' runtimes read it through
+the coach client (:meth:`assent.coach.CoachClient.wakeups`)."""
+
 REGISTRY: tuple[Topic, ...] = (
     STUDIO_SESSIONS,
     *TOOL_CALLS.values(),
@@ -128,6 +136,8 @@ REGISTRY: tuple[Topic, ...] = (
     STUDIO_CONTINUATIONS,
     WORKSPACE_EVENTS,
     DEPLOYS_EVENTS,
+    AGENT_ROUTINES_CHANGED,
+    ROUTINES_WAKEUPS,
 )
 
 TOOL_ROUTES: dict[str, Topic] = {

@@ -13,6 +13,7 @@ from .deploys import (
 )
 from .envelope import Id, MalformedMessage, Message, Seq, Text, parse_message, upcaster
 from .proposals import Card, CardField, DecisionMade, ProposalOutcome, ProposalProposed
+from .routines import RoutinesChanged, RoutineWokeUp
 from .sessions import SessionClosed, SessionOpened
 from .tool_calls import Channel, Requester, SessionContext, ToolCall
 from .tool_results import LineCounts, ProposalBase, ProposalTarget, ProposalWidget, ToolError, ToolResult
@@ -46,6 +47,8 @@ __all__ = [
     "ProposalTarget",
     "ProposalWidget",
     "Requester",
+    "RoutineWokeUp",
+    "RoutinesChanged",
     "Seq",
     "SessionClosed",
     "SessionContext",

@@ -1,0 +1,1 @@
+"""The routines service's tables and the queries over them."""

@@ -1,0 +1,46 @@
+"""What every write of a routine does besides the row: plan its next wake-up, and announce the change on the
+guild's stream (``agent.routines.changed``) in the same transaction (the outbox)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from assent.contracts import RoutinesChanged
+from assent.runtime.uow import UnitOfWork
+from assent.topics import AGENT_ROUTINES_CHANGED
+
+from .domain.routine import Routine
+from .domain.timing import Timing
+
+
+def planned(timing: Timing, paused: bool, now: datetime) -> datetime | None:
+    """The next wake-up planned from ``now``: None while paused."""
+    return None if paused else timing.next_after(now)
+
+
+async def changed(
+    uow: UnitOfWork,
+    routine: Routine,
+    change: str,
+    next_wake: datetime | None,
+    *,
+    actor: str,
+    session_id: str | None = None,
+    seq: int | None = None,
+) -> None:
+    await uow.emit(
+        AGENT_ROUTINES_CHANGED,
+        routine.guild_id,
+        RoutinesChanged(
+            org_id=routine.org_id,
+            guild_id=routine.guild_id,
+            change=change,
+            agent_id=routine.agent_id,
+            schedule_id=routine.schedule_id,
+            version=routine.version,
+            next_wake_at=None if next_wake is None else next_wake.isoformat(),
+            actor=actor,
+            studio_session_id=session_id,
+            studio_seq=seq,
+        ),
+    )

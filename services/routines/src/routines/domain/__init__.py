@@ -1,0 +1,1 @@
+"""The routines service's rules, with no I/O."""

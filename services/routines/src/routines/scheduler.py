@@ -1,0 +1,100 @@
+"""The scheduler: fires due routines onto ``routines.wakeups``, exactly once per due time.
+
+A fire is one transaction: take the due routines ``FOR UPDATE SKIP LOCKED`` (not paused, their guild's routines
+on), move each one's planned wake-up to its next one after now, and write its ``RoutineWokeUp`` to the outbox; the
+runtime's relay publishes it after the commit. A replica that dies mid-fire rolls back (the row is due again for
+any replica); one that commits has moved the plan, so no replica takes that due time again. Every replica runs the
+loop; ``SKIP LOCKED`` shares the due rows between them. A wake-up missed while every replica was down fires once
+when one comes back: the plan moves to the next wake-up after *now*, not after the missed one.
+
+"Now" is the database's clock plus the clock table's offset (:meth:`RoutinesRepository.now`), one clock for every
+replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+from assent.contracts import RoutineWokeUp
+from assent.runtime.uow import UnitOfWork
+from assent.topics import ROUTINES_WAKEUPS
+
+from .adapters.repository import RoutinesRepository
+
+log = logging.getLogger(__name__)
+
+
+async def fire_due(uow: UnitOfWork, limit: int) -> int:
+    """Fire up to ``limit`` due routines in ``uow``'s transaction; how many fired."""
+    repo = uow.store(RoutinesRepository)
+    now = await repo.now()
+    due = await repo.take_due(now, limit)
+    for routine in due:
+        assert routine.next_wake_at is not None
+        following = routine.timing.next_after(now)
+        await repo.plan(routine.schedule_id, following)
+        await uow.emit(
+            ROUTINES_WAKEUPS,
+            routine.agent_id,
+            RoutineWokeUp(
+                org_id=routine.org_id,
+                guild_id=routine.guild_id,
+                agent_id=routine.agent_id,
+                schedule_id=routine.schedule_id,
+                description=routine.description,
+                instruction=routine.instruction,
+                due_at=routine.next_wake_at.isoformat(),
+                fired_at=now.isoformat(),
+                next_wake_at=None if following is None else following.isoformat(),
+            ),
+        )
+    return len(due)
+
+
+class Scheduler:
+    """The loop every replica runs: a fire every ``poll_seconds``, at once again while a fire took a full batch."""
+
+    def __init__(
+        self,
+        unit_of_work: Callable[[], AbstractAsyncContextManager[UnitOfWork]],
+        claim_relay: Callable[[], Awaitable[None]],
+        *,
+        poll_seconds: float,
+        batch: int,
+    ) -> None:
+        self.unit_of_work = unit_of_work
+        self.claim_relay = claim_relay
+        self.poll_seconds = poll_seconds
+        self.batch = batch
+
+    async def tick(self) -> int:
+        async with self.unit_of_work() as uow:
+            return await fire_due(uow, self.batch)
+
+    async def _loop(self) -> None:
+        # The outbox rows a fire writes name this process's relay: it must hold its lock before the first fire.
+        await self.claim_relay()
+        while True:
+            try:
+                fired = await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # an outage or a failed fire rolls back; the next tick tries again
+                log.exception("routines: a fire failed; trying again")
+                fired = 0
+            if fired < self.batch:
+                await asyncio.sleep(self.poll_seconds)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        task = asyncio.create_task(self._loop(), name="routines-scheduler")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
