@@ -245,6 +245,46 @@ ENDPOINTS = [
         "review",
         lambda s: {"text": uuid.uuid4().hex},
     ),
+    # Routines (the scene holds none: a routine's own routes answer an allowed caller 404 for an unknown one).
+    Endpoint("GET", f"{W}/agents/{{agent_id}}/routines", lambda s: f"{W}/agents/{s.world.agent_id}/routines", "read"),
+    Endpoint(
+        "POST",
+        f"{W}/agents/{{agent_id}}/routines",
+        lambda s: f"{W}/agents/{s.world.agent_id}/routines",
+        "write",
+        lambda s: {"description": "D", "instruction": "I", "cron": "0 9 * * *"},
+        201,
+    ),
+    Endpoint(
+        "GET",
+        f"{W}/agents/{{agent_id}}/routines/{{schedule_id}}",
+        lambda s: f"{W}/agents/{s.world.agent_id}/routines/rtn_unknown",
+        "read",
+        allowed_status=404,
+    ),
+    Endpoint(
+        "PATCH",
+        f"{W}/agents/{{agent_id}}/routines/{{schedule_id}}",
+        lambda s: f"{W}/agents/{s.world.agent_id}/routines/rtn_unknown",
+        "write",
+        lambda s: {"paused": True},
+        404,
+    ),
+    Endpoint(
+        "DELETE",
+        f"{W}/agents/{{agent_id}}/routines/{{schedule_id}}",
+        lambda s: f"{W}/agents/{s.world.agent_id}/routines/rtn_unknown",
+        "write",
+        allowed_status=404,
+    ),
+    Endpoint("GET", f"{W}/guilds/{{guild_id}}/routines", lambda s: f"{W}/guilds/{s.world.guild_id}/routines", "read"),
+    Endpoint(
+        "PUT",
+        f"{W}/guilds/{{guild_id}}/routines-switch",
+        lambda s: f"{W}/guilds/{s.world.guild_id}/routines-switch",
+        "write",
+        lambda s: {"routines_on": True},
+    ),
     # Deploys.
     Endpoint(
         "GET",

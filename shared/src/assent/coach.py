@@ -24,6 +24,12 @@ Topics: :meth:`CoachClient.start` creates the topics the coach writes and reads,
 names them (a broker that creates topics on first mention would make them with its own partition count), the
 same way the services do (:func:`~assent.messaging.ensure_topics`); where the coach may not create topics they
 must exist.
+
+Wake-ups: an agent's runtime reads its routines' wake-ups with :meth:`CoachClient.wakeups`, an async iterator of
+:class:`~assent.contracts.RoutineWokeUp` (each carries the instruction in force when the routine fired)::
+
+    async for wakeup in coach.wakeups(group_id="agent-runtime", agent_ids={"ada"}):
+        await run_agent(wakeup.agent_id, wakeup.instruction)
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import asyncio
 import contextlib
 import itertools
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from types import TracebackType
 from typing import Any, Self
 
@@ -43,6 +49,7 @@ from .contracts import (
     Channel,
     MalformedMessage,
     Requester,
+    RoutineWokeUp,
     SessionClosed,
     SessionContext,
     SessionOpened,
@@ -56,7 +63,16 @@ from .contracts.envelope import Message
 from .kafka_security import KafkaSecurity, explain_auth_failure, kafka_kwargs
 from .messaging import ensure_topics
 from .telemetry import current_carrier
-from .topics import REGISTRY, STUDIO_CONTINUATIONS, STUDIO_SESSIONS, STUDIO_TURNS, TOOL_RESULTS, Topic, route
+from .topics import (
+    REGISTRY,
+    ROUTINES_WAKEUPS,
+    STUDIO_CONTINUATIONS,
+    STUDIO_SESSIONS,
+    STUDIO_TURNS,
+    TOOL_RESULTS,
+    Topic,
+    route,
+)
 
 tracer = trace.get_tracer("assent.coach")
 
@@ -181,6 +197,44 @@ class CoachClient:
         await self._producer.send_and_wait(
             topic.full_name(self.prefix), message.to_bytes(), key=key.encode(), headers=headers
         )
+
+    async def wakeups(self, *, group_id: str, agent_ids: Collection[str] | None = None) -> AsyncIterator[RoutineWokeUp]:
+        """The routines' wake-ups (of ``agent_ids``, or of every agent), for an agent's runtime to act on.
+
+        ``group_id`` is the runtime's consumer group: its replicas share the wake-ups, and a runtime that starts
+        again resumes after the last one it took (a group's first start reads from the earliest retained). A
+        wake-up is committed once the loop asks for the next one, so one the runtime was handling when it died
+        comes again; one that arrives twice (at-least-once delivery) is yielded once per process (its envelope id).
+        """
+        consumer = AIOKafkaConsumer(
+            ROUTINES_WAKEUPS.full_name(self.prefix),
+            bootstrap_servers=self.bootstrap_servers,
+            client_id=f"{group_id}-wakeups",
+            group_id=f"{self.prefix}{group_id}",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            **kafka_kwargs(self.security),
+        )
+        async with explain_auth_failure(self.security, self.bootstrap_servers):
+            await consumer.start()
+        seen: dict[uuid.UUID, None] = {}
+        try:
+            async for record in consumer:
+                try:
+                    message = parse_message(record.value or b"")
+                except MalformedMessage:
+                    continue
+                if not isinstance(message, RoutineWokeUp) or message.id in seen:
+                    continue
+                if agent_ids is not None and message.agent_id not in agent_ids:
+                    continue
+                seen[message.id] = None
+                if len(seen) > 10_000:  # only recent copies come again
+                    del seen[next(iter(seen))]
+                yield message
+                await consumer.commit()
+        finally:
+            await consumer.stop()
 
     def expect_result(self, tool_call_id: str) -> asyncio.Future[ToolResult]:
         """The future of a call's result; register it before publishing the call."""
