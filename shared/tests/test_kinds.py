@@ -65,8 +65,8 @@ def test_each_kind_is_a_whole_row(spec: KindSpec) -> None:
 
 
 def test_the_gateway_decides_each_kind_at_one_endpoint_with_the_registry_decisions() -> None:
-    from gateway.api import EditDecision
+    from gateway.api import DecisionBody
 
-    assert get_args(EditDecision.model_fields["decision"].annotation) == decisions_at("edits") == ("apply", "decline")
+    assert get_args(DecisionBody.model_fields["decision"].annotation) == decisions_at("edits") == ("apply", "decline")
     assert decisions_at("logins") == ("grant", "decline")
     assert KINDS["login"].decided_alone and not KINDS["memory"].decided_alone

@@ -36,7 +36,7 @@ NO_SESSION: dict[int | str, dict[str, Any]] = {
 }
 
 
-class EditDecision(RequestModel):
+class DecisionBody(RequestModel):
     """A decision on an edit-like request (memory, note, guild text, collection, routine, access)."""
 
     decision: Literal[decisions_at("edits")]  # type: ignore[valid-type]  # the values come from the registry, at import
@@ -59,7 +59,7 @@ class Resolution(BaseModel):
     resolved_at: Any
 
 
-class EditCard(BaseModel):
+class ProposalView(BaseModel):
     """A card: the target, the proposal, the live side now as the owner tells it, and one diff per field."""
 
     session_id: str
@@ -170,7 +170,7 @@ def studio_router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
 
     @studio.get(
         "/{session_id}/edits/{seq}",
-        response_model=EditCard,
+        response_model=ProposalView,
         responses={404: {"model": Error, "description": "No such session, or no request at that seq"}},
     )
     async def read_edit(session_id: PathId, seq: SeqPath, person: user) -> dict[str, Any]:
@@ -186,7 +186,7 @@ def studio_router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
         return card(session_id, seq, request, live)
 
     @studio.post("/{session_id}/edits/{seq}", responses=DECISION_ANSWERS)
-    async def decide_edit(session_id: PathId, seq: SeqPath, body: EditDecision, person: user) -> JSONResponse:
+    async def decide_proposal(session_id: PathId, seq: SeqPath, body: DecisionBody, person: user) -> JSONResponse:
         """Apply or decline one request. Answers when the owning service has applied or refused it."""
         request = await handlers.request_at(deps, session_id, seq, person.org_id)
         if not person.may_decide(request["owners"], request["editors"]):
