@@ -62,8 +62,8 @@ class Scene:
     session_id: str
     seq: int
     note_path: str
-    proposal_id: str  # a waiting source proposal
-    approved_id: str  # an approved one
+    proposal_id: str  # a waiting source proposal (the caller's own)
+    approved_id: str  # an approved one (shared)
     issue_id: str
     build_id: str
     deploy_id: str  # live
@@ -385,34 +385,64 @@ async def snapshot(admin: httpx.AsyncClient, scene: Scene) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Place:
+    """What every caller's matrix shares: a source world with a note, an approved (live) source proposal, its
+    build, an issue, and its admin's token."""
+
+    world: World
+    approved_id: str
+    issue_id: str
+    build_id: str
+    deploy_id: str
+    token: str
+
+
+PLACES: dict[str, Place] = {}
+"""The shared place of each stack (by topic prefix), made once."""
+
+
+async def place_of(stack: Stack) -> Place:
+    if stack.prefix not in PLACES:
+        async with stack.http() as admin, stack.coach() as coach:
+            world = await source_world(admin)
+            note = await admin.put(f"{W}/orgs/{world.org_id}/note?path=org/policy.md", json={"content": "Be kind.\n"})
+            assert note.status_code in (200, 201), note.text
+            session = await chat(coach, world)
+            pid = proposal_id(await propose_source(session, world.agent_id, {"knowledge/f.md": "# f\n"}))
+            await projected(admin, session.session_id, pid)
+            approved = await admin.post(f"/api/agents/{world.agent_id}/proposals/{pid}", json={"decision": "approve"})
+            assert approved.status_code == 200, approved.text
+            deploy_id = approved.json()["effects"]["deploy_id"]
+
+            async def live() -> dict[str, Any] | None:
+                deploy = (await admin.get(f"/api/agents/{world.agent_id}/deploys/{deploy_id}")).json()
+                return deploy if deploy["status"] == "live" else None
+
+            build_id = (await wait_for(live, timeout=30))["build_id"]
+            issue = await admin.post(f"{W}/agents/{world.agent_id}/issues", json={"title": "Slow refunds"})
+            assert issue.status_code == 201, issue.text
+            token = admin.headers["Authorization"]
+        PLACES[stack.prefix] = Place(world, pid, issue.json()["issue_id"], build_id, deploy_id, token)
+    return PLACES[stack.prefix]
+
+
 async def scene_of(stack: Stack, admin: httpx.AsyncClient) -> Scene:
-    """A source world with a note, a waiting Memory request, a waiting and an approved (live) source proposal, an
-    issue and a build."""
+    """The shared place (``admin`` acts as its admin from now on), and a caller's own waiting Memory request and
+    waiting source proposal, which its decisions end."""
+    place = await place_of(stack)
+    world = place.world
+    admin.headers["Authorization"] = place.token
     async with stack.coach() as coach:
-        world = await source_world(admin)
-        note = await admin.put(f"{W}/orgs/{world.org_id}/note?path=org/policy.md", json={"content": "Be kind.\n"})
-        assert note.status_code in (200, 201), note.text
         turn = await open_turn(coach, world)
         result = await propose(turn, world.agent_id, "Proposed.\n", (await memory(admin, world.agent_id))["version"])
         assert result.ok, result.error
         await turn.end_step()
-        ids = []
-        for n in range(2):
-            session = await chat(coach, world)
-            pid = proposal_id(await propose_source(session, world.agent_id, {f"knowledge/f{n}.md": f"# {n}\n"}))
-            await projected(admin, session.session_id, pid)
-            ids.append(pid)
-    approved = await admin.post(f"/api/agents/{world.agent_id}/proposals/{ids[1]}", json={"decision": "approve"})
-    assert approved.status_code == 200, approved.text
-    deploy_id = approved.json()["effects"]["deploy_id"]
-
-    async def live() -> dict[str, Any] | None:
-        deploy = (await admin.get(f"/api/agents/{world.agent_id}/deploys/{deploy_id}")).json()
-        return deploy if deploy["status"] == "live" else None
-
-    build_id = (await wait_for(live, timeout=30))["build_id"]
-    issue = await admin.post(f"{W}/agents/{world.agent_id}/issues", json={"title": "Slow refunds"})
-    assert issue.status_code == 201, issue.text
+        session = await chat(coach, world)
+        waiting = proposal_id(
+            await propose_source(session, world.agent_id, {f"knowledge/{uuid.uuid4().hex}.md": "#\n"})
+        )
+        await projected(admin, session.session_id, waiting)
     await wait_pending(admin, turn.session.session_id, 1)
     seq = turn.calls[result.tool_call_id].seq
     return Scene(
@@ -420,11 +450,11 @@ async def scene_of(stack: Stack, admin: httpx.AsyncClient) -> Scene:
         turn.session.session_id,
         seq,
         "org/policy.md",
-        ids[0],
-        ids[1],
-        issue.json()["issue_id"],
-        build_id,
-        deploy_id,
+        waiting,
+        place.approved_id,
+        place.issue_id,
+        place.build_id,
+        place.deploy_id,
     )
 
 
@@ -453,11 +483,15 @@ async def test_every_endpoint_answers_each_caller_as_the_roles_say_and_a_refusal
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         secrets = ("Prefer short answers", "Be kind", "Slow refunds", "You answer refund questions")
         async with httpx.AsyncClient(base_url=stack.gateway_url, headers=headers, timeout=60) as http:
+            # What refused calls must leave as it was; compared before the next allowed write, and at the end.
+            before, refused = await snapshot(admin, scene), []
             for endpoint in ENDPOINTS:
                 name = f"{endpoint.method} {endpoint.route}"
-                before = await snapshot(admin, scene)
                 body = endpoint.body(scene) if endpoint.body else None
                 want = expected(caller, endpoint)
+                writes = want < 400 and endpoint.method != "GET"
+                if writes and refused:
+                    assert await snapshot(admin, scene) == before, (caller, refused)
                 request = http.build_request(endpoint.method, endpoint.path(scene), json=body, headers=endpoint.headers)
                 response = await http.send(request, stream=endpoint.stream)
                 try:
@@ -474,12 +508,15 @@ async def test_every_endpoint_answers_each_caller_as_the_roles_say_and_a_refusal
                 if want == 401:
                     assert response.headers["www-authenticate"].startswith("Bearer"), name
                 if want >= 400:
-                    assert await snapshot(admin, scene) == before, (caller, name)
                     assert not any(secret in response.text for secret in secrets), name
+                    refused.append(name)
+                elif writes:  # what the refusals after it must leave as it is
+                    before, refused = await snapshot(admin, scene), []
                 if endpoint.route.endswith("/edits/{seq}") and endpoint.method == "POST" and want == 200:
                     assert response.json()["resolved_by"] == f"{caller}@example.com"
                 if endpoint.route == "/api/activity" and caller == "other_org":
                     assert response.json() == {"entries": []}
+            assert await snapshot(admin, scene) == before, (caller, refused)
 
 
 async def test_a_session_is_its_organisations_only_and_its_event_stream_too(stack: Stack) -> None:
