@@ -258,6 +258,7 @@ async def running_stack(
         extra_env={**test_issuer().env(), **(extra_env or {})},
     )
     SECRETS.add(system.env["ASSENT_SERVICE_KEY"])
+    SECRETS.add(system.env["ASSENT_CREDENTIALS_KEY"])
     LOG_DIRS.append(log_dir)
     await asyncio.to_thread(system.start)
     try:

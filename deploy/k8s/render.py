@@ -3,7 +3,7 @@ per owner (only the public service, the gateway, reaches its port), the kustomiz
 ConfigMap that tells the gateway where each owner's internal API lives.
 
 The base ships no Secret: the operator creates Secret ``assent`` (DATABASE_URL, ASSENT_API_TOKENS,
-ASSENT_SERVICE_KEY) before applying it; the Deployments read it (README, "Kubernetes").
+ASSENT_SERVICE_KEY, ASSENT_CREDENTIALS_KEY) before applying it; the Deployments read it (README, "Kubernetes").
 
     python deploy/k8s/render.py          # rewrite deploy/k8s/base/{services,network,config,kustomization}.yaml
     python deploy/k8s/render.py --check  # exit 1 when the committed files differ from the rendering
@@ -145,6 +145,8 @@ data:
 #   DATABASE_URL        one database; each service uses its own schema in it ({schemas})
 #   ASSENT_API_TOKENS   bearer tokens of the operators' API, as JSON {{"token": "user-id"}}
 #   ASSENT_SERVICE_KEY  the key the services sign and check their internal calls with (at least 32 bytes)
+#   ASSENT_CREDENTIALS_KEY  the Fernet key the connections service encrypts logins' credentials with (a
+#                       comma-separated list rotates: the first encrypts, each decrypts)
 """
     images = "".join(f'  - name: assent-{row["name"]}\n    newTag: "{VERSION}"\n' for row in rows)
     kustomization = f"""{HEADER}# Assent on Kubernetes: one Deployment and Service per service, a NetworkPolicy per

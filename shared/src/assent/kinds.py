@@ -45,6 +45,9 @@ class KindSpec:
     """Whether a new proposal of the kind may replace a waiting one, and which: ``chat``, the waiting one of the same
     session; ``turn``, the waiting one of the same agent in the same turn. The replaced one is resolved as
     :data:`SUPERSEDED` and needs no answer. None: a proposal never replaces another."""
+    widget: str = "studio_edit_request"
+    """The ``type`` of the widget its proposals answer the coach with (``studio_edit_request``; a login request's is
+    ``studio_connection_access``)."""
 
     @property
     def apply_labels(self) -> tuple[str, ...]:
@@ -65,6 +68,7 @@ def _kind(
     decided_alone: bool = False,
     decline: str = "decline",
     supersedes: Supersedes | None = None,
+    widget: str = "studio_edit_request",
 ) -> KindSpec:
     decisions = decisions or {"apply": "applied", "decline": "declined"}
     if decline not in decisions:
@@ -82,6 +86,7 @@ def _kind(
         decided_alone=decided_alone,
         decline=decline,
         supersedes=supersedes,
+        widget=widget,
     )
 
 
@@ -139,6 +144,7 @@ KINDS: Mapping[str, KindSpec] = MappingProxyType(
                 endpoint="logins",
                 read_tools=("studio_call_connection_tool",),
                 decided_alone=True,
+                widget="studio_connection_access",
             ),
             _kind(
                 "draft",
@@ -177,6 +183,8 @@ KIND_NAMES: tuple[str, ...] = tuple(KINDS)
 SECTIONS: tuple[str, ...] = tuple(dict.fromkeys(spec.section for spec in KINDS.values()))
 ACTIONS: tuple[str, ...] = tuple(dict.fromkeys(action for spec in KINDS.values() for action in spec.actions))
 DECISIONS: tuple[str, ...] = tuple(dict.fromkeys(d for spec in KINDS.values() for d in spec.decisions))
+WIDGETS: tuple[str, ...] = tuple(dict.fromkeys(spec.widget for spec in KINDS.values()))
+"""The ``type`` of every proposal widget (:attr:`KindSpec.widget`)."""
 SUPERSEDED = "superseded"
 """The outcome of a waiting request that a new proposal of its kind replaced (:attr:`KindSpec.supersedes`): it is
 resolved without a decision, and a paused turn needs no answer to it."""

@@ -15,6 +15,7 @@ from .contracts import (
     BuildFinished,
     BuildProgressed,
     BuildStarted,
+    ConnectionCatalog,
     DecisionMade,
     DeployFailed,
     DeployLive,
@@ -125,6 +126,12 @@ ROUTINES_WAKEUPS = Topic("routines.wakeups", "agent_id", ("routines",), ("coach"
 """A routine woke its agent: once per due time, with the instruction in force; agents' runtimes read it through
 the coach client (:meth:`assent.coach.CoachClient.wakeups`)."""
 
+CONNECTIONS_CATALOGS = Topic(
+    "connections.catalogs", "connection_id", ("connections",), ("access",), (ConnectionCatalog,)
+)
+"""Each login's tool catalog whenever it changes: its tools and whether each changes data, by the connections
+service's read-only policy, so the access service names connection tools without reading that service's tables."""
+
 REGISTRY: tuple[Topic, ...] = (
     STUDIO_SESSIONS,
     *TOOL_CALLS.values(),
@@ -136,6 +143,7 @@ REGISTRY: tuple[Topic, ...] = (
     STUDIO_CONTINUATIONS,
     WORKSPACE_EVENTS,
     DEPLOYS_EVENTS,
+    CONNECTIONS_CATALOGS,
     AGENT_ROUTINES_CHANGED,
     ROUTINES_WAKEUPS,
 )

@@ -6,6 +6,7 @@ Used by ``make run`` and by the integration tests: each service is its own OS pr
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
@@ -188,8 +189,9 @@ def build_system(
     extra_env: dict[str, str] | None = None,
     gateway_port: int | None = None,
 ) -> System:
-    """The system, with a fresh random service key (``ASSENT_SERVICE_KEY``) that its services share; an
-    ``extra_env`` entry of the same name overrides it."""
+    """The system, with a fresh random service key (``ASSENT_SERVICE_KEY``) that its services share, and a fresh
+    key for logins' credentials (``ASSENT_CREDENTIALS_KEY``, a Fernet key); an ``extra_env`` entry of the same name
+    overrides either."""
     log_dir.mkdir(parents=True, exist_ok=True)
     services = service_list()
     ports = {spec.name: (gateway_port if spec.public and gateway_port else free_port()) for spec in services}
@@ -203,6 +205,7 @@ def build_system(
         "ASSENT_API_TOKENS": api_tokens,
         "ASSENT_OWNER_URLS": json.dumps(owner_urls),
         "ASSENT_SERVICE_KEY": secrets.token_urlsafe(48),
+        "ASSENT_CREDENTIALS_KEY": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
         **(extra_env or {}),
     }
     return System(

@@ -391,11 +391,12 @@ async def check_session(deps: Deps, session_id: str, org_id: str) -> None:
 
 
 async def request_at(deps: Deps, session_id: str, seq: int, org_id: str | None = None) -> dict[str, Any]:
-    """The request at ``seq`` of a session, with its agent's ``owners`` and ``editors`` (from the workspace copy),
-    in one read. With ``org_id``, another organisation's session is :class:`NotFound`, as a missing one is."""
+    """The edit-like request at ``seq`` of a session, with its agent's ``owners`` and ``editors`` (from the workspace
+    copy), in one read. With ``org_id``, another organisation's session is :class:`NotFound`, as a missing one is; so
+    is a request of a kind decided at another endpoint (a login request, at ``…/logins/{seq}``)."""
     async with deps.engine.connect() as conn:
         row = await (await ProjectionStore.over(conn)).request_at(session_id, seq)
-    if row is None or (org_id is not None and row["session_org"] != org_id):
+    if row is None or KINDS[row["kind"]].endpoint != "edits" or (org_id is not None and row["session_org"] != org_id):
         if org_id is not None:
             await check_session(deps, session_id, org_id)  # tell "no session" from "no request"
         raise NotFound(f"session {session_id!r} has no edit request at seq {seq}")

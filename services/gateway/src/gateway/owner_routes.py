@@ -51,7 +51,7 @@ def passing_on(route: PublicRoute, gate: Gate, owners: Owners) -> Call:
             await gate.check(identity, route.permission, values.get(route.agent))
             headers.update(caller_headers(identity))
         headers.update({name: value for name, value in values.get("headers", {}).items() if value is not None})
-        path = route.internal_path.format(**{name: segment(values[name]) for name in route.path_params})
+        path = route.internal_path.format(**{name: segment(str(values[name])) for name in route.path_params})
         query = values.get("query")
         if query is not None:
             path = f"{path}?{urlencode(query.model_dump(mode='json', exclude_none=True))}"

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from . import deploys, routines, source, workspace
+from . import connections, deploys, routines, source, workspace
 from .declare import (
     ORG_HEADER,
     ROLES_HEADER,
@@ -32,7 +32,13 @@ from .declare import (
 from .roles import Identity, Permission
 from .serve import Caller, caller, caller_headers, endpoint, expected_parameters, mismatches, route_options, serve
 
-ROUTES: tuple[PublicRoute, ...] = (*workspace.ROUTES, *source.ROUTES, *deploys.ROUTES, *routines.ROUTES)
+ROUTES: tuple[PublicRoute, ...] = (
+    *workspace.ROUTES,
+    *source.ROUTES,
+    *deploys.ROUTES,
+    *routines.ROUTES,
+    *connections.ROUTES,
+)
 """Every owner's public routes."""
 
 

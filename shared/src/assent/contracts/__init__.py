@@ -1,5 +1,6 @@
 """Assent's message contracts: one module per topic family, all frozen pydantic v2 models."""
 
+from .connections import CatalogTool, ConnectionCatalog
 from .deploys import (
     BuildFinished,
     BuildProgressed,
@@ -27,7 +28,9 @@ __all__ = [
     "BuildStarted",
     "Card",
     "CardField",
+    "CatalogTool",
     "Channel",
+    "ConnectionCatalog",
     "DecisionMade",
     "DecisionSummary",
     "DeployFailed",

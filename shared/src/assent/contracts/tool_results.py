@@ -4,11 +4,12 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..kinds import ACTIONS, KIND_NAMES
+from ..kinds import ACTIONS, KIND_NAMES, WIDGETS
 from .envelope import Id, Message, Seq
 
 Kind = Literal[KIND_NAMES]  # type: ignore[valid-type]  # the values come from the registry, at import
 Action = Literal[ACTIONS]  # type: ignore[valid-type]  # the values come from the registry, at import
+Widget = Literal[WIDGETS]  # type: ignore[valid-type]  # the values come from the registry, at import
 
 
 class ToolError(BaseModel):
@@ -62,11 +63,12 @@ class ProposalBase(BaseModel):
 
 
 class ProposalWidget(BaseModel):
-    """The widget of an edit-like request; ``await_operator`` pauses the coach's turn at the end of the step."""
+    """The widget of a request (``type`` is its kind's: ``studio_edit_request``, or ``studio_connection_access`` for a
+    login request); ``await_operator`` pauses the coach's turn at the end of the step."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    type: Literal["studio_edit_request"] = "studio_edit_request"
+    type: Widget = "studio_edit_request"
     await_operator: bool = True
     proposal_id: Id
     kind: Kind

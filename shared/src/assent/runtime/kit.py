@@ -8,8 +8,9 @@ lock, as the operator). :class:`OwnerKit` does the rest for all of an owner's ki
 
 - answers every tool call with exactly one ``ToolResult``, through a dispatch table from tool name to
   handler; a refused call becomes an error result, an accepted proposal is recorded (bound to its base) and
-  announced as ``ProposalProposed`` beside its ``studio_edit_request`` widget; a proposal whose action its kind
-  does not declare is refused with the reason (``undeclared_action``), as a call is;
+  announced as ``ProposalProposed`` beside its widget (of its kind's ``widget`` type: ``studio_edit_request``,
+  ``studio_connection_access``); a proposal whose action its kind does not declare is refused with the reason
+  (``undeclared_action``), as a call is;
 - replaces: a proposal that names the waiting one it supersedes (``Proposal.supersedes``, for a kind that declares
   superseding in the registry) resolves that one as ``superseded`` through the usual ``ProposalOutcome``, in the
   same transaction; a turn needs no answer to it;
@@ -454,6 +455,7 @@ class OwnerKit:
             call,
             Output(proposal.output) if proposal.output is not None else None,
             widget=ProposalWidget(
+                type=spec.widget,
                 proposal_id=proposal_id,
                 kind=spec.name,
                 action=proposal.action,
@@ -561,25 +563,29 @@ class OwnerKit:
                 await self._on_decision(decision, held, writes, uow)
         await writes.flush(uow, last=True)
 
-    async def on_decision(self, decision: DecisionMade, uow: UnitOfWork) -> None:
-        """Resolve a request of one of this owner's kinds once; exactly one outcome per decision."""
+    async def on_decision(self, decision: DecisionMade, uow: UnitOfWork) -> ProposalOutcome | None:
+        """Resolve a request of one of this owner's kinds once; exactly one outcome per decision, which it returns
+        (None: a decision on another owner's kind). An owner that takes a decision on a route of its own (a login
+        grant) calls it with the ``DecisionMade`` it made, in the route's unit of work."""
         held = await uow.proposals.get_many([decision.proposal_id], for_update=True)
         writes = _Writes()
-        await self._on_decision(decision, held, writes, uow)
+        outcome = await self._on_decision(decision, held, writes, uow)
         await writes.flush(uow, last=True)
+        return outcome
 
     async def _on_decision(
         self, decision: DecisionMade, held: dict[str, StoredProposal], writes: _Writes, uow: UnitOfWork
-    ) -> None:
+    ) -> ProposalOutcome | None:
         """``held``: the requests decided, read (and locked) before; what this decision changes is changed there too,
         so the next decision of the batch sees it, and goes to ``writes``."""
         kind = self.kinds.get(decision.kind)
         if kind is None:
-            return  # another owner's decision
+            return None  # another owner's decision
         await uow.lock_session(decision.session_id)
         outcome = await self._decide(kind, decision, held, writes, uow)
         await uow.emit(PROPOSALS_OUTCOMES, decision.session_id, outcome)
         crash_point(f"{self.service}.decision.before_commit")
+        return outcome
 
     async def _decide(
         self,

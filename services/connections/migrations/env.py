@@ -1,0 +1,7 @@
+"""Alembic environment of the connections service (schema ``connections``); the shared tables have their own history."""
+
+from assent.db import run_migrations_in_env
+from assent.runtime.tables import TABLE_NAMES
+from connections.adapters.tables import metadata
+
+run_migrations_in_env(metadata, exclude_tables=TABLE_NAMES)

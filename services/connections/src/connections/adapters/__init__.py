@@ -1,0 +1,1 @@
+"""The connections service's tables and the queries over them."""

@@ -1,0 +1,260 @@
+"""Queries over the connections schema. A repository works inside the caller's transaction (a unit of work's)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..domain.logins import Login
+from ..domain.policy import ToolSpec
+from . import tables as t
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A session's grant of one login; ``revoked_at`` set: revoked."""
+
+    login_id: str
+    granted_by: str
+    granted_at: datetime
+    via: str
+    seq: int | None = None
+    revoked_by: str | None = None
+    revoked_at: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+@dataclass(frozen=True)
+class StoredCredentials:
+    """A login's credentials as stored: the Fernet token and the fingerprint of the key that made it."""
+
+    login_id: str
+    token: str
+    key_id: str | None
+
+
+def tools_json(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    return [dataclasses.asdict(tool) for tool in tools]
+
+
+def _login(row: Any) -> Login:
+    return Login(
+        login_id=row.login_id,
+        org_id=row.org_id,
+        scope=row.scope,
+        scope_id=row.scope_id,
+        name=row.name,
+        server_url=row.server_url,
+        account=row.account,
+        connected=row.connected,
+        verified=row.verified,
+        tools=tuple(ToolSpec(**tool) for tool in row.tools),
+        revision=row.revision,
+        has_credentials=row.credentials is not None,
+        updated_by=row.updated_by,
+        updated_at=row.updated_at,
+    )
+
+
+_LOGIN_COLUMNS = [c for c in t.logins.c if c.name not in ("key_id", "created_at")]
+
+
+class LoginsRepository:
+    """Logins, their stored credentials, and sessions' grants."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
+
+    # --- logins -------------------------------------------------------------------------------------------------
+
+    async def get(self, login_id: str, *, for_update: bool = False) -> Login | None:
+        query = select(*_LOGIN_COLUMNS).where(t.logins.c.login_id == login_id)
+        if for_update:
+            query = query.with_for_update()
+        row = (await self.conn.execute(query)).first()
+        return None if row is None else _login(row)
+
+    async def of_org(self, org_id: str) -> list[Login]:
+        """The logins an organisation holds (any scope), and the platform's."""
+        query = (
+            select(*_LOGIN_COLUMNS)
+            .where(or_(t.logins.c.org_id == org_id, t.logins.c.scope == "platform"))
+            .order_by(t.logins.c.login_id)
+        )
+        return [_login(row) for row in await self.conn.execute(query)]
+
+    async def reachable(self, org_id: str, guild_id: str, agent_ids: Sequence[str]) -> list[Login]:
+        """Every login of the platform, of ``org_id``, of the guild ``guild_id`` and of the agents ``agent_ids``."""
+        c = t.logins.c
+        query = (
+            select(*_LOGIN_COLUMNS)
+            .where(
+                or_(
+                    c.scope == "platform",
+                    and_(
+                        c.org_id == org_id,
+                        or_(
+                            c.scope == "org",
+                            and_(c.scope == "guild", c.scope_id == guild_id),
+                            and_(c.scope == "agent", c.scope_id.in_(list(agent_ids))),
+                        ),
+                    ),
+                )
+            )
+            .order_by(c.login_id)
+        )
+        return [_login(row) for row in await self.conn.execute(query)]
+
+    async def create(self, login: Login, credentials: str | None, key_id: str | None) -> bool:
+        """Record ``login`` (revision 1); False when a login of that id exists (anywhere)."""
+        row = (
+            await self.conn.execute(
+                insert(t.logins)
+                .values(
+                    login_id=login.login_id,
+                    org_id=login.org_id,
+                    scope=login.scope,
+                    scope_id=login.scope_id,
+                    name=login.name,
+                    server_url=login.server_url,
+                    account=login.account,
+                    connected=login.connected,
+                    verified=login.verified,
+                    tools=tools_json(login.tools),
+                    credentials=credentials,
+                    key_id=key_id if credentials is not None else None,
+                    revision=1,
+                    updated_by=login.updated_by,
+                )
+                .on_conflict_do_nothing(index_elements=[t.logins.c.login_id])
+                .returning(t.logins.c.login_id)
+            )
+        ).first()
+        return row is not None
+
+    async def change(self, login_id: str, fields: dict[str, Any], actor: str) -> Login:
+        """Set ``fields`` (columns; ``tools`` as :class:`ToolSpec`) and the next revision."""
+        values = dict(fields)
+        if "tools" in values:
+            values["tools"] = tools_json(values["tools"])
+        row = (
+            await self.conn.execute(
+                update(t.logins)
+                .where(t.logins.c.login_id == login_id)
+                .values(**values, revision=t.logins.c.revision + 1, updated_by=actor, updated_at=func.now())
+                .returning(*_LOGIN_COLUMNS)
+            )
+        ).one()
+        return _login(row)
+
+    async def delete(self, login_id: str) -> None:
+        """Delete the login and every grant of it."""
+        await self.conn.execute(delete(t.grants).where(t.grants.c.login_id == login_id))
+        await self.conn.execute(delete(t.logins).where(t.logins.c.login_id == login_id))
+
+    async def platform_ids(self) -> list[str]:
+        query = select(t.logins.c.login_id).where(t.logins.c.scope == "platform")
+        return list((await self.conn.execute(query)).scalars())
+
+    # --- credentials ----------------------------------------------------------------------------------------------
+
+    async def credentials(self, login_id: str) -> StoredCredentials | None:
+        query = select(t.logins.c.credentials, t.logins.c.key_id).where(t.logins.c.login_id == login_id)
+        row = (await self.conn.execute(query)).first()
+        if row is None or row.credentials is None:
+            return None
+        return StoredCredentials(login_id, row.credentials, row.key_id)
+
+    async def encrypted_otherwise(self, key_id: str, limit: int | None = None) -> list[StoredCredentials]:
+        """The stored credentials (up to ``limit``) made with another key than ``key_id``, locked for re-encrypting
+        (those another replica holds are passed over: it encrypts them)."""
+        c = t.logins.c
+        query = (
+            select(c.login_id, c.credentials, c.key_id)
+            .where(c.credentials.is_not(None), or_(c.key_id.is_(None), c.key_id != key_id))
+            .order_by(c.login_id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        return [StoredCredentials(row.login_id, row.credentials, row.key_id) for row in await self.conn.execute(query)]
+
+    async def set_credentials(self, login_id: str, token: str | None, key_id: str | None) -> None:
+        """Store the login's credentials (encrypted again, or as the deployment lists them): the login's revision
+        stays, as its catalog does."""
+        statement = update(t.logins).where(t.logins.c.login_id == login_id).values(credentials=token, key_id=key_id)
+        await self.conn.execute(statement)
+
+    # --- grants -----------------------------------------------------------------------------------------------------
+
+    async def grant(self, session_id: str, login_id: str, actor: str, via: str, seq: int | None, at: datetime) -> None:
+        """Grant the login to the session (again, after a revoke); a grant it holds stays as it was."""
+        g = t.grants
+        statement = (
+            insert(g)
+            .values(session_id=session_id, login_id=login_id, granted_by=actor, granted_at=at, via=via, seq=seq)
+            .on_conflict_do_update(
+                index_elements=[g.c.session_id, g.c.login_id],
+                set_={
+                    "granted_by": actor,
+                    "granted_at": at,
+                    "via": via,
+                    "seq": seq,
+                    "revoked_by": None,
+                    "revoked_at": None,
+                },
+                where=g.c.revoked_at.is_not(None),
+            )
+        )
+        await self.conn.execute(statement)
+
+    async def revoke(self, session_id: str, login_id: str, actor: str, at: datetime) -> bool:
+        """Revoke the session's grant of the login; False when it held none."""
+        g = t.grants
+        statement = (
+            update(g)
+            .where(g.c.session_id == session_id, g.c.login_id == login_id, g.c.revoked_at.is_(None))
+            .values(revoked_by=actor, revoked_at=at)
+            .returning(g.c.login_id)
+        )
+        return (await self.conn.execute(statement)).first() is not None
+
+    async def grants_of(self, session_id: str) -> dict[str, Grant]:
+        g = t.grants
+        query = select(g).where(g.c.session_id == session_id)
+        return {
+            row.login_id: Grant(
+                row.login_id, row.granted_by, row.granted_at, row.via, row.seq, row.revoked_by, row.revoked_at
+            )
+            for row in await self.conn.execute(query)
+        }
+
+    async def end_grants(self, session_id: str) -> None:
+        """The session closed: its grants end."""
+        await self.conn.execute(delete(t.grants).where(t.grants.c.session_id == session_id))
+
+    # --- login requests -----------------------------------------------------------------------------------------------
+
+    async def pending_requests(self, session_id: str, login_id: str) -> list[str]:
+        """The proposal ids of the session's login requests of ``login_id`` that wait for an answer."""
+        p = t.shared.proposals
+        query = (
+            select(p.c.proposal_id)
+            .where(
+                p.c.session_id == session_id,
+                p.c.kind == "login",
+                p.c.status == "pending",
+                p.c.payload["connection_id"].astext == login_id,
+            )
+            .order_by(p.c.seq)
+        )
+        return list((await self.conn.execute(query)).scalars())

@@ -1,0 +1,107 @@
+"""The connections service's side of its public routes (:mod:`assent.api.connections`): logins, a session's
+connections and the answer to a login request. Each declared route has its handler here, found by name; only the
+gateway calls them, with its service credential, on ``/internal`` + the route's path.
+
+Organisations are walls: with ``X-Assent-Org`` (the person's organisation) another organisation's login or session
+answers 404 with the words a missing one gets, and nothing is read or written. Without the header the call is a
+service's own (no wall applies).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from assent.api import Caller, routes_of, serve
+from assent.api.connections import OWNER, GrantIn, LoginDecision, LoginIn, LoginPatch
+from assent.runtime import ServiceRuntime
+from assent.runtime.uow import SqlUnitOfWork
+
+from . import workspace
+from .adapters.crypto import CredentialBox
+from .kinds.login import ConnectionsKit
+from .workspace import NotFound, Problem
+
+T = TypeVar("T")
+
+
+class Resource:
+    """What the handlers share: one unit of work per call, the credentials' keys, the kit."""
+
+    def __init__(self, runtime: ServiceRuntime, box: CredentialBox, kit: ConnectionsKit) -> None:
+        self.runtime = runtime
+        self.box = box
+        self.kit = kit
+
+    async def run(self, work: Callable[[SqlUnitOfWork], Awaitable[T]]) -> T:
+        async with self.runtime.unit_of_work() as uow:
+            return await work(uow)
+
+
+class Logins(Resource):
+    async def create_login(self, caller: Caller, body: LoginIn) -> dict[str, Any]:
+        if caller.org is None:
+            raise Problem(422, "a login belongs to an organisation: X-Assent-Org is required")
+        org, actor = caller.org, caller.actor
+        login = await self.run(lambda uow: workspace.create_login(uow, body, org, actor, self.box))
+        return workspace.login_view(login)
+
+    async def list_logins(self, caller: Caller, org_id: str) -> list[dict[str, Any]]:
+        logins = await self.run(lambda uow: workspace.logins_of(uow, org_id, caller.org))
+        return [workspace.login_view(login) for login in logins]
+
+    async def get_login(self, caller: Caller, login_id: str) -> dict[str, Any]:
+        return workspace.login_view(await self.run(lambda uow: workspace.login_in(uow, login_id, caller.org)))
+
+    async def update_login(self, caller: Caller, login_id: str, body: LoginPatch) -> dict[str, Any]:
+        actor = caller.actor
+        login = await self.run(lambda uow: workspace.update_login(uow, login_id, body, caller.org, actor, self.box))
+        return workspace.login_view(login)
+
+    async def delete_login(self, caller: Caller, login_id: str) -> dict[str, Any]:
+        return await self.run(lambda uow: workspace.delete_login(uow, login_id, caller.org))
+
+
+class Sessions(Resource):
+    async def session_connections(self, caller: Caller, session_id: str) -> dict[str, Any]:
+        return await self.run(lambda uow: workspace.session_connections(uow, session_id, caller.org))
+
+    async def set_connection_grant(
+        self, caller: Caller, session_id: str, connection_id: str, body: GrantIn
+    ) -> dict[str, Any]:
+        actor = caller.actor
+        return await self.run(
+            lambda uow: workspace.set_grant(uow, self.kit, session_id, connection_id, body.granted, caller.org, actor)
+        )
+
+    async def answer_login_request(
+        self, caller: Caller, session_id: str, seq: int, body: LoginDecision
+    ) -> dict[str, Any]:
+        actor = caller.actor
+        session, outcome = await self.run(
+            lambda uow: workspace.answer_request(uow, self.kit, session_id, seq, body.decision, caller.org, actor)
+        )
+        if outcome.status != 200:
+            # Committed first: a stale or refused answer is recorded (the request stays pending), then told.
+            raise Problem(outcome.status, outcome.detail)
+        return session
+
+
+RESOURCES = (Logins, Sessions)
+
+
+def install(app: FastAPI, runtime: ServiceRuntime, box: CredentialBox, kit: ConnectionsKit) -> None:
+    router = runtime.internal_router(tags=["connections"])
+    serve(router, routes_of(OWNER), *(resource(runtime, box, kit) for resource in RESOURCES))
+    app.include_router(router)
+
+    @app.exception_handler(NotFound)
+    async def not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(Problem)
+    async def problem(_: Request, exc: Problem) -> JSONResponse:
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status)

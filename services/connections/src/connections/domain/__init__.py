@@ -1,0 +1,1 @@
+"""The connections service's rules, with no I/O."""

@@ -1,0 +1,241 @@
+"""The ``login`` kind: ``studio_request_connection_access`` asks for read access to one login, and
+``studio_call_connection_tool`` reads through a login the session holds.
+
+A request binds the login's server and account (what the card shows). Granting it (``POST …/logins/{seq}``, or
+granting the login in the Logins popover, :mod:`connections.api`) adds the login to the session's grants; a grant
+ends when the session closes. A call goes to the login's MCP server only for a granted, connected login, a tool
+listed on it that the read-only policy (:mod:`connections.domain.policy`) lets through; its result is redacted
+against the login's stored credentials, capped, and wrapped as untrusted evidence
+(:mod:`connections.domain.evidence`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from assent.contracts import (
+    CardField,
+    DecisionMade,
+    LineCounts,
+    ProposalBase,
+    ProposalTarget,
+    SessionClosed,
+    SessionOpened,
+)
+from assent.domain import Refusal, Session
+from assent.runtime import (
+    Applied,
+    Call,
+    LiveView,
+    Output,
+    OwnerKit,
+    Proposal,
+    ProposalKind,
+    Stale,
+    StoredProposal,
+    Tool,
+)
+from assent.runtime.uow import UnitOfWork
+
+from ..adapters.crypto import CredentialBox, UnreadableCredentials
+from ..adapters.mcp import ConnectionFailed
+from ..adapters.repository import LoginsRepository
+from ..domain.evidence import RESULT_CAP_BYTES, CallOutcome, evidence, redact
+from ..domain.logins import CallTool, Credentials, Login, RequestAccess, check_reach, tool_names
+
+log = logging.getLogger(__name__)
+
+
+class ToolCaller(Protocol):
+    """Calls a tool on a login's MCP server (:class:`connections.adapters.mcp.McpPool`); raises
+    :class:`~connections.adapters.mcp.ConnectionFailed` when the server does not answer in time or at all."""
+
+    async def call(
+        self, login_id: str, url: str, headers: Mapping[str, str], tool: str, arguments: dict[str, Any]
+    ) -> CallOutcome: ...
+
+
+def store(uow: UnitOfWork) -> LoginsRepository:
+    return uow.store(LoginsRepository)
+
+
+async def reachable_login(session: Session, connection_id: str, uow: UnitOfWork) -> Login | Refusal:
+    """The login, when the session reaches it (an agent login's agent is read from the workspace copy)."""
+    login = await store(uow).get(connection_id)
+    agent = None
+    if login is not None and login.scope == "agent" and login.scope_id is not None:
+        agent = await uow.workspace.agent(login.scope_id)
+    refusal = check_reach(session, login, agent, connection_id)
+    if refusal is not None:
+        return refusal
+    assert login is not None  # check_reach refuses a missing login
+    return login
+
+
+def not_connected(login: Login) -> Refusal:
+    return Refusal(
+        409,
+        "connection_not_connected",
+        f"connection {login.login_id!r} ({login.name}) is not connected; it must be connected in the workspace first",
+    )
+
+
+class LoginKind(ProposalKind):
+    name = "login"
+    reads_proposals = True  # a request is refused while another of the same login waits (the proposals table)
+
+    def __init__(self, box: CredentialBox, caller: ToolCaller, *, result_max_bytes: int = RESULT_CAP_BYTES) -> None:
+        self.box = box
+        self.caller = caller
+        self.result_max_bytes = result_max_bytes
+
+    def tools(self) -> dict[str, Tool]:
+        return {
+            "studio_request_connection_access": Tool(RequestAccess, self.request),
+            "studio_call_connection_tool": Tool(CallTool, self.call_tool),
+        }
+
+    async def request(self, call: Call, args: RequestAccess, uow: UnitOfWork) -> Proposal | Refusal:
+        found = await reachable_login(call.session, args.connection_id, uow)
+        if isinstance(found, Refusal):
+            return found
+        login = found
+        if not login.connected:
+            return not_connected(login)
+        grant = (await store(uow).grants_of(call.message.session_id)).get(login.login_id)
+        if grant is not None and grant.active:
+            return Refusal(
+                409,
+                "already_granted",
+                f"the session holds read access to {login.login_id!r} already; call its tools with "
+                "studio_call_connection_tool",
+            )
+        if await store(uow).pending_requests(call.message.session_id, login.login_id):
+            return Refusal(
+                409, "already_requested", f"a request for read access to {login.login_id!r} waits for the operator"
+            )
+        return Proposal(
+            action="grant",
+            target=ProposalTarget(kind="login", label=login.label, ref=login.login_id),
+            base=ProposalBase(hash=login.card_hash),
+            proposed_hash=login.card_hash,
+            lines=LineCounts(added=0, removed=0),
+            reason=args.reason,
+            before="",
+            after=login.card_text,
+            payload={"connection_id": login.login_id},
+            fields=(CardField(name="login", before=None, after=login.card_text),),
+            notes=(f"Server: {login.server_url}", f"Account: {login.account}"),
+            effects=("Lets the coach call this login's read-only tools until the session closes",),
+        )
+
+    async def call_tool(self, call: Call, args: CallTool, uow: UnitOfWork) -> Output | Refusal:
+        found = await reachable_login(call.session, args.connection_id, uow)
+        if isinstance(found, Refusal):
+            return found
+        login = found
+        grant = (await store(uow).grants_of(call.message.session_id)).get(login.login_id)
+        if grant is None:
+            return Refusal(
+                403,
+                "not_granted",
+                f"the session holds no grant of connection {login.login_id!r}; ask the operator for it with "
+                "studio_request_connection_access",
+            )
+        if not grant.active:
+            assert grant.revoked_at is not None
+            return Refusal(
+                403,
+                "grant_revoked",
+                f"the session's grant of connection {login.login_id!r} was revoked by {grant.revoked_by} at "
+                f"{grant.revoked_at:%Y-%m-%d %H:%M:%S} UTC",
+            )
+        if not login.connected:
+            return not_connected(login)
+        tool = login.tool(args.tool)
+        if tool is None:
+            return Refusal(
+                404,
+                "unknown_tool",
+                f"{args.tool!r} is not listed on connection {login.login_id!r}; its tools: {tool_names(login.tools)}",
+            )
+        verdict = login.verdict(tool)
+        if not verdict.readable:
+            return Refusal(
+                403, "tool_not_read_only", f"{tool.name} is not called through a login grant: {verdict.reason}"
+            )
+        try:
+            credentials = await self.credentials_of(login.login_id, uow)
+        except UnreadableCredentials as exc:
+            return Refusal(503, "credentials_unreadable", f"connection {login.login_id!r}: {exc}")
+        try:
+            outcome = await self.caller.call(
+                login.login_id, login.server_url, credentials.http_headers(), tool.name, args.arguments
+            )
+        except ConnectionFailed as failed:
+            return Refusal(failed.status, failed.code, redact([failed.message], credentials.secrets())[0])
+        except Exception as exc:  # never a handler that fails, and a turn that waits on a retried call
+            log.warning("a call of %s on connection %s failed: %s", tool.name, login.login_id, type(exc).__name__)
+            return Refusal(502, "connection_failed", f"the call of {tool.name} failed ({type(exc).__name__})")
+        return Output(
+            evidence(
+                outcome,
+                credentials.secrets(),
+                connection_id=login.login_id,
+                tool=tool.name,
+                limit=self.result_max_bytes,
+            )
+        )
+
+    async def credentials_of(self, login_id: str, uow: UnitOfWork) -> Credentials:
+        stored = await store(uow).credentials(login_id)
+        return Credentials() if stored is None else Credentials.from_json(self.box.decrypt(stored.token))
+
+    async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
+        login = await store(uow).get(proposal.payload["connection_id"])
+        if login is None:
+            return LiveView(hash=None, version=None, fields=(CardField(name="login", before=None, after=None),))
+        return LiveView(
+            hash=login.card_hash,
+            version=None,
+            fields=(CardField(name="login", before=login.card_text, after=login.card_text),),
+            notes=("connected" if login.connected else "not connected",),
+        )
+
+    async def apply(
+        self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork
+    ) -> Applied | Stale | Refusal:
+        session = await uow.sessions.get(proposal.session_id)
+        if session is None or session.closed:
+            return Refusal(409, "session_closed", f"session {proposal.session_id!r} is closed; its grants ended")
+        found = await reachable_login(session, proposal.payload["connection_id"], uow)
+        if isinstance(found, Refusal):
+            return found
+        login = found
+        if login.card_hash != proposal.base.get("hash"):
+            return Stale(
+                f"the server or account of connection {login.login_id!r} changed since the coach asked; the request "
+                "stays pending",
+                {"server_url": login.server_url, "account": login.account},
+            )
+        if not login.connected:
+            return not_connected(login)
+        via = "popover" if decision.via == "popover" else "request"
+        await store(uow).grant(
+            proposal.session_id, login.login_id, decision.actor, via, proposal.seq, datetime.now(UTC)
+        )
+        return Applied(
+            f"granted read access to {login.name} for the session", effects={"connection_id": login.login_id}
+        )
+
+
+class ConnectionsKit(OwnerKit):
+    """The owner kit, and a session's grants end when it closes."""
+
+    async def on_session_event(self, message: SessionOpened | SessionClosed, uow: UnitOfWork) -> None:
+        await super().on_session_event(message, uow)
+        if isinstance(message, SessionClosed):
+            await store(uow).end_grants(message.session_id)

@@ -1,0 +1,370 @@
+"""The connections service's use cases behind its routes: logins (create, change, delete, read), a session's
+connections (list, grant, revoke) and the answer to a login request; and what it does as it starts (the platform's
+logins, credentials encrypted again under a new key).
+
+Each takes the unit of work of its request (:mod:`connections.api`). Organisations are walls: with ``org`` (the
+person's organisation) another organisation's login or session is :class:`NotFound`, in the words a missing one gets.
+A change of what a login's catalog says (created, deleted, its name, tools or verified flag) emits the catalog on
+``connections.catalogs`` in the same transaction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from assent.api.connections import CredentialsIn, LoginIn, LoginPatch, PlatformLoginIn, ToolIn
+from assent.contracts import DecisionMade, ProposalOutcome
+from assent.domain import Refusal, Session
+from assent.runtime.uow import UnitOfWork
+from assent.topics import CONNECTIONS_CATALOGS
+
+from .adapters.crypto import CredentialBox, UnreadableCredentials
+from .adapters.repository import Grant, LoginsRepository
+from .domain.logins import Credentials, Login, catalog, tool_views
+from .domain.policy import ToolSpec
+from .kinds.login import ConnectionsKit, not_connected, reachable_login
+
+log = logging.getLogger(__name__)
+
+CATALOG_FIELDS = frozenset({"name", "tools", "verified"})
+"""The fields whose change changes a login's catalog."""
+PLATFORM_FIELDS = ("name", "server_url", "account", "connected", "verified", "tools")
+"""The fields of a platform login that the deployment lists."""
+
+
+class NotFound(LookupError):
+    pass
+
+
+class Problem(Exception):
+    """A refusal with its HTTP status (403, 409, 422) and why."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+def store(uow: UnitOfWork) -> LoginsRepository:
+    return uow.store(LoginsRepository)
+
+
+def tool_specs(tools: list[ToolIn]) -> tuple[ToolSpec, ...]:
+    return tuple(ToolSpec(t.name, t.description, t.read_only_hint, t.default_off, t.mutating) for t in tools)
+
+
+def sealed(box: CredentialBox, credentials: CredentialsIn | None) -> str | None:
+    """The credentials encrypted for storage (None: none)."""
+    if credentials is None:
+        return None
+    return box.encrypt(Credentials(credentials.token, dict(credentials.headers)).to_json())
+
+
+def login_view(login: Login) -> dict[str, Any]:
+    return {
+        "login_id": login.login_id,
+        "org_id": login.org_id,
+        "scope": login.scope,
+        "scope_id": login.scope_id,
+        "name": login.name,
+        "server_url": login.server_url,
+        "account": login.account,
+        "connected": login.connected,
+        "verified": login.verified,
+        "has_credentials": login.has_credentials,
+        "tools": tool_views(login),
+        "revision": login.revision,
+        "updated_by": login.updated_by,
+        "updated_at": login.updated_at,
+    }
+
+
+async def publish_catalog(uow: UnitOfWork, login: Login, *, deleted: bool = False) -> None:
+    await uow.emit(CONNECTIONS_CATALOGS, login.login_id, catalog(login, deleted=deleted))
+
+
+# --- logins ---------------------------------------------------------------------------------------------------
+
+
+async def login_in(uow: UnitOfWork, login_id: str, org: str | None, *, for_update: bool = False) -> Login:
+    """The login, as the caller's organisation sees it (the platform's too)."""
+    login = await store(uow).get(login_id, for_update=for_update)
+    if login is None or (org is not None and login.org_id not in (org, None)):
+        raise NotFound(f"login {login_id!r} does not exist")
+    return login
+
+
+async def logins_of(uow: UnitOfWork, org_id: str, org: str | None) -> list[Login]:
+    """The organisation's logins and the platform's."""
+    if (org is not None and org_id != org) or await uow.workspace.org(org_id) is None:
+        raise NotFound(f"org {org_id!r} does not exist")
+    return await store(uow).of_org(org_id)
+
+
+def not_the_platforms(login: Login) -> None:
+    if login.scope == "platform":
+        raise Problem(
+            403, f"login {login.login_id!r} is the platform's: the deployment sets it (ASSENT_PLATFORM_LOGINS)"
+        )
+
+
+async def create_login(uow: UnitOfWork, body: LoginIn, org: str, actor: str, box: CredentialBox) -> Login:
+    if body.scope == "guild":
+        guild = await uow.workspace.guild(body.scope_id or "")
+        if guild is None or guild.org_id != org:
+            raise NotFound(f"guild {body.scope_id!r} does not exist")
+    elif body.scope == "agent":
+        agent = await uow.workspace.agent(body.scope_id or "")
+        if agent is None or agent.org_id != org:
+            raise NotFound(f"agent {body.scope_id!r} does not exist")
+    login = Login(
+        login_id=body.login_id,
+        org_id=org,
+        scope=body.scope,
+        scope_id=body.scope_id,
+        name=body.name,
+        server_url=body.server_url,
+        account=body.account,
+        connected=body.connected,
+        verified=body.verified,
+        tools=tool_specs(body.tools),
+        updated_by=actor,
+    )
+    if not await store(uow).create(login, sealed(box, body.credentials), box.key_id):
+        raise Problem(409, f"login {body.login_id!r} exists")
+    created = await store(uow).get(login.login_id)
+    assert created is not None  # created in this transaction
+    await publish_catalog(uow, created)
+    return created
+
+
+async def update_login(
+    uow: UnitOfWork, login_id: str, body: LoginPatch, org: str | None, actor: str, box: CredentialBox
+) -> Login:
+    login = await login_in(uow, login_id, org, for_update=True)
+    not_the_platforms(login)
+    given = body.model_fields_set
+    if not given:
+        return login
+    fields: dict[str, Any] = {name: getattr(body, name) for name in given if name not in ("tools", "credentials")}
+    if "tools" in given:
+        fields["tools"] = tool_specs(body.tools or [])
+    if "credentials" in given:
+        fields["credentials"] = sealed(box, body.credentials)
+        fields["key_id"] = box.key_id if body.credentials is not None else None
+    changed = await store(uow).change(login_id, fields, actor)
+    if given & CATALOG_FIELDS:
+        await publish_catalog(uow, changed)
+    return changed
+
+
+async def delete_login(uow: UnitOfWork, login_id: str, org: str | None) -> dict[str, Any]:
+    login = await login_in(uow, login_id, org, for_update=True)
+    not_the_platforms(login)
+    await store(uow).delete(login_id)
+    await publish_catalog(uow, dataclasses.replace(login, revision=login.revision + 1), deleted=True)
+    return {"login_id": login_id, "deleted": True}
+
+
+# --- sessions ---------------------------------------------------------------------------------------------------
+
+
+async def session_in(uow: UnitOfWork, session_id: str, org: str | None) -> Session:
+    session = await uow.sessions.get(session_id)
+    if session is None or (org is not None and session.org_id != org):
+        raise NotFound(f"session {session_id!r} does not exist")
+    return session
+
+
+def session_view(session: Session, grants: dict[str, Grant]) -> dict[str, Any]:
+    held = [] if session.closed else sorted(login_id for login_id, grant in grants.items() if grant.active)
+    return {
+        "session_id": session.session_id,
+        "org_id": session.org_id,
+        "source_guild_id": session.source_guild_id,
+        "operator_user_id": session.operator_user_id,
+        "closed": session.closed,
+        "granted_connection_ids": held,
+    }
+
+
+async def session_connections(uow: UnitOfWork, session_id: str, org: str | None) -> dict[str, Any]:
+    """Every login reachable from the session's source guild, with whether the session holds it."""
+    session = await session_in(uow, session_id, org)
+    members = [a.agent_id for a in await uow.workspace.agents_of_guild(session.source_guild_id) if a.live]
+    logins = await store(uow).reachable(session.org_id, session.source_guild_id, members)
+    grants = await store(uow).grants_of(session_id)
+    connections = []
+    for login in logins:
+        grant = grants.get(login.login_id)
+        connections.append(
+            {
+                "connection_id": login.login_id,
+                "name": login.name,
+                "scope": login.scope,
+                "scope_id": login.scope_id,
+                "server_url": login.server_url,
+                "account": login.account,
+                "connected": login.connected,
+                "verified": login.verified,
+                "tools": tool_views(login),
+                "granted": grant is not None and grant.active and not session.closed,
+                "granted_by": None if grant is None else grant.granted_by,
+                "granted_at": None if grant is None else grant.granted_at,
+                "revoked_by": None if grant is None else grant.revoked_by,
+                "revoked_at": None if grant is None else grant.revoked_at,
+            }
+        )
+    return {"session_id": session_id, "closed": session.closed, "connections": connections}
+
+
+def refused(refusal: Refusal) -> Exception:
+    """A refusal of the login kind's rules as the route answers it: a login out of the session's reach is one it
+    does not know (404)."""
+    if refusal.status in (404, 422) and refusal.code in ("unknown_connection", "connection_out_of_reach"):
+        return NotFound(refusal.message)
+    return Problem(refusal.status, refusal.message)
+
+
+async def decide(
+    kit: ConnectionsKit,
+    uow: UnitOfWork,
+    session_id: str,
+    proposal_id: str,
+    seq: int,
+    decision: str,
+    actor: str,
+    via: str,
+) -> ProposalOutcome:
+    """Decide one login request through the kit, as a decision from the gateway would be: resolved once, its
+    outcome on ``proposals.outcomes`` (the turn barrier counts it)."""
+    outcome = await kit.on_decision(
+        DecisionMade(
+            decision_id=f"dec_{uuid.uuid4().hex}",
+            proposal_id=proposal_id,
+            session_id=session_id,
+            seq=seq,
+            kind="login",
+            decision=decision,
+            actor=actor,
+            via=via,
+        ),
+        uow,
+    )
+    assert outcome is not None  # the login kind is this kit's
+    return outcome
+
+
+async def set_grant(
+    uow: UnitOfWork,
+    kit: ConnectionsKit,
+    session_id: str,
+    connection_id: str,
+    granted: bool,
+    org: str | None,
+    actor: str,
+) -> dict[str, Any]:
+    """Grant or revoke a login for the session (the Logins popover). A grant also answers each waiting request of
+    the login as granted."""
+    await uow.lock_session(session_id)
+    session = await session_in(uow, session_id, org)
+    if session.closed:
+        raise Problem(409, f"session {session_id!r} is closed; its grants ended")
+    found = await reachable_login(session, connection_id, uow)
+    if isinstance(found, Refusal):
+        raise refused(found)
+    login = found
+    now = datetime.now(UTC)
+    if granted:
+        if not login.connected:
+            raise Problem(409, not_connected(login).message)
+        await store(uow).grant(session_id, login.login_id, actor, "popover", None, now)
+        for proposal_id in await store(uow).pending_requests(session_id, login.login_id):
+            request = await uow.proposals.get(proposal_id)
+            assert request is not None
+            await decide(kit, uow, session_id, proposal_id, request.seq, "grant", actor, "popover")
+    else:
+        await store(uow).revoke(session_id, login.login_id, actor, now)
+    return session_view(session, await store(uow).grants_of(session_id))
+
+
+async def answer_request(
+    uow: UnitOfWork, kit: ConnectionsKit, session_id: str, seq: int, decision: str, org: str | None, actor: str
+) -> tuple[dict[str, Any], ProposalOutcome]:
+    """Answer the login request at ``seq``: the session as it is after, and the outcome (whose status says whether
+    the answer was taken: 200, or 409 when granting is refused now and the request stays pending)."""
+    await uow.lock_session(session_id)
+    await session_in(uow, session_id, org)
+    request = await uow.proposals.at_seq(session_id, seq)
+    if request is None or request.kind != "login":
+        raise NotFound(f"session {session_id!r} has no login request at seq {seq}")
+    if request.status != "pending":
+        when = f" at {request.resolved_at:%Y-%m-%d %H:%M:%S} UTC" if request.resolved_at else ""
+        raise Problem(409, f"this login request was already {request.status} by {request.resolved_by}{when}")
+    outcome = await decide(kit, uow, session_id, request.proposal_id, seq, decision, actor, "card")
+    return session_view(await session_in(uow, session_id, org), await store(uow).grants_of(session_id)), outcome
+
+
+# --- start-up ---------------------------------------------------------------------------------------------------
+
+
+async def keep_platform_logins(uow: UnitOfWork, listed: list[PlatformLoginIn], box: CredentialBox) -> None:
+    """The platform's logins as the deployment lists them: each listed one created or brought up to date (its
+    credentials encrypted again), each no longer listed deleted; their catalogs emitted where they changed."""
+    repo = store(uow)
+    for entry in listed:
+        held = await repo.get(entry.login_id, for_update=True)
+        if held is not None and held.scope != "platform":
+            raise RuntimeError(
+                f"ASSENT_PLATFORM_LOGINS lists {entry.login_id!r}, which is an organisation's login; choose another id"
+            )
+        listed_login = Login(
+            login_id=entry.login_id,
+            org_id=None,
+            scope="platform",
+            scope_id=None,
+            name=entry.name,
+            server_url=entry.server_url,
+            account=entry.account,
+            connected=entry.connected,
+            verified=entry.verified,
+            tools=tool_specs(entry.tools),
+            updated_by="deployment",
+        )
+        wanted = {name: getattr(listed_login, name) for name in PLATFORM_FIELDS}
+        if held is None:
+            await repo.create(listed_login, sealed(box, entry.credentials), box.key_id)
+            created = await repo.get(entry.login_id)
+            assert created is not None
+            await publish_catalog(uow, created)
+            continue
+        changed = {name: value for name, value in wanted.items() if getattr(held, name) != value}
+        token = sealed(box, entry.credentials)
+        await repo.set_credentials(entry.login_id, token, box.key_id if token is not None else None)
+        if changed:
+            login = await repo.change(entry.login_id, changed, "deployment")
+            if changed.keys() & CATALOG_FIELDS:
+                await publish_catalog(uow, login)
+    for login_id in set(await repo.platform_ids()) - {entry.login_id for entry in listed}:
+        gone = await repo.get(login_id)
+        assert gone is not None
+        await repo.delete(login_id)
+        await publish_catalog(uow, dataclasses.replace(gone, revision=gone.revision + 1), deleted=True)
+
+
+async def encrypt_again(uow: UnitOfWork, box: CredentialBox) -> int:
+    """Encrypt every stored credential made with another key than the first one again under it (key rotation);
+    how many. A credential no configured key decrypts is left as it is, and named in the log."""
+    repo, done = store(uow), 0
+    for stored in await repo.encrypted_otherwise(box.key_id, limit=None):
+        try:
+            token = box.rotate(stored.token)
+        except UnreadableCredentials:
+            log.error("the credentials of login %s decrypt with none of the configured keys", stored.login_id)
+            continue
+        await repo.set_credentials(stored.login_id, token, box.key_id)
+        done += 1
+    return done

@@ -1,0 +1,350 @@
+"""Logins on the public API, owned by the connections service: the workspace's logins, a session's connections
+(the Logins popover) and the answer to a login request.
+
+A login is a connection to an external service (an MCP server, the account it acts as, its credentials, whether it
+is connected, whether its connector is verified, its tool manifest) at the organisation's, a guild's or an agent's
+scope; platform logins come from the deployment (``ASSENT_PLATFORM_LOGINS``) and are reachable from every
+organisation. Credentials are write-only: no answer carries them (``has_credentials`` says whether there are some).
+
+A session reaches every login of the platform, of its organisation, of its source guild and of the source guild's
+live member agents; it reads through one only while it holds it: a login request granted (``POST …/logins/{seq}``)
+or the login granted in the popover (``PUT …/connections/{connection_id}``), until it is revoked or the session
+closes. Organisations are walls: another organisation's session or login answers 404, as a missing one does.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal, Self
+
+from fastapi import Path
+from pydantic import BaseModel, Field, model_validator
+
+from ..http import Identifier, NoNul, Omissible, OneLine
+from ..kinds import decisions_at, kind
+from .declare import Matching, PublicRoute, RequestModel
+from .roles import Permission
+
+OWNER = kind("login").owner
+ENDPOINT = kind("login").endpoint
+SERVER_URL = r"^https?://[^/?#@\x00-\x20\x7f]+(?:[/?#][^\x00-\x20\x7f]*)?$"
+"""An MCP server's address: http or https, a host, and no user or password in it (credentials go in
+``credentials``, which no answer shows)."""
+
+Label = Annotated[str, Field(min_length=1, max_length=200), OneLine]
+ServerUrl = Annotated[
+    str,
+    Field(min_length=1, max_length=2000),
+    Matching(SERVER_URL, "an http:// or https:// URL with a host and no user or password in it"),
+]
+ToolName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")]
+"""An MCP tool's name: 1 to 128 letters, digits, ``_``, ``-`` and ``.``."""
+Secret = Annotated[str, Field(min_length=8, max_length=4096), OneLine]
+"""A credential's value: at least 8 characters (a shorter one could not be told from ordinary text in a result,
+which is redacted against every credential)."""
+HeaderName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z\-]+$")]
+SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
+
+
+class ToolIn(RequestModel):
+    """One tool of a login's manifest: ``read_only_hint`` as its MCP server marks it (``readOnlyHint``), ``mutating``
+    as the connector's manifest lists it (null: the manifest does not list it), ``default_off``: off by default (never
+    called through a login grant)."""
+
+    name: ToolName
+    description: Annotated[str, Field(max_length=2000), NoNul] = ""
+    read_only_hint: bool = False
+    default_off: bool = False
+    mutating: bool | None = None
+
+
+class CredentialsIn(RequestModel):
+    """What the login sends its MCP server: ``token`` as ``Authorization: Bearer <token>``, ``headers`` as they are.
+    Stored encrypted; never shown again."""
+
+    token: Secret | None = None
+    headers: dict[HeaderName, Secret] = Field(default_factory=dict, max_length=20)
+
+    @model_validator(mode="after")
+    def _one_authorization(self) -> Self:
+        if self.token is not None and any(name.lower() == "authorization" for name in self.headers):
+            raise ValueError("give the token or an Authorization header, not both")
+        return self
+
+
+def _unique_tools(tools: list[ToolIn] | None) -> None:
+    names = [tool.name for tool in tools or []]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"each tool is listed once; listed more than once: {', '.join(twice)}")
+
+
+class LoginIn(RequestModel):
+    """A new login of the caller's organisation: ``scope`` ``org``, or ``guild`` or ``agent`` with ``scope_id`` (a
+    guild or agent of the organisation)."""
+
+    login_id: Identifier
+    name: Label
+    scope: Literal["org", "guild", "agent"]
+    scope_id: Identifier | None = None
+    server_url: ServerUrl
+    account: Label
+    connected: bool = True
+    verified: bool = False
+    credentials: CredentialsIn | None = None
+    tools: list[ToolIn] = Field(default_factory=list, max_length=500)
+
+    @model_validator(mode="after")
+    def _scope_and_tools(self) -> Self:
+        if (self.scope == "org") != (self.scope_id is None):
+            raise ValueError("scope_id names the guild or agent of a guild or agent login, and only of one")
+        _unique_tools(self.tools)
+        return self
+
+
+class PlatformLoginIn(RequestModel):
+    """A platform login, as the deployment lists it (``ASSENT_PLATFORM_LOGINS``, a JSON list of these)."""
+
+    login_id: Identifier
+    name: Label
+    server_url: ServerUrl
+    account: Label
+    connected: bool = True
+    verified: bool = False
+    credentials: CredentialsIn | None = None
+    tools: list[ToolIn] = Field(default_factory=list, max_length=500)
+
+    @model_validator(mode="after")
+    def _tools(self) -> Self:
+        _unique_tools(self.tools)
+        return self
+
+
+class LoginPatch(RequestModel):
+    """A change of a login: a field left out is kept; ``credentials`` replaces the stored ones (null: none any
+    more); ``tools`` replaces the manifest."""
+
+    name: Omissible[Label] = None
+    server_url: Omissible[ServerUrl] = None
+    account: Omissible[Label] = None
+    connected: Omissible[bool] = None
+    verified: Omissible[bool] = None
+    credentials: CredentialsIn | None = None
+    tools: Omissible[Annotated[list[ToolIn], Field(max_length=500)]] = None
+
+    @model_validator(mode="after")
+    def _tools(self) -> Self:
+        _unique_tools(self.tools)
+        return self
+
+
+class GrantIn(RequestModel):
+    """Grant (true) or revoke (false) the login for the session."""
+
+    granted: bool
+
+
+class LoginDecision(RequestModel):
+    """The answer to a login request."""
+
+    decision: Literal[decisions_at(ENDPOINT)]  # type: ignore[valid-type]  # the values come from the registry
+
+
+# --- answers --------------------------------------------------------------------------------------------------
+
+
+class ConnectionTool(BaseModel):
+    """A tool of a login, with the read-only policy's word on it: whether the proxy calls it (``readable``), whether
+    it changes data, and the rule that decided (``default_off``, ``manifest``, ``read_only_hint`` or ``verbs``)."""
+
+    name: str
+    description: str
+    read_only_hint: bool
+    default_off: bool
+    mutating: bool | None
+    readable: bool
+    changes_data: bool
+    rule: str
+
+
+class Login(BaseModel):
+    """A login; ``org_id`` null: a platform login. Its credentials are never shown."""
+
+    login_id: str
+    org_id: str | None
+    scope: str
+    scope_id: str | None
+    name: str
+    server_url: str
+    account: str
+    connected: bool
+    verified: bool
+    has_credentials: bool
+    tools: list[ConnectionTool]
+    revision: int
+    updated_by: str
+    updated_at: datetime | None
+
+
+class LoginDeleted(BaseModel):
+    login_id: str
+    deleted: bool
+
+
+class SessionConnection(BaseModel):
+    """A login the session reaches, and whether the session holds it (``granted``; a revoked grant says who revoked
+    it and when)."""
+
+    connection_id: str
+    name: str
+    scope: str
+    scope_id: str | None
+    server_url: str
+    account: str
+    connected: bool
+    verified: bool
+    tools: list[ConnectionTool]
+    granted: bool
+    granted_by: str | None
+    granted_at: datetime | None
+    revoked_by: str | None
+    revoked_at: datetime | None
+
+
+class SessionConnections(BaseModel):
+    """Every login reachable from the session's source guild: the platform's, the organisation's, the guild's and its
+    live members'."""
+
+    session_id: str
+    closed: bool
+    connections: list[SessionConnection]
+
+
+class StudioSession(BaseModel):
+    """A session, with the logins it holds (its grants end when it closes)."""
+
+    session_id: str
+    org_id: str
+    source_guild_id: str
+    operator_user_id: str
+    closed: bool
+    granted_connection_ids: list[str]
+
+
+# --- routes ---------------------------------------------------------------------------------------------------
+
+LOGIN_404 = {404: "No such login in the caller's organisation"}
+SESSION_404 = {404: "No such session in the caller's organisation"}
+PLATFORM_403 = {403: "The role may not change the workspace, or the login is the platform's (set by the deployment)"}
+
+
+def _route(
+    method: Any, path: str, name: str, summary: str, permission: Permission, tag: str, **more: Any
+) -> PublicRoute:
+    return PublicRoute(OWNER, method, path, name, summary, permission, tag, **more)
+
+
+LOGINS = (
+    _route(
+        "POST",
+        "/logins",
+        "create_login",
+        "Create a login of the caller's organisation, a guild or an agent (its credentials are stored encrypted)",
+        Permission.CHANGE_WORKSPACE,
+        "logins",
+        body=LoginIn,
+        response=Login,
+        status=201,
+        errors={404: "No such guild or agent (scope_id) in the caller's organisation", 409: "The login exists"},
+    ),
+    _route(
+        "GET",
+        "/orgs/{org_id}/logins",
+        "list_logins",
+        "The organisation's logins (of every scope) and the platform's",
+        Permission.READ,
+        "logins",
+        response=list[Login],
+        errors={404: "No such org, or another organisation's"},
+    ),
+    _route(
+        "GET",
+        "/logins/{login_id}",
+        "get_login",
+        "A login, with the read-only policy's word on each of its tools",
+        Permission.READ,
+        "logins",
+        response=Login,
+        errors=LOGIN_404,
+    ),
+    _route(
+        "PATCH",
+        "/logins/{login_id}",
+        "update_login",
+        "Change a login: its name, server, account, credentials, whether it is connected or verified, its tools",
+        Permission.CHANGE_WORKSPACE,
+        "logins",
+        body=LoginPatch,
+        response=Login,
+        errors={**LOGIN_404, **PLATFORM_403},
+    ),
+    _route(
+        "DELETE",
+        "/logins/{login_id}",
+        "delete_login",
+        "Delete a login; every session's grant of it ends",
+        Permission.CHANGE_WORKSPACE,
+        "logins",
+        response=LoginDeleted,
+        errors={**LOGIN_404, **PLATFORM_403},
+    ),
+)
+
+SESSIONS = (
+    _route(
+        "GET",
+        "/sessions/{session_id}/connections",
+        "session_connections",
+        "Every login reachable from the session's source guild, and whether the session holds it (the Logins popover)",
+        Permission.READ,
+        "studio",
+        prefix="/api/studio",
+        response=SessionConnections,
+        errors=SESSION_404,
+    ),
+    _route(
+        "PUT",
+        "/sessions/{session_id}/connections/{connection_id}",
+        "set_connection_grant",
+        "Grant or revoke a login for the session; a grant also answers a waiting request of it",
+        Permission.CHANGE_WORKSPACE,
+        "studio",
+        prefix="/api/studio",
+        body=GrantIn,
+        response=StudioSession,
+        errors={
+            404: "No such session, or no such login reachable from its source guild, in the caller's organisation",
+            409: "The session is closed, or the login is not connected (granting)",
+        },
+    ),
+    _route(
+        "POST",
+        f"/sessions/{{session_id}}/{ENDPOINT}/{{seq}}",
+        "answer_login_request",
+        "Grant or decline the login request at that message; answers with the session",
+        Permission.CHANGE_WORKSPACE,
+        "studio",
+        prefix="/api/studio",
+        body=LoginDecision,
+        response=StudioSession,
+        params={"seq": SeqPath},
+        errors={
+            404: "No such session, or no login request at that message, in the caller's organisation",
+            409: "The request was answered already; or granting is refused now (the session closed, the login is "
+            "not connected, its server or account changed since the request: the request stays pending)",
+        },
+    ),
+)
+
+ROUTES: tuple[PublicRoute, ...] = (*LOGINS, *SESSIONS)
+"""The connections service's public routes."""
