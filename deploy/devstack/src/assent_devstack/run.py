@@ -1,9 +1,11 @@
 """``make run``: the whole system on one machine, a demo workspace and a demo coach turn.
 
 Starts Kafka, PostgreSQL and Redis from the devstack (or uses ``KAFKA_BOOTSTRAP_SERVERS``, ``DATABASE_URL``
-and ``REDIS_URL`` when all three are set), then the edits service and the gateway, each as its own process.
-It seeds an organisation with a guild and two agents, plays one coach turn that proposes a Memory edit,
-prints the commands that show and decide it, and prints the coach's continuation when it arrives.
+and ``REDIS_URL`` when all three are set), then every service of ``services.toml``, each as its own process, and a
+small real MCP server (:mod:`assent_devstack.mcp_demo`, an order desk with a read and a write tool).
+It seeds an organisation with a guild, two agents and a login of the order desk, plays one coach turn that
+proposes three changes and asks for read access to the login, prints the commands that show and decide them, and
+prints the coach's continuation when it arrives, then what the coach read through the login when it was granted.
 Ctrl-C, SIGTERM or SIGHUP stops everything it started, in order (services, then servers); further signals
 do not cut that short. Should this process be killed outright, everything it started ends with it too
 (each child is tied to it, see ``assent_devstack._service.start_tied``).
@@ -42,10 +44,15 @@ from ._postgres import running_postgres
 from ._probes import asyncpg_dsn
 from ._service import DevstackError, free_port, pick_port, port_open, run_async
 from ._stack import read_record, write_record
+from .mcp_demo import start_mcp_server
 from .system import System, build_system
 
 TOKEN = "dev-token"
 OPERATOR = "operator"
+LOGIN = "orders"
+"""The demo's login: the order desk's MCP server, at the guild's scope."""
+LOGIN_TOKEN = "demo-order-desk-token"
+"""What the login sends the order desk (stored encrypted; no answer and no result shows it)."""
 DEFAULT_GATEWAY_PORT = 8100
 PORT_ENV = "ASSENT_GATEWAY_PORT"
 
@@ -169,7 +176,7 @@ def _forget_database(admin_url: str, name: str) -> None:
         print(f"Could not drop the demo database {name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
 
 
-async def _seed(gateway: str, logs: Path) -> None:
+async def _seed(gateway: str, logs: Path, mcp_url: str) -> None:
     async with httpx.AsyncClient(base_url=gateway, headers={"Authorization": f"Bearer {TOKEN}"}) as http:
         for path, body in (
             ("/api/workspace/orgs", {"org_id": "acme", "name": "Acme"}),
@@ -201,6 +208,31 @@ async def _seed(gateway: str, logs: Path) -> None:
                     f"seeding the demo workspace failed: POST {path} answered {response.status_code} "
                     f"{response.text[:500]} (logs in {logs}/)"
                 )
+        await _seed_login(http, logs, mcp_url)
+
+
+async def _seed_login(http: httpx.AsyncClient, logs: Path, mcp_url: str) -> None:
+    """The order desk's login, at the guild's scope, once the connections service has heard of the guild."""
+    body = {
+        "login_id": LOGIN,
+        "name": "Order desk",
+        "scope": "guild",
+        "scope_id": "support",
+        "server_url": mcp_url,
+        "account": "support@acme.example",
+        "credentials": {"token": LOGIN_TOKEN},
+        "tools": [{"name": "list_orders", "read_only_hint": True}, {"name": "refund_order"}],
+    }
+    for _ in range(150):  # the connections service's copy of the workspace follows the edits service's
+        response = await http.post("/api/workspace/logins", json=body)
+        if response.status_code != 404:
+            break
+        await asyncio.sleep(0.1)
+    if response.status_code != 201:
+        raise RunError(
+            f"seeding the demo's login failed: POST /api/workspace/logins answered {response.status_code} "
+            f"{response.text[:500]} (logs in {logs}/)"
+        )
 
 
 async def _call(turn: CoachTurn, tool: str, arguments: dict[str, Any], logs: Path) -> ToolResult:
@@ -216,10 +248,10 @@ async def _call(turn: CoachTurn, tool: str, arguments: dict[str, Any], logs: Pat
     return result
 
 
-async def _demo_turn(system: System, kafka: str, prefix: str, idempotent: bool) -> None:
+async def _demo_turn(system: System, kafka: str, prefix: str, idempotent: bool, mcp_url: str) -> None:
     gateway = system.gateway.url
     logs = system.gateway.log_path.parent
-    await _seed(gateway, logs)
+    await _seed(gateway, logs, mcp_url)
     async with CoachClient(kafka, topic_prefix=prefix, idempotent=idempotent) as coach:
         session = await coach.open_session(org_id="acme", source_guild_id="support", operator_user_id=OPERATOR)
         turn = session.begin_turn()
@@ -257,34 +289,64 @@ async def _demo_turn(system: System, kafka: str, prefix: str, idempotent: bool) 
             {"about": "Answers customers about orders and refunds.", "reason": "The guild had no short description."},
             logs,
         )
+        access = await _call(
+            turn,
+            "studio_request_connection_access",
+            {"connection_id": LOGIN, "reason": "To check what customer c-1001 ordered before answering about refunds."},
+            logs,
+        )
         await turn.end_step()
         seq = turn.calls[result.tool_call_id].seq
         note_seq, guild_seq = turn.calls[note.tool_call_id].seq, turn.calls[guild.tool_call_id].seq
+        login_seq = turn.calls[access.tool_call_id].seq
         sid = session.session_id
         auth = f"-H 'Authorization: Bearer {TOKEN}'"
-        cards = f"{gateway}/api/studio/sessions/{sid}/edits"
+        studio = f"{gateway}/api/studio/sessions/{sid}"
+        cards = f"{studio}/edits"
         print(
             f"""
 Assent is running.  Gateway: {gateway}   API docs: {gateway}/docs   Logs: {logs}
 
 The coach proposed three changes (session {sid}): Ada's Memory (seq {seq}), a new note of the guild
-(seq {note_seq}) and the guild's short description (seq {guild_seq}). The turn now waits on you.
+(seq {note_seq}) and the guild's short description (seq {guild_seq}); and it asked for read access to the
+order desk's login (seq {login_seq}). The turn now waits on you.
 
-  See what waits:     curl -s {auth} {gateway}/api/studio/sessions/{sid}/pending
+  See what waits:     curl -s {auth} {studio}/pending
   See a card:         curl -s {auth} {cards}/{seq}      (and {note_seq}, {guild_seq})
   Apply one:          curl -s {auth} -X POST -H 'Content-Type: application/json' \\
                            -d '{{"decision": "apply"}}' {cards}/{seq}
   (or decline it:     ... -d '{{"decision": "decline"}}' ...)
+  The Logins popover: curl -s {auth} {studio}/connections
+  Grant the login:    curl -s {auth} -X POST -H 'Content-Type: application/json' \\
+                           -d '{{"decision": "grant"}}' {studio}/logins/{login_seq}
   Ada's Memory now:   curl -s {auth} {gateway}/api/workspace/agents/ada/memory
 
-When you have decided all three, the coach's turn resumes and its continuation is printed here.
+When you have decided all four, the coach's turn resumes and its continuation is printed here; with the login
+granted, the coach then reads the order desk through it, and what it read is printed too.
 Ctrl-C stops everything.
 """,
             flush=True,
         )
         continuation = await turn.continuation(timeout=24 * 3600)
         print(f"\nThe coach's turn resumed with:\n{continuation.text}\n", flush=True)
+        await _read_through_the_login(session.begin_turn())
         await asyncio.Event().wait()
+
+
+async def _read_through_the_login(turn: CoachTurn) -> None:
+    """The coach's next turn reads the order desk through the login (refused when the login was declined)."""
+    try:
+        read = await turn.call(
+            "studio_call_connection_tool",
+            {"connection_id": LOGIN, "tool": "list_orders", "arguments": {"customer": "c-1001"}},
+        )
+    except TimeoutError:
+        print("The coach's read through the login got no result within 15s.", flush=True)
+        return
+    if read.ok and read.output is not None:
+        print(f"The coach read the order desk through the login:\n{read.output['evidence']}\n", flush=True)
+    elif read.error is not None:
+        print(f"The coach's read through the login was refused: {read.error.code}: {read.error.message}\n", flush=True)
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -360,13 +422,17 @@ def _start_and_play(args: argparse.Namespace, state_dir: Path, port: int, cleanu
         gateway_port=port,
     )
     cleanup.callback(system.stop)
-    print("Starting the edits service and the gateway ...", flush=True)
+    logs.mkdir(parents=True, exist_ok=True)
+    print("Starting the order desk's MCP server ...", flush=True)
+    mcp = start_mcp_server(free_port(), logs / "mcp-order-desk.log")
+    cleanup.callback(mcp.stop)
+    print(f"Starting the services ({', '.join(system.processes)}) ...", flush=True)
     try:
         system.start()
     except (RuntimeError, TimeoutError) as e:
         raise RunError(str(e)) from e
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a demo that runs fine ends
-        asyncio.run(_demo_turn(system, kafka, prefix, idempotent))
+        asyncio.run(_demo_turn(system, kafka, prefix, idempotent, mcp.url))
 
 
 def main(argv: list[str] | None = None) -> int:
