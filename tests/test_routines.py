@@ -69,8 +69,14 @@ async def create(http: httpx.AsyncClient, agent_id: str, **body: Any) -> dict[st
 
 
 async def decide(http: httpx.AsyncClient, turn: CoachTurn, tool_call_id: str) -> httpx.Response:
-    seq = turn.calls[tool_call_id].seq
-    return await http.post(f"/api/studio/sessions/{turn.session.session_id}/edits/{seq}", json={"decision": "apply"})
+    """Apply the request once the gateway shows it (it projects proposals as it reads them)."""
+    url = f"/api/studio/sessions/{turn.session.session_id}/edits/{turn.calls[tool_call_id].seq}"
+
+    async def shown() -> bool:
+        return (await http.get(url)).status_code == 200
+
+    await wait_for(shown, timeout=30)
+    return await http.post(url, json={"decision": "apply"})
 
 
 async def test_every_refusal_of_a_routine_request(rstack: Stack) -> None:
@@ -163,15 +169,18 @@ async def test_a_routine_proposal_applies_with_provenance_and_a_moved_one_is_409
         ).json()
         assert card["stale"] is True and card["status"] == "pending"
 
-        changes = [
-            parse_message(r.value or b"")
-            for r in await rstack.records(
+        async def announced() -> list[tuple[Any, ...]]:
+            """The guild's changes on its stream, once both the apply's and the direct edit's are there."""
+            records = await rstack.records(
                 rstack.topic(AGENT_ROUTINES_CHANGED.name), lambda r: r.key == world.guild_id.encode()
             )
-        ]
-        assert [
-            (c.change, c.actor, c.studio_session_id, c.studio_seq) for c in changes if isinstance(c, RoutinesChanged)
-        ] == [
+            found = [parse_message(r.value or b"") for r in records]
+            changes = [
+                (c.change, c.actor, c.studio_session_id, c.studio_seq) for c in found if isinstance(c, RoutinesChanged)
+            ]
+            return changes if len(changes) >= 2 else []
+
+        assert await wait_for(announced, timeout=30) == [
             ("created", OPERATOR, turn.session.session_id, turn.calls[created.tool_call_id].seq),
             ("edited", OPERATOR, None, None),
         ]
