@@ -76,8 +76,6 @@ class Scheduler:
             return await fire_due(uow, self.batch)
 
     async def _loop(self) -> None:
-        # The outbox rows a fire writes name this process's relay: it must hold its lock before the first fire.
-        await self.claim_relay()
         while True:
             try:
                 fired = await self.tick()
@@ -91,6 +89,10 @@ class Scheduler:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
+        # The outbox rows a fire writes name this process's relay, so it takes its lock before the first fire. It is
+        # taken here, before the loop starts, not from the loop: the runtime claims it next, finds it held and goes
+        # on, where two claims at once would each take a lock.
+        await self.claim_relay()
         task = asyncio.create_task(self._loop(), name="routines-scheduler")
         try:
             yield
