@@ -133,7 +133,14 @@ KINDS: Mapping[str, KindSpec] = MappingProxyType(
                 {"create": "Create routine", "edit": "Apply edit", "delete": "Delete routine"},
                 read_tools=("studio_list_routines",),
             ),
-            _kind("access", "access", ("studio_edit_access",), "Tools", {"edit": "Apply edit"}),
+            _kind(
+                "access",
+                "access",
+                ("studio_edit_access",),
+                "Tools",
+                {"edit": "Apply edit"},
+                read_tools=("studio_read_access",),
+            ),
             _kind(
                 "login",
                 "connections",

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from . import connections, deploys, routines, source, workspace
+from . import access, connections, deploys, routines, source, workspace
 from .declare import (
     ORG_HEADER,
     ROLES_HEADER,
@@ -38,6 +38,7 @@ ROUTES: tuple[PublicRoute, ...] = (
     *deploys.ROUTES,
     *routines.ROUTES,
     *connections.ROUTES,
+    *access.ROUTES,
 )
 """Every owner's public routes."""
 

@@ -1,0 +1,1 @@
+"""The access service's tables and the queries over them."""

@@ -1,0 +1,1 @@
+"""The access service's rules, with no I/O."""

@@ -1,0 +1,347 @@
+"""What one agent may use, and the rules of ``studio_edit_access``: pure functions, no I/O.
+
+An agent is offered native tools (:data:`NATIVE_TOOLS`, this service's own list), the connections (logins) it
+resolves, and each connection's tools (from the catalog the connections service publishes). Each of them may be
+bound ``on`` or ``off`` at three scopes: the organisation, the guild, and the agent. :func:`resolve` takes the
+binding of the narrowest scope that has one (agent, then guild, then organisation) and otherwise the default: a
+native tool's own, on for a connection, and for a connection tool on unless its catalog says it is off by default.
+A connection tool can be used only while its connection is on too.
+
+The resolved access rendered as text (:meth:`Access.text`) names, per line, every scope's binding, so a binding
+moved at any scope, or a tool the catalog adds or removes, changes the text and its hash: what a proposal binds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from assent.contracts import Id, Text
+from assent.domain import Refusal
+from assent.hashing import content_hash
+
+Scope = Literal["agent", "guild", "org"]
+SCOPES: tuple[Scope, ...] = ("agent", "guild", "org")
+"""Narrowest first: the order in which :func:`resolve` looks for a binding."""
+SCOPE_WORDS: Mapping[Scope, str] = {"agent": "agent", "guild": "guild", "org": "organisation"}
+SubjectKind = Literal["native_tool", "connection", "connection_tool"]
+Setting = Literal["on", "off", "inherit"]
+
+
+@dataclass(frozen=True)
+class NativeTool:
+    name: str
+    label: str
+    changes_data: bool
+    default_on: bool
+
+
+NATIVE_TOOLS: tuple[NativeTool, ...] = (
+    NativeTool("web_search", "Search the web", changes_data=False, default_on=True),
+    NativeTool("fetch_url", "Read a web page", changes_data=False, default_on=True),
+    NativeTool("generate_image", "Make an image", changes_data=False, default_on=False),
+    NativeTool("send_email", "Send an e-mail", changes_data=True, default_on=False),
+    NativeTool("create_ticket", "Open a ticket in the guild's queue", changes_data=True, default_on=True),
+)
+"""The native tools an agent may be offered, in the order its access lists them: which change data, and whether
+each is on when no scope binds it."""
+
+NOT_BINDINGS: frozenset[str] = frozenset(
+    {"report_issue", "browser_open", "browser_click", "browser_type", "browser_read", "browser_screenshot"}
+)
+"""Native tools every agent has that are not bound at any scope: ``report_issue`` and the browser tools (any
+name starting ``browser_`` is one)."""
+
+AGENT_SWITCHES: frozenset[str] = frozenset({"browser", "coding", "scripting", "memory"})
+"""Switches of the agent's configuration, outside access requests."""
+
+
+def not_a_binding(name: str) -> bool:
+    return name in NOT_BINDINGS or name.startswith("browser_")
+
+
+@dataclass(frozen=True)
+class CatalogTool:
+    name: str
+    changes_data: bool
+    default_off: bool = False
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A login the agent resolves, with the tools its catalog lists."""
+
+    connection_id: str
+    name: str
+    tools: tuple[CatalogTool, ...] = ()
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One binding at one scope. ``subject``: a native tool's name, a connection's id, or ``<connection id>/<tool>``."""
+
+    scope: Scope
+    kind: SubjectKind
+    subject: str
+    on: bool
+
+
+def tool_subject(connection_id: str, tool: str) -> str:
+    return f"{connection_id}/{tool}"
+
+
+@dataclass(frozen=True)
+class Line:
+    """One entry of an agent's access: its own setting (``on``), where that came from (``source``: a scope, or None
+    for the default), each scope's binding, and whether the agent can use it (a connection tool needs its
+    connection on too)."""
+
+    kind: SubjectKind
+    subject: str
+    label: str
+    on: bool
+    usable: bool
+    source: Scope | None
+    bound: tuple[tuple[Scope, bool | None], ...]
+    changes_data: bool
+    connection_id: str | None = None
+
+    def text(self) -> str:
+        state = "on" if self.usable else "off"
+        if self.on and not self.usable:
+            state = "off (its connection is off)"
+        if self.source == "agent":
+            whence = "the agent sets it itself"
+        elif self.source is None:
+            whence = "by default"
+        else:
+            whence = f"inherited from the {SCOPE_WORDS[self.source]}"
+        scopes = ", ".join(f"{SCOPE_WORDS[s]} {'none' if b is None else ('on' if b else 'off')}" for s, b in self.bound)
+        data = ""
+        if self.kind != "connection":
+            data = "; changes data" if self.changes_data else "; reads only"
+        head = {"native_tool": "Native tool", "connection": "Connection", "connection_tool": "  Connection tool"}
+        return f"{head[self.kind]} {self.label}: {state}; {whence} ({scopes}){data}"
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "id": self.subject,
+            "label": self.label,
+            "on": self.on,
+            "usable": self.usable,
+            "source": self.source,
+            "bindings": {s: (None if b is None else ("on" if b else "off")) for s, b in self.bound},
+            "changes_data": self.changes_data if self.kind != "connection" else None,
+            "connection_id": self.connection_id,
+        }
+
+
+@dataclass(frozen=True)
+class Access:
+    """An agent's resolved access: one line per native tool, then per connection followed by its tools."""
+
+    lines: tuple[Line, ...]
+
+    def text(self) -> str:
+        return "".join(line.text() + "\n" for line in self.lines)
+
+    @property
+    def hash(self) -> str:
+        return content_hash(self.text())
+
+    def line(self, kind: SubjectKind, subject: str) -> Line | None:
+        return next((x for x in self.lines if x.kind == kind and x.subject == subject), None)
+
+    def usable(self) -> frozenset[tuple[SubjectKind, str]]:
+        return frozenset((x.kind, x.subject) for x in self.lines if x.usable)
+
+
+def _bound(bindings: Iterable[Binding], kind: SubjectKind, subject: str) -> tuple[tuple[Scope, bool | None], ...]:
+    held = {b.scope: b.on for b in bindings if b.kind == kind and b.subject == subject}
+    return tuple((scope, held.get(scope)) for scope in SCOPES)
+
+
+def _setting(bound: tuple[tuple[Scope, bool | None], ...], default: bool) -> tuple[bool, Scope | None]:
+    for scope, on in bound:
+        if on is not None:
+            return on, scope
+    return default, None
+
+
+def resolve(
+    connections: Sequence[Connection], bindings: Sequence[Binding], natives: Sequence[NativeTool] = NATIVE_TOOLS
+) -> Access:
+    """The effective access of an agent that resolves ``connections`` and whose organisation, guild and own
+    bindings are ``bindings``. Bindings of subjects the agent is not offered are ignored."""
+    lines: list[Line] = []
+    for native in natives:
+        bound = _bound(bindings, "native_tool", native.name)
+        on, source = _setting(bound, native.default_on)
+        lines.append(Line("native_tool", native.name, native.name, on, on, source, bound, native.changes_data))
+    for connection in sorted(connections, key=lambda c: (c.name, c.connection_id)):
+        bound = _bound(bindings, "connection", connection.connection_id)
+        conn_on, source = _setting(bound, True)
+        label = f"{connection.name} ({connection.connection_id})"
+        lines.append(Line("connection", connection.connection_id, label, conn_on, conn_on, source, bound, False))
+        for tool in sorted(connection.tools, key=lambda t: t.name):
+            subject = tool_subject(connection.connection_id, tool.name)
+            bound = _bound(bindings, "connection_tool", subject)
+            on, source = _setting(bound, not tool.default_off)
+            lines.append(
+                Line(
+                    "connection_tool",
+                    subject,
+                    f"{connection.name} / {tool.name}",
+                    on,
+                    on and conn_on,
+                    source,
+                    bound,
+                    tool.changes_data,
+                    connection.connection_id,
+                )
+            )
+    return Access(tuple(lines))
+
+
+# --- studio_edit_access --------------------------------------------------------------------------------------
+
+Reason = Annotated[Text, StringConstraints(min_length=1, max_length=4000, strip_whitespace=True)]
+Settings = Annotated[dict[Id, Setting], Field(max_length=200)]
+
+
+class ReadAccess(BaseModel):
+    """Arguments of ``studio_read_access(agent_id)``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent_id: Id
+
+
+class EditAccess(BaseModel):
+    """Arguments of ``studio_edit_access(agent_id, native_tools?, connections?, connection_tools?, reason)``. A
+    connection tool is named ``<connection id>/<tool>``, or by its tool name alone when only one of the agent's
+    connections lists it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent_id: Id
+    native_tools: Settings = Field(default_factory=dict)
+    connections: Settings = Field(default_factory=dict)
+    connection_tools: Settings = Field(default_factory=dict)
+    reason: Reason
+
+
+@dataclass(frozen=True)
+class Change:
+    """One binding a request writes at its scope: ``setting`` on or off writes it, inherit deletes it."""
+
+    kind: SubjectKind
+    subject: str
+    label: str
+    setting: Setting
+
+    def as_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "id": self.subject, "label": self.label, "setting": self.setting}
+
+
+def refuse(code: str, message: str, status: int = 422) -> Refusal:
+    return Refusal(status, code, message)
+
+
+def _find_tool(access: Access, key: str) -> Line | Refusal:
+    line = access.line("connection_tool", key)
+    if line is not None:
+        return line
+    named = [x for x in access.lines if x.kind == "connection_tool" and x.subject.split("/", 1)[1] == key]
+    if len(named) == 1:
+        return named[0]
+    if len(named) > 1:
+        return refuse(
+            "ambiguous_connection_tool",
+            f"connection tool {key!r} is listed on {len(named)} connections; name it <connection id>/{key}",
+        )
+    return refuse("unknown_connection_tool", f"connection tool {key!r} is not listed on any of the agent's connections")
+
+
+def wanted_changes(
+    access: Access,
+    bindings: Sequence[Binding],
+    scope: Scope,
+    native_tools: Mapping[str, Setting],
+    connections: Mapping[str, Setting],
+    connection_tools: Mapping[str, Setting],
+) -> list[Change] | Refusal:
+    """The bindings a request writes at ``scope``, given the ``access`` it is checked against and the ``bindings``
+    held now; a refusal names the first entry that cannot be bound. An entry whose binding at ``scope`` already says
+    what it asks (on, off, or none for inherit) is not a change."""
+    held = {(b.kind, b.subject): b.on for b in bindings if b.scope == scope}
+    entries: list[tuple[Line, Setting]] = []
+    for name, setting in native_tools.items():
+        if not_a_binding(name):
+            return refuse("not_a_binding", f"{name!r} is not a binding: report_issue and the browser tools always stay")
+        if name in AGENT_SWITCHES:
+            return refuse(
+                "agent_configuration",
+                f"the {name} switch is the agent's configuration, outside access requests",
+            )
+        line = access.line("native_tool", name)
+        if line is None:
+            return refuse("unknown_native_tool", f"{name!r} is not a native tool")
+        entries.append((line, setting))
+    for connection_id, setting in connections.items():
+        line = access.line("connection", connection_id)
+        if line is None:
+            return refuse("unknown_connection", f"connection {connection_id!r} is not one the agent resolves")
+        entries.append((line, setting))
+    for key, setting in connection_tools.items():
+        found = _find_tool(access, key)
+        if isinstance(found, Refusal):
+            return found
+        entries.append((found, setting))
+    changes: list[Change] = []
+    for line, setting in entries:
+        now = held.get((line.kind, line.subject))
+        if (setting == "inherit" and now is None) or (setting != "inherit" and now == (setting == "on")):
+            continue
+        if any(c.kind == line.kind and c.subject == line.subject for c in changes):
+            continue
+        changes.append(Change(line.kind, line.subject, line.label, setting))
+    return changes
+
+
+def changed_bindings(bindings: Sequence[Binding], scope: Scope, changes: Sequence[Change]) -> list[Binding]:
+    """``bindings`` with ``changes`` written at ``scope``."""
+    touched = {(c.kind, c.subject) for c in changes}
+    kept = [b for b in bindings if not (b.scope == scope and (b.kind, b.subject) in touched)]
+    return kept + [Binding(scope, c.kind, c.subject, c.setting == "on") for c in changes if c.setting != "inherit"]
+
+
+def widens(before: Access, after: Access) -> bool:
+    """Whether ``after`` lets the agent use a native tool, connection or connection tool ``before`` does not."""
+    return bool(after.usable() - before.usable())
+
+
+def given_back_changing_data(before: Access, after: Access) -> list[Line]:
+    """The connection tools that can change data which ``after`` lets the agent use and ``before`` does not."""
+    gained = after.usable() - before.usable()
+    return [x for x in after.lines if x.kind == "connection_tool" and x.changes_data and (x.kind, x.subject) in gained]
+
+
+def effects(agent_name: str, before: Access, after: Access) -> tuple[str, ...]:
+    """What applying does, in the card's words."""
+    said = [
+        f"Takes effect from {agent_name}'s next run; a run already going keeps the access it started with.",
+        "Only the agent's own bindings are written; the guild's and the organisation's stay as they are.",
+    ]
+    back = given_back_changing_data(before, after)
+    if back:
+        said.append("Gives back connection tools that can change data: " + ", ".join(x.label for x in back) + ".")
+    if widens(before, after):
+        said.append(
+            f"This widens what {agent_name} can use, so it is decided on its own: Apply all leaves it to its own apply."
+        )
+    return tuple(said)

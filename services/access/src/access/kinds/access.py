@@ -1,0 +1,154 @@
+"""The ``access`` kind: ``studio_read_access`` and ``studio_edit_access`` (one agent's own bindings).
+
+The proposal binds the hash of the agent's resolved access as text (every scope's binding of every entry, the
+logins it resolves and their tools), so a binding moved at any scope, or a catalog that adds or removes a tool,
+makes it stale. Apply reads the access again under the organisation's lock and answers 409 when the hash moved;
+then it writes the agent-level bindings only, as the operator, with the proposal's provenance.
+"""
+
+from __future__ import annotations
+
+from assent.contracts import CardField, DecisionMade, LineCounts, ProposalBase, ProposalTarget
+from assent.domain import Refusal, check_live_member
+from assent.hashing import line_counts
+from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
+from assent.runtime.uow import UnitOfWork
+
+from ..adapters.repository import AccessRepository
+from ..current import current
+from ..domain.access import (
+    Change,
+    EditAccess,
+    ReadAccess,
+    changed_bindings,
+    effects,
+    refuse,
+    resolve,
+    wanted_changes,
+    widens,
+)
+
+
+def store(uow: UnitOfWork) -> AccessRepository:
+    return uow.store(AccessRepository)
+
+
+def _changes(proposal: StoredProposal) -> list[Change]:
+    return [Change(c["kind"], c["id"], c["label"], c["setting"]) for c in proposal.payload["changes"]]
+
+
+class AccessKind(ProposalKind):
+    name = "access"
+    reads_proposals = False  # its rules read the bindings and the catalogs, never the proposals table
+
+    def tools(self) -> dict[str, Tool]:
+        return {
+            "studio_read_access": Tool(ReadAccess, self.read),
+            "studio_edit_access": Tool(EditAccess, self.propose),
+        }
+
+    async def read(self, call: Call, args: ReadAccess, uow: UnitOfWork) -> Output | Refusal:
+        """The agent's effective access, as lines and as the text whose hash a proposal binds."""
+        agent = await uow.workspace.agent(args.agent_id)
+        refusal = check_live_member(call.session, agent, args.agent_id)
+        if refusal is not None:
+            return refusal
+        assert agent is not None
+        now = await current(store(uow), agent)
+        return Output(
+            {
+                "agent_id": agent.agent_id,
+                "hash": now.access.hash,
+                "text": now.access.text(),
+                "lines": [line.as_json() for line in now.access.lines],
+            }
+        )
+
+    async def propose(self, call: Call, args: EditAccess, uow: UnitOfWork) -> Proposal | Refusal:
+        agent = await uow.workspace.agent(args.agent_id)
+        refusal = check_live_member(call.session, agent, args.agent_id)
+        if refusal is not None:
+            return refusal
+        assert agent is not None
+        now = await current(store(uow), agent)
+        changes = wanted_changes(
+            now.access, now.bindings, "agent", args.native_tools, args.connections, args.connection_tools
+        )
+        if isinstance(changes, Refusal):
+            return changes
+        if not changes:
+            return refuse("no_change", "the request changes nothing: the agent already holds every setting it names")
+        after = resolve(now.connections, changed_bindings(now.bindings, "agent", changes))
+        before_text, after_text = now.access.text(), after.text()
+        added, removed = line_counts(before_text, after_text)
+        widening = widens(now.access, after)
+        edit = {"changes": [c.as_json() for c in changes], "widens": widening}
+        return Proposal(
+            action="edit",
+            target=ProposalTarget(
+                kind="access",
+                agent_id=agent.agent_id,
+                guild_id=agent.guild_id,
+                label=f"Access of {agent.name}",
+                ref=agent.agent_id,
+            ),
+            base=ProposalBase(hash=now.access.hash),
+            proposed_hash=after.hash,
+            lines=LineCounts(added=added, removed=removed),
+            reason=args.reason,
+            before=before_text,
+            after=after_text,
+            effects=effects(agent.name, now.access, after),
+            widens=widening,
+            output={"edit": edit},
+            payload={
+                "org_id": agent.org_id,
+                "guild_id": agent.guild_id,
+                "agent_name": agent.name,
+                "changes": edit["changes"],
+            },
+        )
+
+    async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
+        agent = await uow.workspace.agent(proposal.agent_id or "")
+        if agent is None:
+            return LiveView(hash=None, version=None, fields=(CardField(name="access", before=None, after=None),))
+        now = await current(store(uow), agent)
+        after = resolve(now.connections, changed_bindings(now.bindings, "agent", _changes(proposal)))
+        return LiveView(
+            hash=now.access.hash,
+            version=None,
+            fields=(CardField(name="access", before=now.access.text(), after=after.text()),),
+        )
+
+    async def apply(
+        self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork
+    ) -> Applied | Stale | Refusal:
+        payload, repo = proposal.payload, store(uow)
+        await repo.lock_org(payload["org_id"])
+        agent = await uow.workspace.agent(proposal.agent_id or "")
+        if agent is None or not agent.live or agent.guild_id != payload["guild_id"]:
+            return refuse("agent_out_of_reach", f"agent {proposal.agent_id!r} is no longer a live member of its guild")
+        now = await current(repo, agent)
+        if now.access.hash != proposal.base.get("hash"):
+            return Stale(
+                "the agent's access changed since the coach read it (a binding at some scope, or a connection's "
+                "tools); the request stays pending",
+                {"live_hash": now.access.hash},
+            )
+        changes = _changes(proposal)
+        await repo.write(
+            agent.org_id,
+            "agent",
+            agent.agent_id,
+            changes,
+            actor=decision.actor,
+            session_id=proposal.session_id,
+            seq=proposal.seq,
+        )
+        after = resolve(now.connections, changed_bindings(now.bindings, "agent", changes))
+        return Applied(
+            f"wrote {len(changes)} binding(s) of agent {agent.agent_id}",
+            None,
+            {"changes": payload["changes"], "hash": after.hash},
+        )

@@ -1,0 +1,161 @@
+"""The access service's side of its public routes (:mod:`assent.api.access`): each method the handler of the
+declared route of its name.
+
+Organisations are walls: for a person (``X-Assent-Org``), an agent, guild or organisation of another organisation
+is answered 404 with the words a missing one gets, and nothing is read or written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from assent.api import Caller, routes_of, serve
+from assent.api.access import OWNER, BindingsIn
+from assent.domain import Agent, Refusal
+from assent.runtime import ServiceRuntime
+from assent.runtime.uow import UnitOfWork
+
+from .adapters.repository import AccessRepository
+from .current import current
+from .domain.access import Access, Scope, resolve, wanted_changes
+
+
+class NotFound(LookupError):
+    pass
+
+
+class Refused(Exception):
+    def __init__(self, status: int, detail: str, code: str | None = None) -> None:
+        super().__init__(detail)
+        self.status, self.detail, self.code = status, detail, code
+
+
+def store(uow: UnitOfWork) -> AccessRepository:
+    return uow.store(AccessRepository)
+
+
+class AccessRoutes:
+    """The handlers: one unit of work per call."""
+
+    def __init__(self, runtime: ServiceRuntime) -> None:
+        self.runtime = runtime
+
+    @staticmethod
+    async def agent_in(uow: UnitOfWork, agent_id: str, org: str | None) -> Agent:
+        agent = await uow.workspace.agent(agent_id)
+        if agent is None or (org is not None and agent.org_id != org):
+            raise NotFound(f"agent {agent_id!r} does not exist")
+        return agent
+
+    @staticmethod
+    async def guild_org(uow: UnitOfWork, guild_id: str, org: str | None) -> str:
+        guild = await uow.workspace.guild(guild_id)
+        if guild is None or (org is not None and guild.org_id != org):
+            raise NotFound(f"guild {guild_id!r} does not exist")
+        return guild.org_id
+
+    @staticmethod
+    async def org_in(uow: UnitOfWork, org_id: str, org: str | None) -> str:
+        if (org is not None and org_id != org) or await uow.workspace.org(org_id) is None:
+            raise NotFound(f"org {org_id!r} does not exist")
+        return org_id
+
+    async def _agent_view(self, uow: UnitOfWork, agent: Agent) -> dict[str, Any]:
+        now = await current(store(uow), agent)
+        return {
+            "agent_id": agent.agent_id,
+            "hash": now.access.hash,
+            "text": now.access.text(),
+            "lines": [line.as_json() for line in now.access.lines],
+            "bindings": [h.as_json() for h in now.held],
+        }
+
+    async def _scope_view(self, uow: UnitOfWork, org_id: str, scope: Scope, scope_id: str) -> dict[str, Any]:
+        held = await store(uow).bindings_of(org_id, scope_id if scope == "guild" else None, None)
+        return {
+            "scope": scope,
+            "scope_id": scope_id,
+            "bindings": [h.as_json() for h in held if h.binding.scope == scope],
+        }
+
+    async def _write(
+        self, uow: UnitOfWork, actor: str, org_id: str, scope: Scope, scope_id: str, access: Access, body: BindingsIn
+    ) -> None:
+        repo = store(uow)
+        held = await repo.bindings_of(
+            org_id, scope_id if scope == "guild" else None, scope_id if scope == "agent" else None
+        )
+        changes = wanted_changes(
+            access,
+            [h.binding for h in held],
+            scope,
+            body.native_tools or {},
+            body.connections or {},
+            body.connection_tools or {},
+        )
+        if isinstance(changes, Refusal):
+            raise Refused(changes.status, changes.message, changes.code)
+        await repo.write(org_id, scope, scope_id, changes, actor=actor)
+
+    async def agent_access(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+        async with self.runtime.unit_of_work() as uow:
+            return await self._agent_view(uow, await self.agent_in(uow, agent_id, caller.org))
+
+    async def set_agent_access(self, caller: Caller, agent_id: str, body: BindingsIn) -> dict[str, Any]:
+        actor = caller.actor
+        async with self.runtime.unit_of_work() as uow:
+            agent = await self.agent_in(uow, agent_id, caller.org)
+            await store(uow).lock_org(agent.org_id)
+            now = await current(store(uow), agent)
+            await self._write(uow, actor, agent.org_id, "agent", agent.agent_id, now.access, body)
+            return await self._agent_view(uow, agent)
+
+    async def guild_access(self, caller: Caller, guild_id: str) -> dict[str, Any]:
+        async with self.runtime.unit_of_work() as uow:
+            org_id = await self.guild_org(uow, guild_id, caller.org)
+            return await self._scope_view(uow, org_id, "guild", guild_id)
+
+    async def set_guild_access(self, caller: Caller, guild_id: str, body: BindingsIn) -> dict[str, Any]:
+        actor = caller.actor
+        async with self.runtime.unit_of_work() as uow:
+            org_id = await self.guild_org(uow, guild_id, caller.org)
+            repo = store(uow)
+            await repo.lock_org(org_id)
+            access = resolve(await repo.reachable(org_id, guild_id, None), [])
+            await self._write(uow, actor, org_id, "guild", guild_id, access, body)
+            return await self._scope_view(uow, org_id, "guild", guild_id)
+
+    async def org_access(self, caller: Caller, org_id: str) -> dict[str, Any]:
+        async with self.runtime.unit_of_work() as uow:
+            await self.org_in(uow, org_id, caller.org)
+            return await self._scope_view(uow, org_id, "org", org_id)
+
+    async def set_org_access(self, caller: Caller, org_id: str, body: BindingsIn) -> dict[str, Any]:
+        actor = caller.actor
+        async with self.runtime.unit_of_work() as uow:
+            await self.org_in(uow, org_id, caller.org)
+            if caller.org is not None and "admin" not in caller.roles:
+                raise Refused(403, "binding at the organisation needs the admin role", "admin_only")
+            repo = store(uow)
+            await repo.lock_org(org_id)
+            access = resolve(await repo.reachable(org_id, None, None), [])
+            await self._write(uow, actor, org_id, "org", org_id, access, body)
+            return await self._scope_view(uow, org_id, "org", org_id)
+
+
+def install(app: FastAPI, runtime: ServiceRuntime) -> None:
+    """Serve the declared routes on the internal API, with their refusals as JSON errors."""
+    router = runtime.internal_router()
+    serve(router, routes_of(OWNER), AccessRoutes(runtime))
+    app.include_router(router)
+
+    @app.exception_handler(NotFound)
+    async def not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(Refused)
+    async def refused(_: Request, exc: Refused) -> JSONResponse:
+        return JSONResponse({"detail": exc.detail, "code": exc.code}, status_code=exc.status)

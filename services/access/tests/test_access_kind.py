@@ -1,0 +1,233 @@
+"""The access kind on the proposal kit, on an in-memory unit of work (no broker, no database)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from access.adapters.repository import AccessRepository, HeldBinding
+from access.domain.access import Binding, CatalogTool, Change, Connection, Scope
+from access.kinds.access import AccessKind
+from assent.contracts import DecisionMade, ProposalOutcome, ProposalProposed, SessionContext, ToolCall, ToolResult
+from assent.domain import Agent, Guild
+from assent.runtime import OwnerKit
+from assent.testing import FakeUnitOfWork, FakeWorkspace
+from assent.topics import PROPOSALS_OUTCOMES, TOOL_RESULTS
+
+ORG, GUILD, SESSION, OPERATOR = "org", "guild", "s1", "operator@example.com"
+CONTEXT = SessionContext(org_id=ORG, source_guild_id=GUILD, operator_user_id=OPERATOR)
+DESK = Connection("c1", "Desk", (CatalogTool("list_orders", False), CatalogTool("cancel_order", True)))
+
+
+@dataclass
+class FakeAccess:
+    """Reachable logins per agent and bindings per scope in memory, with every write."""
+
+    connections: list[Connection] = field(default_factory=lambda: [DESK])
+    held: dict[tuple[str, str, str, str], bool] = field(default_factory=dict)
+    writes: list[tuple[str, str, Change, dict[str, Any]]] = field(default_factory=list)
+
+    async def lock_org(self, org_id: str) -> None:
+        return None
+
+    async def reachable(self, org_id: str, guild_id: str | None, agent_id: str | None) -> list[Connection]:
+        return list(self.connections)
+
+    async def bindings_of(self, org_id: str, guild_id: str | None, agent_id: str | None) -> list[HeldBinding]:
+        ids = {"org": org_id, "guild": guild_id, "agent": agent_id}
+        return [
+            HeldBinding(Binding(scope, kind, subject, on), scope_id, "someone", None, None)  # type: ignore[arg-type]  # stored literals
+            for (scope, scope_id, kind, subject), on in self.held.items()
+            if ids[scope] == scope_id
+        ]
+
+    async def write(
+        self,
+        org_id: str,
+        scope: Scope,
+        scope_id: str,
+        changes: Sequence[Change],
+        *,
+        actor: str,
+        session_id: str | None = None,
+        seq: int | None = None,
+    ) -> None:
+        for change in changes:
+            key = (scope, scope_id, change.kind, change.subject)
+            if change.setting == "inherit":
+                del self.held[key]
+            else:
+                self.held[key] = change.setting == "on"
+            self.writes.append((scope, scope_id, change, {"actor": actor, "session_id": session_id, "seq": seq}))
+
+
+@dataclass
+class World:
+    kit: OwnerKit
+    uow: FakeUnitOfWork
+    repo: FakeAccess
+
+    async def call(self, arguments: dict[str, Any], seq: int, tool: str = "studio_edit_access") -> ToolResult:
+        before = len(self.uow.messages(ToolResult))
+        message = ToolCall(
+            session_id=SESSION,
+            seq=seq,
+            turn_id="turn1",
+            step=1,
+            tool_call_id=f"call_{seq}",
+            tool=tool,
+            arguments=arguments,
+            session=CONTEXT,
+        )
+        await self.kit.on_tool_call(message, self.uow)
+        results = self.uow.messages(ToolResult, TOOL_RESULTS.name)[before:]
+        assert len(results) == 1, results
+        return results[0]
+
+    async def decide(self, result: ToolResult, decision: str = "apply") -> ProposalOutcome:
+        assert result.widget is not None
+        before = len(self.uow.messages(ProposalOutcome))
+        await self.kit.on_decision(
+            DecisionMade(
+                decision_id=uuid.uuid4().hex,
+                proposal_id=result.widget.proposal_id,
+                session_id=SESSION,
+                seq=result.seq,
+                kind=result.widget.kind,
+                decision=decision,
+                actor=OPERATOR,
+            ),
+            self.uow,
+        )
+        outcomes = self.uow.messages(ProposalOutcome, PROPOSALS_OUTCOMES.name)[before:]
+        assert len(outcomes) == 1, outcomes
+        return outcomes[0]
+
+
+async def new_world() -> World:
+    workspace = FakeWorkspace(
+        orgs={ORG: "Acme", "other": "Other"},
+        guilds=[Guild(GUILD, ORG, "Support"), Guild("sales", ORG, "Sales"), Guild("og", "other", "Theirs")],
+        agents=[Agent("a1", ORG, GUILD, "Ada"), Agent("out", ORG, "sales", "Cy"), Agent("x1", "other", "og", "Xi")],
+    )
+    repo = FakeAccess()
+    uow = FakeUnitOfWork(workspace=workspace, stores={AccessRepository: repo})
+    await uow.sessions.ensure(SESSION, CONTEXT)
+    return World(OwnerKit("access", [AccessKind()]), uow, repo)
+
+
+def edit(**overrides: Any) -> dict[str, Any]:
+    return {"agent_id": "a1", "reason": "why", **overrides}
+
+
+async def test_each_rule_refuses_with_its_reason_and_records_nothing() -> None:
+    world = await new_world()
+    world.repo.held[("agent", "a1", "native_tool", "send_email")] = True
+    refused = [
+        (edit(native_tools={"report_issue": "off"}), 422, "not_a_binding"),
+        (edit(native_tools={"browser_click": "off"}), 422, "not_a_binding"),
+        (edit(native_tools={"memory": "off"}), 422, "agent_configuration"),
+        (edit(native_tools={"teleport": "on"}), 422, "unknown_native_tool"),
+        (edit(connections={"c9": "on"}), 422, "unknown_connection"),
+        (edit(connection_tools={"c1/drop_table": "on"}), 422, "unknown_connection_tool"),
+        (edit(native_tools={"send_email": "on", "web_search": "inherit"}), 422, "no_change"),
+        (edit(), 422, "no_change"),
+        (edit(agent_id="out", native_tools={"web_search": "off"}), 422, "agent_out_of_reach"),
+        (edit(agent_id="x1", native_tools={"web_search": "off"}), 404, "unknown_agent"),
+    ]
+    for seq, (arguments, status, code) in enumerate(refused, start=1):
+        result = await world.call(arguments, seq=seq)
+        assert result.error is not None and (result.error.status, result.error.code) == (status, code), (code, result)
+    named = await world.call(edit(connection_tools={"c1/drop_table": "on"}), seq=30)
+    assert named.error is not None and "'c1/drop_table'" in named.error.message
+    assert world.uow.proposals.proposals == {}
+    assert world.repo.writes == []
+
+
+async def test_read_gives_the_access_and_its_hash() -> None:
+    world = await new_world()
+    result = await world.call({"agent_id": "a1"}, seq=1, tool="studio_read_access")
+    assert result.ok and result.output is not None
+    proposed = await world.call(edit(native_tools={"web_search": "off"}), seq=2)
+    assert proposed.widget is not None and proposed.widget.base.hash == result.output["hash"]
+    assert [line["id"] for line in result.output["lines"]][-3:] == ["c1", "c1/cancel_order", "c1/list_orders"]
+
+
+async def test_a_widening_card_says_so_and_names_the_data_changing_tools_it_gives_back() -> None:
+    world = await new_world()
+    world.repo.held[("guild", GUILD, "connection", "c1")] = False
+    world.repo.held[("org", ORG, "native_tool", "web_search")] = False
+    result = await world.call(edit(connections={"c1": "on"}, native_tools={"fetch_url": "off"}), seq=1)
+    assert result.ok and result.widget is not None and result.widget.widens
+    assert result.output == {
+        "edit": {
+            "changes": [
+                {"kind": "native_tool", "id": "fetch_url", "label": "fetch_url", "setting": "off"},
+                {"kind": "connection", "id": "c1", "label": "Desk (c1)", "setting": "on"},
+            ],
+            "widens": True,
+        }
+    }
+    [proposed] = world.uow.messages(ProposalProposed)
+    assert proposed.widens and proposed.card.apply_label == "Apply edit"
+    assert proposed.card.before.splitlines()[0] == (
+        "Native tool web_search: off; inherited from the organisation (agent none, guild none, organisation off); "
+        "reads only"
+    )
+    assert "Connection Desk (c1): on; the agent sets it itself (agent on, guild off, organisation none)" in (
+        proposed.card.after
+    )
+    assert proposed.card.effects == (
+        "Takes effect from Ada's next run; a run already going keeps the access it started with.",
+        "Only the agent's own bindings are written; the guild's and the organisation's stay as they are.",
+        "Gives back connection tools that can change data: Desk / cancel_order.",
+        "This widens what Ada can use, so it is decided on its own: Apply all leaves it to its own apply.",
+    )
+    narrowing = await world.call(edit(native_tools={"fetch_url": "off"}), seq=2)
+    assert narrowing.widget is not None and not narrowing.widget.widens
+    assert narrowing.output == {
+        "edit": {
+            "changes": [{"kind": "native_tool", "id": "fetch_url", "label": "fetch_url", "setting": "off"}],
+            "widens": False,
+        }
+    }
+
+
+async def test_apply_writes_the_agents_bindings_only_with_provenance_and_inherit_deletes() -> None:
+    world = await new_world()
+    world.repo.held[("guild", GUILD, "native_tool", "send_email")] = False
+    world.repo.held[("agent", "a1", "connection", "c1")] = False
+    result = await world.call(edit(native_tools={"send_email": "on"}, connections={"c1": "inherit"}), seq=4)
+    outcome = await world.decide(result)
+    assert (outcome.outcome, outcome.status, outcome.resolved_by) == ("applied", 200, OPERATOR)
+    assert [(scope, scope_id, c.subject, c.setting, p) for scope, scope_id, c, p in world.repo.writes] == [
+        ("agent", "a1", "send_email", "on", {"actor": OPERATOR, "session_id": SESSION, "seq": 4}),
+        ("agent", "a1", "c1", "inherit", {"actor": OPERATOR, "session_id": SESSION, "seq": 4}),
+    ]
+    assert world.repo.held == {
+        ("guild", GUILD, "native_tool", "send_email"): False,
+        ("agent", "a1", "native_tool", "send_email"): True,
+    }
+    again = await world.decide(result)
+    assert (again.outcome, again.status) == ("refused", 422)
+    assert len(world.repo.writes) == 2
+
+
+async def test_a_binding_moved_at_any_scope_or_a_catalog_change_makes_apply_409() -> None:
+    movers = {
+        "org": lambda repo: repo.held.__setitem__(("org", ORG, "native_tool", "generate_image"), True),
+        "guild": lambda repo: repo.held.__setitem__(("guild", GUILD, "native_tool", "web_search"), True),
+        "agent": lambda repo: repo.held.__setitem__(("agent", "a1", "connection_tool", "c1/list_orders"), False),
+        "catalog": lambda repo: repo.connections.__setitem__(0, Connection("c1", "Desk", DESK.tools[:1])),
+    }
+    for seq, (where, move) in enumerate(movers.items(), start=1):
+        world = await new_world()
+        result = await world.call(edit(native_tools={"send_email": "on"}), seq=seq)
+        move(world.repo)
+        stale = await world.decide(result)
+        assert (stale.outcome, stale.status) == ("stale", 409), where
+        assert world.repo.writes == [], where
+        card = await world.kit.live_card(result.widget.proposal_id, world.uow)  # type: ignore[union-attr]  # a widget
+        assert card is not None and card.stale, where
