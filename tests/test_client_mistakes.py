@@ -100,6 +100,13 @@ async def test_client_mistakes_on_the_deployers_endpoints_are_422_naming_the_fie
             f"/api/agents/{agent}/proposals/prop_nope", json={"decision": "approve", "message": f"a{NUL}"}
         )
         refused_at(answer, "message", words="NUL")
+        # A file that would be a folder of another (in the request, or in the repository) is no tree git can write.
+        commits = f"/api/workspace/agents/{agent}/repository/commits"
+        clash = await http.post(commits, json={"files": {"x.md": "1\n", "x.md/y.md": "2\n"}, "message": "m"})
+        refused_at(clash, words="x.md is a file and a folder of another file")
+        for files in ({"skills/refunds.md/y.md": "2\n"}, {"skills": "2\n"}):
+            clash = await http.post(commits, json={"files": files, "message": "m"})
+            assert clash.status_code == 422 and "a file and a folder" in clash.json()["detail"], clash.text
         # Nothing was written: the issue and the repository's head are as they were.
         unchanged = await http.get(f"/api/workspace{issue}")
         assert unchanged.status_code == 200, unchanged.text

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assent.api import ROUTES, Caller, Permission, PublicRoute, RequestModel, Wall, error_statuses, mismatches, serve
-from assent.api.source import BRANCH_NAME, REPOSITORY_PATH, repository_path
+from assent.api.source import BRANCH_NAME, REPOSITORY_PATH, folder_clash, repository_path
 from assent.domain import Refusal
 
 DERANDOMIZED = settings(derandomize=True, max_examples=300, database=None)
@@ -108,3 +108,9 @@ def test_the_branch_pattern_accepts_what_git_accepts(name: str) -> None:
 
 def test_every_route_declares_its_answer() -> None:
     assert [route.name for route in ROUTES if route.response is None] == []
+
+
+def test_a_file_that_is_a_folder_of_another_is_no_tree() -> None:
+    assert folder_clash(["a.md", "a.md/b.md"]) == "a.md"
+    assert folder_clash(["x/y", "x/y/z"]) == "x/y"
+    assert folder_clash(["a", "a-b/c", "ab", "a.b/c"]) is None

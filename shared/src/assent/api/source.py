@@ -9,9 +9,10 @@ one gets. A file of the repository is named by a path inside it (:data:`FilePath
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, GetJsonSchemaHandler
+from pydantic import AfterValidator, BaseModel, Field, GetJsonSchemaHandler, model_validator
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 
@@ -53,6 +54,22 @@ def _is_git_folder(part: str) -> bool:
     # As git itself tells them (verify_path): in any case, and as NTFS also reads ".git." or "git~1".
     name = part.lower()
     return name.rstrip(". ") == ".git" or name == "git~1"
+
+
+def folder_clash(paths: Iterable[str]) -> str | None:
+    """A path of ``paths`` that is also a folder of another one (``a.md`` beside ``a.md/b.md``), which no tree can
+    hold; None when there is none."""
+    paths = list(paths)
+    folders = {path[:i] for path in paths for i, c in enumerate(path) if c == "/"}
+    return next((path for path in sorted(paths) if path in folders), None)
+
+
+def _no_folder_clash(files: Mapping[str, str | None]) -> None:
+    clash = folder_clash(path for path, text in files.items() if text is not None)
+    if clash is not None:
+        raise PydanticCustomError(
+            "folder_clash", "{path} is a file and a folder of another file at once", {"path": clash}
+        )
 
 
 def _in_repository(path: str) -> str:
@@ -131,13 +148,19 @@ class HostedRepositoryIn(RequestModel):
     """"Let the agent propose changes to itself": the first source version also holds both ``agents/main`` files,
     ``agent.json`` declaring the source tools and an ``AGENT.md`` prompt; ``files`` may not name them."""
 
+    @model_validator(mode="after")
+    def _one_tree(self) -> HostedRepositoryIn:
+        _no_folder_clash(self.files)
+        return self
+
 
 class ExternalRepositoryIn(RequestModel):
     """A remote ``url`` with its ``provider``; ``branch`` is the production branch (the remote's default branch
     when left out)."""
 
     mode: Literal["external"]
-    url: Annotated[str, Field(min_length=1, max_length=2000), OneLine]
+    url: Annotated[str, Field(min_length=1, max_length=2000, pattern=r"^[^\x00-\x20\x7f-][^\x00-\x1f\x7f]*$"), OneLine]
+    """The remote's address, as git takes it (never an option: it does not start with ``-``)."""
     provider: Literal["github", "gitlab"]
     branch: Branch | None = None
 
@@ -150,6 +173,11 @@ class CommitIn(RequestModel):
 
     files: Annotated[dict[FilePath, FileText | None], Field(min_length=1, max_length=500), _NamedKeys(REPOSITORY_PATH)]
     message: Message
+
+    @model_validator(mode="after")
+    def _one_tree(self) -> CommitIn:
+        _no_folder_clash(self.files)
+        return self
 
 
 class DeploymentIn(RequestModel):
@@ -344,8 +372,8 @@ REPOSITORY = (
         body=RepositoryIn,
         response=Repository,
         errors=AGENT_404,
-        rules="an external remote that cannot be read (or has no such branch); with propose_changes_to_itself, "
-        "files that name agents/main/agent.json or agents/main/AGENT.md",
+        rules="an external remote that cannot be read (or has no such branch); a file that is a folder of another; "
+        "with propose_changes_to_itself, files that name agents/main/agent.json or agents/main/AGENT.md",
     ),
     _route(
         "GET",
@@ -368,6 +396,7 @@ REPOSITORY = (
         response=Committed,
         status=201,
         errors={**SOURCE_404, 409: "The production branch moved while committing; nothing was committed"},
+        rules="a file that is a folder of another file (of the request or the repository)",
     ),
     _route(
         "POST",

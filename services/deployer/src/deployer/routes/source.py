@@ -9,7 +9,15 @@ from datetime import datetime
 from typing import Any
 
 from assent.api import Caller, Permission
-from assent.api.source import CommitIn, DeploymentIn, ExternalRepositoryIn, IssueIn, IssuePatch, RepositoryIn
+from assent.api.source import (
+    CommitIn,
+    DeploymentIn,
+    ExternalRepositoryIn,
+    IssueIn,
+    IssuePatch,
+    RepositoryIn,
+    folder_clash,
+)
 from assent.domain import Refusal
 from assent.hashing import line_counts, unified_diff
 from assent.kinds import SUPERSEDED
@@ -65,6 +73,7 @@ class Repository(Resource):
             source = await self.source_of(uow, agent_id)
             async with self.repos.lock(agent_id):
                 head = await self.repos.head(source)
+                await self.fits_tree(source, head, body.files)
                 message = body.message.rstrip("\n") + "\n"
                 try:
                     commit = await self.repos.commit(
@@ -75,6 +84,15 @@ class Repository(Resource):
                         409, f"{source.branch} moved while committing; nothing was committed, commit again"
                     ) from None
             return {"commit": commit, "branch": source.branch}
+
+    async def fits_tree(self, source: Source, head: str | None, files: Mapping[str, str | None]) -> None:
+        """422 when a file of ``files`` would be a folder of another file of the tree at ``head``, or the other way
+        round (git could not write that tree)."""
+        kept = {entry.path for entry in await self.repos.tree(source, head)} if head is not None else set()
+        kept -= {path for path, text in files.items() if text is None}
+        clash = folder_clash(kept | {path for path, text in files.items() if text is not None})
+        if clash is not None:
+            raise Unprocessable(422, f"{clash} is a file and a folder of another file of the repository at once")
 
     async def record_deployment(self, caller: Caller, agent_id: str, body: DeploymentIn) -> dict[str, Any]:
         actor = caller.actor
