@@ -285,6 +285,31 @@ ENDPOINTS = [
         "write",
         lambda s: {"routines_on": True},
     ),
+    # Access: bindings at the agent, its guild and the organisation (the last the admin's only).
+    Endpoint("GET", f"{W}/agents/{{agent_id}}/access", lambda s: f"{W}/agents/{s.world.agent_id}/access", "read"),
+    Endpoint(
+        "PUT",
+        f"{W}/agents/{{agent_id}}/access",
+        lambda s: f"{W}/agents/{s.world.agent_id}/access",
+        "write",
+        lambda s: {"native_tools": {"web_search": "off"}},
+    ),
+    Endpoint("GET", f"{W}/guilds/{{guild_id}}/access", lambda s: f"{W}/guilds/{s.world.guild_id}/access", "read"),
+    Endpoint(
+        "PUT",
+        f"{W}/guilds/{{guild_id}}/access",
+        lambda s: f"{W}/guilds/{s.world.guild_id}/access",
+        "write",
+        lambda s: {"native_tools": {"fetch_url": "off"}},
+    ),
+    Endpoint("GET", f"{W}/orgs/{{org_id}}/access", lambda s: f"{W}/orgs/{s.world.org_id}/access", "read"),
+    Endpoint(
+        "PUT",
+        f"{W}/orgs/{{org_id}}/access",
+        lambda s: f"{W}/orgs/{s.world.org_id}/access",
+        "roles",
+        lambda s: {"native_tools": {"generate_image": "on"}},
+    ),
     # Deploys.
     Endpoint(
         "GET",
@@ -422,6 +447,7 @@ async def snapshot(admin: httpx.AsyncClient, scene: Scene) -> dict[str, Any]:
         "repository": await body(f"{agent}/repository"),
         "issues": await body(f"{agent}/issues"),
         "deploy_settings": await body(f"{agent}/deploy-settings"),
+        "access": await body(f"{agent}/access"),
         "builds": len((await body(f"/api/agents/{world.agent_id}/builds"))["builds"]),
         "deploys": await body(f"/api/agents/{world.agent_id}/deploys"),
         "proposals": (await body(f"/api/agents/{world.agent_id}/proposals"))["counts"],
