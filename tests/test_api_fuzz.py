@@ -71,6 +71,8 @@ async def schemathesis(stack: Stack, token: str, settings: Path, phases: str) ->
         "--max-examples",
         os.environ.get("ASSENT_FUZZ_EXAMPLES", "5"),
         "--generation-deterministic",
+        "--request-timeout",
+        "60",  # a loaded machine (git reads on each builder-chat call) is slow, not gone
         "--exclude-path-regex",
         "/events$",  # an endless stream by design
         "--no-color",
