@@ -55,6 +55,8 @@ class ActivityEntry(BaseModel):
     when: str
     agent_id: str | None
     proposal_id: str | None
+    reason: str | None = None
+    """The proposal's reason (approvals and discards)."""
     detail: str | None
     links: dict[str, Any]
 
@@ -158,7 +160,7 @@ def router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
             raise HTTPException(422, "a branch and a commit message go with approving only")
         return decided(await handlers.decide(deps, request, body.decision, person.user_id, body.via, options))
 
-    @proposals.get("/api/activity", response_model=Activity)
+    @proposals.get("/api/activity", responses={200: {"model": Activity}})
     async def activity_feed(
         person: user,
         agent_id: Annotated[Identifier | None, Query()] = None,
