@@ -91,6 +91,28 @@ class Matching:
         return json_schema
 
 
+class KeysMatch:
+    """A map's JSON Schema whose every key matches ``patterns`` (``propertyNames``): pydantic states a key's pattern
+    as ``patternProperties`` alone, which leaves any other key allowed, and states a key checked by a function as
+    nothing at all."""
+
+    def __init__(self, *patterns: str, max_length: int) -> None:
+        self.keys: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": max_length}
+        if len(patterns) == 1:
+            self.keys["pattern"] = patterns[0]
+        else:
+            self.keys["allOf"] = [{"pattern": pattern} for pattern in patterns]
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        json_schema = handler(schema)
+        values = json_schema.pop("patternProperties", None)
+        if values:
+            (value,) = values.values()
+            json_schema["additionalProperties"] = value
+        json_schema["propertyNames"] = self.keys
+        return json_schema
+
+
 class Invalid(BaseModel):
     """One problem with a request: where (``loc``: ``body``, ``query``, ``path`` or ``header``, then the field's
     path), what (``msg``) and which rule (``type``)."""

@@ -12,13 +12,12 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, GetJsonSchemaHandler, model_validator
-from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema, PydanticCustomError
+from pydantic import AfterValidator, BaseModel, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from ..domain import Refusal
 from ..http import SPACE, NoNul, Omissible, OneLine
-from .declare import Matching, PublicRoute, RequestModel
+from .declare import KeysMatch, Matching, PublicRoute, RequestModel
 from .roles import Permission
 
 OWNER = "deployer"
@@ -87,39 +86,16 @@ def _an_eval(path: str) -> str:
     return path
 
 
-class _NamedKeys:
-    """A map's JSON Schema whose keys follow ``keys`` (``propertyNames``; pydantic's ``patternProperties`` would
-    leave other keys allowed)."""
-
-    def __init__(self, *patterns: str) -> None:
-        names: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": MAX_PATH}
-        self.keys = (
-            {**names, "allOf": [{"pattern": p} for p in patterns]}
-            if len(patterns) > 1
-            else {
-                **names,
-                "pattern": patterns[0],
-            }
-        )
-
-    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-        json_schema = handler(schema)
-        values = json_schema.pop("patternProperties", None)
-        if values:
-            (value,) = values.values()
-            json_schema["additionalProperties"] = value
-        json_schema["propertyNames"] = self.keys
-        return json_schema
-
-
 FilePath = Annotated[str, AfterValidator(_in_repository)]
 """A file of the repository (:func:`repository_path`)."""
 EvalPath = Annotated[str, AfterValidator(_in_repository), AfterValidator(_an_eval)]
 FileText = Annotated[str, Field(max_length=MAX_FILE_CHARS), NoNul]
-Files = Annotated[dict[FilePath, FileText], Field(max_length=500), _NamedKeys(REPOSITORY_PATH)]
+Files = Annotated[dict[FilePath, FileText], Field(max_length=500), KeysMatch(REPOSITORY_PATH, max_length=MAX_PATH)]
 Title = Annotated[str, Field(min_length=1, max_length=300), OneLine]
 IssueText = Annotated[str, Field(max_length=20_000), NoNul]
-Evals = Annotated[dict[EvalPath, FileText], Field(max_length=50), _NamedKeys(REPOSITORY_PATH, EVAL_PATH)]
+Evals = Annotated[
+    dict[EvalPath, FileText], Field(max_length=50), KeysMatch(REPOSITORY_PATH, EVAL_PATH, max_length=MAX_PATH)
+]
 """Regression evals by path (JSON files that fit the eval schema, ``schemas/eval.schema.json``)."""
 Commit = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
 Branch = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._/-]+$")]
@@ -171,7 +147,11 @@ RepositoryIn = Annotated[HostedRepositoryIn | ExternalRepositoryIn, Field(discri
 class CommitIn(RequestModel):
     """Files to commit onto the production branch (``null`` deletes one): a person's own change."""
 
-    files: Annotated[dict[FilePath, FileText | None], Field(min_length=1, max_length=500), _NamedKeys(REPOSITORY_PATH)]
+    files: Annotated[
+        dict[FilePath, FileText | None],
+        Field(min_length=1, max_length=500),
+        KeysMatch(REPOSITORY_PATH, max_length=MAX_PATH),
+    ]
     message: Message
 
     @model_validator(mode="after")
