@@ -31,18 +31,18 @@ TOKEN = f"tok-{uuid.uuid4().hex}"
 """The credential of the tests' logins: no answer and no log may show it (the suite greps the logs for it)."""
 SECRETS.add(TOKEN)
 PLATFORM = f"platform_desk_{uuid.uuid4().hex[:6]}"
-TOOLS: list[dict[str, Any]] = [
-    {"name": "list_orders", "read_only_hint": True},
-    {"name": "refund_order"},
-    {"name": "list_calls", "read_only_hint": True},
-    {"name": "whoami", "mutating": False},
-    {"name": "read_log"},
-    {"name": "account_summary", "read_only_hint": True},
-    {"name": "get_audit_trail", "read_only_hint": True, "default_off": True},
-    {"name": "sync_status", "mutating": False},
-    {"name": "close_ticket"},
-    {"name": "slow_lookup"},
-]
+TOOLS: dict[str, dict[str, Any]] = {
+    "list_orders": {"read_only_hint": True},
+    "refund_order": {},
+    "list_calls": {"read_only_hint": True},
+    "whoami": {"mutating": False},
+    "read_log": {},
+    "account_summary": {"read_only_hint": True},
+    "get_audit_trail": {"read_only_hint": True, "default_off": True},
+    "sync_status": {"mutating": False},
+    "close_ticket": {"mutating": True},
+    "slow_lookup": {},
+}
 """The manifest of the tests' logins: the server's tools, with what the connector's manifest says of some."""
 
 
@@ -82,7 +82,7 @@ async def create_login(
         "login_id": login_id,
         "name": login_id.split("_")[0].title(),
         "scope": scope,
-        "scope_id": scope_id,
+        **({"scope_id": scope_id} if scope_id is not None else {}),
         "server_url": url,
         "account": "support@acme.example",
         "credentials": {"token": TOKEN},
@@ -190,6 +190,11 @@ async def test_a_login_request_is_answered_on_its_card_with_every_status(cstack:
             await new_world(theirs)
             assert (await theirs.post(f"{logins}/{seq}", json={"decision": "grant"})).status_code == 404
         as_admin_of(http, world.org_id)
+        login = f"/api/workspace/logins/{desk['login_id']}"
+        assert (await http.patch(login, json={"connected": False})).status_code == 200
+        offline = await http.post(f"{logins}/{seq}", json={"decision": "grant"})
+        assert offline.status_code == 409 and "is not connected" in offline.json()["detail"]
+        assert (await http.patch(login, json={"connected": True})).status_code == 200
 
         granted = await http.post(f"{logins}/{seq}", json={"decision": "grant"})
         assert granted.status_code == 200, granted.text
@@ -268,9 +273,9 @@ async def test_the_proxy_calls_only_read_only_tools_and_redacts_and_caps_what_th
         assert "A-5512" in evidence(await read(turn, plain_id, "list_orders", customer="c-1001"))  # verbs
         assert "last sync" in evidence(await read(turn, plain_id, "sync_status"))  # the manifest: not mutating
         assert refused(await read(turn, plain_id, "refund_order", order_id="A-5530", amount_eur=1)) == (
-            "tool_not_read_only"
+            "tool_not_read_only"  # verbs
         )
-        assert refused(await read(turn, plain_id, "close_ticket", ticket_id="T-1")) == "tool_not_read_only"
+        assert refused(await read(turn, plain_id, "close_ticket", ticket_id="T-1")) == "tool_not_read_only"  # manifest
         assert refused(await read(turn, plain_id, "get_audit_trail")) == "tool_not_read_only"  # default-off
         assert refused(await read(turn, plain_id, "account_summary")) == "tool_not_read_only"  # hint: unverified
         assert "plan: business" in evidence(await read(turn, verified_id, "account_summary"))  # hint: verified
@@ -385,7 +390,7 @@ async def test_each_change_of_a_login_publishes_its_catalog_and_no_answer_shows_
         login_id = desk["login_id"]
         assert desk["has_credentials"] is True and "credentials" not in desk
         changed = await http.patch(
-            f"/api/workspace/logins/{login_id}", json={"tools": [{"name": "list_orders"}, {"name": "get_and_lock"}]}
+            f"/api/workspace/logins/{login_id}", json={"tools": {"list_orders": {}, "get_and_lock": {}}}
         )
         assert changed.status_code == 200 and changed.json()["revision"] == 2
         moved = await http.patch(f"/api/workspace/logins/{login_id}", json={"account": "other@acme.example"})

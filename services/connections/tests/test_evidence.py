@@ -40,6 +40,8 @@ def test_the_credentials_name_every_secret_a_result_must_not_show() -> None:
     credentials = Credentials("tok-12345678", {"X-Api-Key": "key-abcdefgh", "Proxy-Authorization": "Basic dXNlcjpw"})
     assert sorted(credentials.secrets()) == sorted(["tok-12345678", "key-abcdefgh", "Basic dXNlcjpw", "dXNlcjpw"])
     assert credentials.http_headers()["Authorization"] == "Bearer tok-12345678"
+    both = Credentials("tok-12345678", {"authorization": "Basic dXNlcjpw", "X-Api-Key": "key-abcdefgh"})
+    assert both.http_headers() == {"X-Api-Key": "key-abcdefgh", "Authorization": "Bearer tok-12345678"}
 
 
 def test_a_result_within_the_cap_is_whole() -> None:

@@ -221,7 +221,7 @@ async def _seed_login(http: httpx.AsyncClient, logs: Path, mcp_url: str) -> None
         "server_url": mcp_url,
         "account": "support@acme.example",
         "credentials": {"token": LOGIN_TOKEN},
-        "tools": [{"name": "list_orders", "read_only_hint": True}, {"name": "refund_order"}],
+        "tools": {"list_orders": {"read_only_hint": True}, "refund_order": {}},
     }
     for _ in range(150):  # the connections service's copy of the workspace follows the edits service's
         response = await http.post("/api/workspace/logins", json=body)

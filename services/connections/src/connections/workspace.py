@@ -16,7 +16,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from assent.api.connections import CredentialsIn, LoginIn, LoginPatch, PlatformLoginIn, ToolIn
+from assent.api.connections import CredentialsIn, LoginIn, LoginPatch, PlatformLoginIn, ScopedLoginIn, ToolIn
 from assent.contracts import DecisionMade, ProposalOutcome
 from assent.domain import Refusal, Session
 from assent.runtime.uow import UnitOfWork
@@ -52,8 +52,11 @@ def store(uow: UnitOfWork) -> LoginsRepository:
     return uow.store(LoginsRepository)
 
 
-def tool_specs(tools: list[ToolIn]) -> tuple[ToolSpec, ...]:
-    return tuple(ToolSpec(t.name, t.description, t.read_only_hint, t.default_off, t.mutating) for t in tools)
+def tool_specs(tools: dict[str, ToolIn]) -> tuple[ToolSpec, ...]:
+    return tuple(
+        ToolSpec(name, tool.description, tool.read_only_hint, tool.default_off, tool.mutating)
+        for name, tool in tools.items()
+    )
 
 
 def sealed(box: CredentialBox, credentials: CredentialsIn | None) -> str | None:
@@ -112,19 +115,20 @@ def not_the_platforms(login: Login) -> None:
 
 
 async def create_login(uow: UnitOfWork, body: LoginIn, org: str, actor: str, box: CredentialBox) -> Login:
+    scope_id = body.scope_id if isinstance(body, ScopedLoginIn) else None
     if body.scope == "guild":
-        guild = await uow.workspace.guild(body.scope_id or "")
+        guild = await uow.workspace.guild(scope_id or "")
         if guild is None or guild.org_id != org:
-            raise NotFound(f"guild {body.scope_id!r} does not exist")
+            raise NotFound(f"guild {scope_id!r} does not exist")
     elif body.scope == "agent":
-        agent = await uow.workspace.agent(body.scope_id or "")
+        agent = await uow.workspace.agent(scope_id or "")
         if agent is None or agent.org_id != org:
-            raise NotFound(f"agent {body.scope_id!r} does not exist")
+            raise NotFound(f"agent {scope_id!r} does not exist")
     login = Login(
         login_id=body.login_id,
         org_id=org,
         scope=body.scope,
-        scope_id=body.scope_id,
+        scope_id=scope_id,
         name=body.name,
         server_url=body.server_url,
         account=body.account,
@@ -151,7 +155,7 @@ async def update_login(
         return login
     fields: dict[str, Any] = {name: getattr(body, name) for name in given if name not in ("tools", "credentials")}
     if "tools" in given:
-        fields["tools"] = tool_specs(body.tools or [])
+        fields["tools"] = tool_specs(body.tools or {})
     if "credentials" in given:
         fields["credentials"] = sealed(box, body.credentials)
         fields["key_id"] = box.key_id if body.credentials is not None else None

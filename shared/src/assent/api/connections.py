@@ -15,10 +15,10 @@ closes. Organisations are walls: another organisation's session or login answers
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 
 from ..http import Identifier, NoNul, Omissible, OneLine
 from ..kinds import decisions_at, kind
@@ -37,87 +37,81 @@ ServerUrl = Annotated[
     Field(min_length=1, max_length=2000),
     Matching(SERVER_URL, "an http:// or https:// URL with a host and no user or password in it"),
 ]
-ToolName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")]
+TOOL_NAME = r"^[A-Za-z0-9_.\-]+$"
+ToolName = Annotated[str, Field(min_length=1, max_length=128, pattern=TOOL_NAME)]
 """An MCP tool's name: 1 to 128 letters, digits, ``_``, ``-`` and ``.``."""
 Secret = Annotated[str, Field(min_length=8, max_length=4096), OneLine]
 """A credential's value: at least 8 characters (a shorter one could not be told from ordinary text in a result,
 which is redacted against every credential)."""
-HeaderName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z\-]+$")]
+HEADER_NAME = r"^[!#$%&'*+.^_`|~0-9A-Za-z\-]+$"
+HeaderName = Annotated[str, Field(min_length=1, max_length=100, pattern=HEADER_NAME)]
 SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
 
 
 class ToolIn(RequestModel):
-    """One tool of a login's manifest: ``read_only_hint`` as its MCP server marks it (``readOnlyHint``), ``mutating``
-    as the connector's manifest lists it (null: the manifest does not list it), ``default_off``: off by default (never
-    called through a login grant)."""
+    """One tool of a login's manifest (named by its key in ``tools``): ``read_only_hint`` as its MCP server marks it
+    (``readOnlyHint``), ``mutating`` as the connector's manifest lists it (null: the manifest does not list it),
+    ``default_off``: off by default (never called through a login grant)."""
 
-    name: ToolName
     description: Annotated[str, Field(max_length=2000), NoNul] = ""
     read_only_hint: bool = False
     default_off: bool = False
     mutating: bool | None = None
 
 
+def keys_named(pattern: str, max_length: int) -> dict[str, Any]:
+    """The JSON Schema of a mapping whose keys match ``pattern``: pydantic says a key's pattern as
+    ``patternProperties`` alone, which lets any other key through; this says the keys' rule whole."""
+    return {
+        "propertyNames": {"minLength": 1, "maxLength": max_length, "pattern": pattern},
+        "additionalProperties": False,
+    }
+
+
+Tools = Annotated[dict[ToolName, ToolIn], Field(max_length=500, json_schema_extra=keys_named(TOOL_NAME, 128))]
+"""A login's manifest: each tool by its name, in the order given."""
+
+
 class CredentialsIn(RequestModel):
-    """What the login sends its MCP server: ``token`` as ``Authorization: Bearer <token>``, ``headers`` as they are.
-    Stored encrypted; never shown again."""
+    """What the login sends its MCP server: ``headers`` as they are, and ``token`` as ``Authorization: Bearer
+    <token>`` (over an ``Authorization`` header). Stored encrypted; never shown again."""
 
     token: Secret | None = None
-    headers: dict[HeaderName, Secret] = Field(default_factory=dict, max_length=20)
-
-    @model_validator(mode="after")
-    def _one_authorization(self) -> Self:
-        if self.token is not None and any(name.lower() == "authorization" for name in self.headers):
-            raise ValueError("give the token or an Authorization header, not both")
-        return self
+    headers: dict[HeaderName, Secret] = Field(
+        default_factory=dict, max_length=20, json_schema_extra=keys_named(HEADER_NAME, 100)
+    )
 
 
-def _unique_tools(tools: list[ToolIn] | None) -> None:
-    names = [tool.name for tool in tools or []]
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        raise ValueError(f"each tool is listed once; listed more than once: {', '.join(twice)}")
-
-
-class LoginIn(RequestModel):
-    """A new login of the caller's organisation: ``scope`` ``org``, or ``guild`` or ``agent`` with ``scope_id`` (a
-    guild or agent of the organisation)."""
-
+class _LoginFields(RequestModel):
     login_id: Identifier
     name: Label
-    scope: Literal["org", "guild", "agent"]
-    scope_id: Identifier | None = None
     server_url: ServerUrl
     account: Label
     connected: bool = True
     verified: bool = False
     credentials: CredentialsIn | None = None
-    tools: list[ToolIn] = Field(default_factory=list, max_length=500)
-
-    @model_validator(mode="after")
-    def _scope_and_tools(self) -> Self:
-        if (self.scope == "org") != (self.scope_id is None):
-            raise ValueError("scope_id names the guild or agent of a guild or agent login, and only of one")
-        _unique_tools(self.tools)
-        return self
+    tools: Tools = Field(default_factory=dict)
 
 
-class PlatformLoginIn(RequestModel):
+class OrgLoginIn(_LoginFields):
+    """A new login of the caller's organisation."""
+
+    scope: Literal["org"]
+
+
+class ScopedLoginIn(_LoginFields):
+    """A new login of a guild or an agent (``scope_id``) of the caller's organisation."""
+
+    scope: Literal["guild", "agent"]
+    scope_id: Identifier
+
+
+LoginIn = Annotated[OrgLoginIn | ScopedLoginIn, Field(discriminator="scope")]
+"""A new login: ``scope`` ``org``, or ``guild`` or ``agent`` with ``scope_id``."""
+
+
+class PlatformLoginIn(_LoginFields):
     """A platform login, as the deployment lists it (``ASSENT_PLATFORM_LOGINS``, a JSON list of these)."""
-
-    login_id: Identifier
-    name: Label
-    server_url: ServerUrl
-    account: Label
-    connected: bool = True
-    verified: bool = False
-    credentials: CredentialsIn | None = None
-    tools: list[ToolIn] = Field(default_factory=list, max_length=500)
-
-    @model_validator(mode="after")
-    def _tools(self) -> Self:
-        _unique_tools(self.tools)
-        return self
 
 
 class LoginPatch(RequestModel):
@@ -130,12 +124,7 @@ class LoginPatch(RequestModel):
     connected: Omissible[bool] = None
     verified: Omissible[bool] = None
     credentials: CredentialsIn | None = None
-    tools: Omissible[Annotated[list[ToolIn], Field(max_length=500)]] = None
-
-    @model_validator(mode="after")
-    def _tools(self) -> Self:
-        _unique_tools(self.tools)
-        return self
+    tools: Omissible[Tools] = None
 
 
 class GrantIn(RequestModel):

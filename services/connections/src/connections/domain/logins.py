@@ -38,6 +38,7 @@ class Credentials:
     def http_headers(self) -> dict[str, str]:
         sent = dict(self.headers)
         if self.token is not None:
+            sent = {name: value for name, value in sent.items() if name.lower() != "authorization"}
             sent["Authorization"] = f"Bearer {self.token}"
         return sent
 
