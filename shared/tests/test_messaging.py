@@ -103,6 +103,10 @@ def _caused_by(error: BaseException, cause: BaseException) -> BaseException:
         ),
         (asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator command"), True),
         (asyncpg.exceptions.InterfaceError("connection is closed"), True),
+        (
+            asyncpg.exceptions.InternalClientError("cannot switch to state 12; another operation (2) is in progress"),
+            True,
+        ),
         (KeyError("x"), False),
         (UnicodeEncodeError("utf-8", "x", 0, 1, "surrogate"), False),
         (DataError("s", {}, Exception("out of range")), False),

@@ -146,6 +146,9 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.AdminShutdownError,  # 57P01
     asyncpg.exceptions.CrashShutdownError,  # 57P02
     asyncpg.exceptions.TooManyConnectionsError,
+    # A connection whose protocol an outage left mid-exchange (an error read, the rest of the answer never came):
+    # "another operation is in progress" until the server's close reaches it, and then it is discarded.
+    asyncpg.exceptions.InternalClientError,
 )
 
 _DATABASE_PACKAGES = frozenset({"asyncpg", "sqlalchemy"})
