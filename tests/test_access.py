@@ -160,16 +160,15 @@ async def test_widening_the_card_and_apply_writing_the_agents_bindings_only(asta
             "studio_edit_access", {"agent_id": world.agent_id, "connections": {login: "on"}, "reason": "Refunds."}
         )
         assert widening.widget is not None and widening.widget.widens is True, widening.error
-        assert widening.output == {
-            "edit": {
-                "changes": [{"kind": "connection", "id": login, "label": f"Desk ({login})", "setting": "on"}],
-                "widens": True,
-            }
+        assert widening.widget.edit is not None and widening.widget.edit.model_dump() == {
+            "changes": ({"kind": "connection", "id": login, "label": f"Desk ({login})", "setting": "on"},),
+            "widens": True,
         }
         narrowing = await turn.call(
             "studio_edit_access", {"agent_id": world.agent_id, "native_tools": {"fetch_url": "off"}, "reason": "No."}
         )
         assert narrowing.widget is not None and narrowing.widget.widens is False, narrowing.error
+        assert narrowing.widget.edit is not None and narrowing.widget.edit.widens is False
 
         shown = await card(http, turn, widening.tool_call_id)
         pending = (await http.get(f"/api/studio/sessions/{turn.session.session_id}/pending")).json()
@@ -223,7 +222,7 @@ async def test_widening_the_card_and_apply_writing_the_agents_bindings_only(asta
             "studio_edit_access", {"agent_id": world.agent_id, "connections": {login: "inherit"}, "reason": "Undo."}
         )
         assert back.widget is not None and back.widget.widens is False, back.error
-        assert back.output is not None and back.output["edit"]["changes"][0]["setting"] == "inherit"
+        assert back.widget.edit is not None and [c.setting for c in back.widget.edit.changes] == ["inherit"]
         undone = await decide(http, turn, back.tool_call_id)
         assert undone.status_code == 200, undone.text
         final = await access_of(http, world.agent_id)

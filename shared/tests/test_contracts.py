@@ -165,3 +165,16 @@ def test_no_nesting_depth_escapes_as_a_recursion_error(field: str) -> None:
         raw = template.replace('"@@"', "[" * depth + "]" * depth)
         with pytest.raises(MalformedMessage):
             parse_message(raw)
+
+
+def test_a_widgets_edit_is_an_access_requests_and_says_what_widens_says() -> None:
+    data = json.loads(next(p for p in EXAMPLES if p.name == "ToolResult.v1.4.json").read_text())
+    widget = parse_message(json.dumps(data)).widget  # type: ignore[attr-defined]  # a ToolResult
+    assert [c.id for c in widget.edit.changes] == ["conn_helpdesk", "send_email"]
+    for change, why in (
+        ({"kind": "memory", "target": {**data["widget"]["target"], "kind": "memory"}}, "access request's"),
+        ({"widens": False}, "edit.widens says what widens says"),
+        ({"edit": {"changes": [], "widens": True}}, "at least 1 item"),
+    ):
+        with pytest.raises(MalformedMessage, match=why):
+            parse_message(json.dumps({**data, "widget": {**data["widget"], **change}}))

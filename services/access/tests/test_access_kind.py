@@ -161,14 +161,14 @@ async def test_a_widening_card_says_so_and_names_the_data_changing_tools_it_give
     world.repo.held[("org", ORG, "native_tool", "web_search")] = False
     result = await world.call(edit(connections={"c1": "on"}, native_tools={"fetch_url": "off"}), seq=1)
     assert result.ok and result.widget is not None and result.widget.widens
-    assert result.output == {
-        "edit": {
-            "changes": [
-                {"kind": "native_tool", "id": "fetch_url", "label": "fetch_url", "setting": "off"},
-                {"kind": "connection", "id": "c1", "label": "Desk (c1)", "setting": "on"},
-            ],
-            "widens": True,
-        }
+    assert result.output is None
+    assert result.widget.edit is not None
+    assert result.widget.edit.model_dump() == {
+        "changes": (
+            {"kind": "native_tool", "id": "fetch_url", "label": "fetch_url", "setting": "off"},
+            {"kind": "connection", "id": "c1", "label": "Desk (c1)", "setting": "on"},
+        ),
+        "widens": True,
     }
     [proposed] = world.uow.messages(ProposalProposed)
     assert proposed.widens and proposed.card.apply_label == "Apply edit"
@@ -187,11 +187,10 @@ async def test_a_widening_card_says_so_and_names_the_data_changing_tools_it_give
     )
     narrowing = await world.call(edit(native_tools={"fetch_url": "off"}), seq=2)
     assert narrowing.widget is not None and not narrowing.widget.widens
-    assert narrowing.output == {
-        "edit": {
-            "changes": [{"kind": "native_tool", "id": "fetch_url", "label": "fetch_url", "setting": "off"}],
-            "widens": False,
-        }
+    assert narrowing.widget.edit is not None
+    assert narrowing.widget.edit.model_dump() == {
+        "changes": ({"kind": "native_tool", "id": "fetch_url", "label": "fetch_url", "setting": "off"},),
+        "widens": False,
     }
 
 

@@ -17,11 +17,22 @@ from .proposals import Card, CardField, DecisionMade, ProposalOutcome, ProposalP
 from .routines import RoutinesChanged, RoutineWokeUp
 from .sessions import SessionClosed, SessionOpened
 from .tool_calls import Channel, Requester, SessionContext, ToolCall
-from .tool_results import LineCounts, ProposalBase, ProposalTarget, ProposalWidget, ToolError, ToolResult
+from .tool_results import (
+    AccessChange,
+    AccessEdit,
+    LineCounts,
+    ProposalBase,
+    ProposalTarget,
+    ProposalWidget,
+    ToolError,
+    ToolResult,
+)
 from .turns import DecisionSummary, StepEnded, TurnContinuation
 from .workspace import AgentChanged, GuildChanged, OrgChanged
 
 __all__ = [
+    "AccessChange",
+    "AccessEdit",
     "AgentChanged",
     "BuildFinished",
     "BuildProgressed",

@@ -62,9 +62,35 @@ class ProposalBase(BaseModel):
     updated_at: str | None = None
 
 
+class AccessChange(BaseModel):
+    """One binding an access request writes at the agent: ``id`` names a native tool, a connection, or a connection
+    tool as ``<connection id>/<tool>``; ``setting`` on or off writes the binding, inherit deletes it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["native_tool", "connection", "connection_tool"]
+    id: str
+    label: str
+    setting: Literal["on", "off", "inherit"]
+
+
+class AccessEdit(BaseModel):
+    """What an access request (``kind`` ``access``) writes: one change per binding, and whether the access after it
+    lets the agent use anything it cannot use today (the widget's ``widens``, repeated here for the coach)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    changes: tuple[AccessChange, ...] = Field(min_length=1)
+    widens: bool
+
+
 class ProposalWidget(BaseModel):
     """The widget of a request (``type`` is its kind's: ``studio_edit_request``, or ``studio_connection_access`` for a
-    login request); ``await_operator`` pauses the coach's turn at the end of the step."""
+    login request); ``await_operator`` pauses the coach's turn at the end of the step.
+
+    ``widens`` is every kind's flag (Apply all skips a request that has it); ``edit`` is the kind's own account of
+    what applying writes: an :class:`AccessEdit` on an access request, None on every other kind.
+    """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -78,6 +104,15 @@ class ProposalWidget(BaseModel):
     proposed_hash: str
     lines: LineCounts
     widens: bool = False
+    edit: AccessEdit | None = None
+
+    @model_validator(mode="after")
+    def _edit_is_the_kinds(self) -> Self:
+        if self.edit is not None and self.kind != "access":
+            raise ValueError(f"edit is an access request's; a {self.kind} widget has none")
+        if self.edit is not None and self.edit.widens != self.widens:
+            raise ValueError("edit.widens says what widens says")
+        return self
 
 
 class ToolResult(Message):

@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..contracts import (
+    AccessEdit,
     Card,
     CardField,
     DecisionMade,
@@ -87,6 +88,8 @@ class Proposal:
     notes: tuple[str, ...] = ()
     effects: tuple[str, ...] = ()
     widens: bool = False
+    edit: AccessEdit | None = None
+    """The widget's kind-specific ``edit`` (an access request's changes); None for the other kinds."""
     output: dict[str, Any] | None = None
     """What the tool result says beside the widget (files a proposal left out, ...); None: nothing."""
     supersedes: StoredProposal | None = None
@@ -464,6 +467,7 @@ class OwnerKit:
                 proposed_hash=proposal.proposed_hash,
                 lines=proposal.lines,
                 widens=proposal.widens,
+                edit=proposal.edit,
             ),
         )
         stored = StoredProposal(

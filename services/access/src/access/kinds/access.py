@@ -8,7 +8,7 @@ then it writes the agent-level bindings only, as the operator, with the proposal
 
 from __future__ import annotations
 
-from assent.contracts import CardField, DecisionMade, LineCounts, ProposalBase, ProposalTarget
+from assent.contracts import AccessChange, AccessEdit, CardField, DecisionMade, LineCounts, ProposalBase, ProposalTarget
 from assent.domain import Refusal, check_live_member
 from assent.hashing import line_counts
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
@@ -82,7 +82,7 @@ class AccessKind(ProposalKind):
         before_text, after_text = now.access.text(), after.text()
         added, removed = line_counts(before_text, after_text)
         widening = widens(now.access, after)
-        edit = {"changes": [c.as_json() for c in changes], "widens": widening}
+        edit = AccessEdit(changes=tuple(AccessChange(**c.as_json()) for c in changes), widens=widening)
         return Proposal(
             action="edit",
             target=ProposalTarget(
@@ -100,12 +100,12 @@ class AccessKind(ProposalKind):
             after=after_text,
             effects=effects(agent.name, now.access, after),
             widens=widening,
-            output={"edit": edit},
+            edit=edit,
             payload={
                 "org_id": agent.org_id,
                 "guild_id": agent.guild_id,
                 "agent_name": agent.name,
-                "changes": edit["changes"],
+                "changes": [c.as_json() for c in changes],
             },
         )
 
