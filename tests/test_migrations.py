@@ -79,3 +79,64 @@ async def test_the_inbox_forgets_only_what_is_older_than_its_retention(endpoints
             assert (await conn.execute(select(inbox.c.message_id))).scalars().all() == [recent]
     finally:
         await engine.dispose()
+
+
+async def test_a_migration_job_lets_the_service_run_without_rights_to_change_the_schema(
+    stack: Any, tmp_path: Any
+) -> None:
+    """``python -m <service> migrate`` (the Helm hook and the base's Job) brings the tables to the newest
+    revision with a role that owns the schema; the service then starts with ``ASSENT_MIGRATE_ON_START=false`` as a
+    role that may read and write rows but create nothing, and is ready."""
+    import asyncio
+    import os
+    import subprocess
+    import sys
+
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    from assent_devstack.system import ServiceProcess, free_port
+    from tests.conftest import fresh_prefix
+
+    owner_url = await create_database(stack.endpoints.database_url, f"job_{uuid.uuid4().hex[:8]}")
+    env = {**os.environ, **stack.system.env, "DATABASE_URL": owner_url, "ASSENT_TOPIC_PREFIX": fresh_prefix("job")}
+    job = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "edits", "migrate"], env=env, capture_output=True, timeout=120
+    )
+    assert job.returncode == 0, job.stderr.decode()[-2000:]
+
+    role, password = f"app_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    owner = make_url(owner_url)
+    schema = importlib.import_module("edits.adapters.tables").SCHEMA
+    dsn = owner.set(drivername="postgresql").render_as_string(hide_password=False)
+    conn = await asyncpg.connect(dsn)
+    try:
+        for statement in (
+            f"CREATE ROLE {role} LOGIN PASSWORD '{password}'",
+            'REVOKE CREATE ON SCHEMA public FROM PUBLIC',
+            f'GRANT USAGE ON SCHEMA "{schema}" TO {role}',
+            f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{schema}" TO {role}',
+            f'GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA "{schema}" TO {role}',
+        ):
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+    app_url = owner.set(username=role, password=password).render_as_string(hide_password=False)
+
+    as_app = await asyncpg.connect(make_url(app_url).set(drivername="postgresql").render_as_string(hide_password=False))
+    try:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await as_app.execute(f'CREATE TABLE "{schema}".not_allowed (id int)')
+    finally:
+        await as_app.close()
+
+    service = ServiceProcess(
+        "edits",
+        free_port(),
+        {**env, "DATABASE_URL": app_url, "ASSENT_MIGRATE_ON_START": "false"},
+        tmp_path / "edits.log",
+    )
+    try:
+        await asyncio.to_thread(service.start)  # waits for /readyz: 200
+    finally:
+        await asyncio.to_thread(service.stop)

@@ -78,6 +78,10 @@ class ServiceSettings(KafkaSecuritySettings):
         "postgresql+asyncpg://postgres:postgres@127.0.0.1:5432/assent", validation_alias=_env("DATABASE_URL")
     )
     redis_url: str = Field("redis://127.0.0.1:6379/0", validation_alias=_env("REDIS_URL"))
+    migrate_on_start: bool = True
+    """Bring the service's tables to the newest migration as it starts (``ASSENT_MIGRATE_ON_START``). Off where a
+    migration job does it with a role that may change the schema and the service's own role may not
+    (``python -m <service> migrate``; the Helm chart's hook and the kustomize base's Job)."""
     otlp_endpoint: str | None = Field(
         None, validation_alias=AliasChoices("ASSENT_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
     )

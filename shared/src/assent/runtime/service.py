@@ -128,6 +128,13 @@ class ServiceRuntime:
         await migrate(self.engine, SHARED_MIGRATIONS, self.schema, version_table=SHARED_VERSION_TABLE)
         await migrate(self.engine, self.migrations, self.schema)
 
+    async def migrate_and_close(self) -> None:
+        """:meth:`migrate`, then close the database pool: the whole of a migration job."""
+        try:
+            await self.migrate()
+        finally:
+            await self.engine.dispose()
+
     # --- the internal API ---------------------------------------------------------------------------
 
     def internal_router(self, **kwargs: Any) -> APIRouter:
@@ -343,7 +350,8 @@ class ServiceRuntime:
 
         @asynccontextmanager
         async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-            await self.migrate()
+            if self.settings.migrate_on_start:
+                await self.migrate()
             await ensure_topics(
                 self.settings.kafka_bootstrap_servers,
                 self.settings.topic_prefix,
@@ -400,6 +408,7 @@ class ServiceRuntime:
                 "exclude": lambda scope: scope.get("path") in UNTRACED_PATHS,
             },
         )
+        app.state.runtime = self  # for ``python -m <service> migrate`` (:func:`serve`)
         install_guards(app, body_timeout_seconds=self.settings.http_body_timeout_seconds)
         for router in self._routers:
             app.include_router(router)
@@ -506,7 +515,15 @@ def serve(app: FastAPI, settings: ServiceSettings) -> None:
     Every logger, uvicorn's too, writes through the root logger's handler, which collapses repeated lines
     (:class:`~assent.logs.RepeatFilter`, ``settings.log_repeat_seconds``): while a server is down, the clients'
     failures, many a second, take a line per kind and interval.
+
+    ``python -m <service> migrate`` brings the service's tables to the newest migration and exits without serving
+    (the migration job, run with a role that may change the schema; the service then runs with
+    ``ASSENT_MIGRATE_ON_START=false`` and a role that may not).
     """
+    if sys.argv[1:] == ["migrate"]:
+        runtime: ServiceRuntime = app.state.runtime
+        asyncio.run(runtime.migrate_and_close())
+        return
     logging.basicConfig(
         level=settings.log_level,
         format=f"%(asctime)s {settings.service_name} %(levelname)s %(name)s: %(message)s",
