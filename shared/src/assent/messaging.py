@@ -23,7 +23,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import TracerProvider
 
 from .kafka_security import KafkaSecurity, explain_auth_failure, kafka_kwargs
-from .topics import REGISTRY, Topic
+from .topics import REGISTRY, Topic, TopicPolicy
 
 log = logging.getLogger(__name__)
 
@@ -164,19 +164,38 @@ class TopicsNotCreated(RuntimeError):
     """Topics that could not be created, nor found, with the broker's reason for each."""
 
 
+class TopicsMissing(TopicsNotCreated):
+    """Topics that are not there, where the service does not create topics (``ASSENT_CREATE_TOPICS=false``); the
+    message names each and how the operator creates them."""
+
+    def __init__(self, missing: Sequence[str], bootstrap_servers: str) -> None:
+        self.missing = tuple(missing)
+        super().__init__(
+            f"these topics are missing: {', '.join(self.missing)}. This service does not create topics "
+            "(ASSENT_CREATE_TOPICS=false): the operator creates every topic of the registry first, with the "
+            "KafkaTopic resources of deploy/kafka/topics.yaml or with "
+            f'KAFKA_BOOTSTRAP_SERVERS={bootstrap_servers} deploy/kafka/create-topics.sh (README, "Topics")'
+        )
+
+
 CREATE_REFUSED = frozenset({TopicAuthorizationFailedError.errno, ClusterAuthorizationFailedError.errno})
 """Create errors that leave the topic to an operator: with no right to create topics, the topics must exist."""
 
 
-def declared_topics(prefix: str, topics: Iterable[Topic], *, dead_letters: bool = True) -> list[NewTopic]:
-    """The topics as created: each with its partitions and settings, and its dead-letter twin with one partition
-    and the same settings (it holds the same messages: ``max.message.bytes`` must fit them)."""
+def declared_topics(
+    prefix: str, topics: Iterable[Topic], *, dead_letters: bool = True, policy: TopicPolicy | None = None
+) -> list[NewTopic]:
+    """The topics as created: each with its partitions and settings (``policy``'s where it sets them), and its
+    dead-letter twin with one partition and the same settings (it holds the same messages: ``max.message.bytes``
+    must fit them). ``policy`` None: one replica, each topic's declared partitions, the broker's settings."""
+    policy = policy or TopicPolicy()
     declared = []
     for topic in topics:
-        config = dict(topic.config)
-        declared.append(NewTopic(topic.full_name(prefix), topic.partitions, 1, topic_configs=config))
+        config = policy.config_of(topic)
+        replicas = policy.replication_factor
+        declared.append(NewTopic(topic.full_name(prefix), policy.partitions_of(topic), replicas, topic_configs=config))
         if dead_letters:
-            declared.append(NewTopic(topic.dlq_name(prefix), 1, 1, topic_configs=config))
+            declared.append(NewTopic(topic.dlq_name(prefix), 1, replicas, topic_configs=config))
     return declared
 
 
@@ -188,9 +207,13 @@ async def ensure_topics(
     security: KafkaSecurity | None = None,
     dead_letters: bool = True,
     settle_seconds: float = 30.0,
+    policy: TopicPolicy | None = None,
+    create: bool = True,
 ) -> None:
     """Create every topic of ``topics`` (and, with ``dead_letters``, its dead-letter twin) with the partitions
-    and settings it is declared with, then check that each has at least its declared partitions.
+    and settings it is declared with (``policy``'s, where it sets them), then check that each has at least its
+    declared partitions. Without ``create``, nothing is created: the topics must exist, and
+    :class:`TopicsMissing` names those that do not.
 
     CreateTopics is asked first, for all of them (a topic that exists answers TOPIC_ALREADY_EXISTS, which is
     fine): a metadata request for a topic that does not exist yet makes a broker that creates topics on first
@@ -203,7 +226,7 @@ async def ensure_topics(
     when one can be neither created nor found, and :class:`~assent.kafka_security.KafkaAuthenticationError` when
     the broker refuses the credentials.
     """
-    wanted = declared_topics(prefix, topics, dead_letters=dead_letters)
+    wanted = declared_topics(prefix, topics, dead_letters=dead_letters, policy=policy)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="assent-admin", **kafka_kwargs(security))
     try:
         async with explain_auth_failure(security, bootstrap_servers):
@@ -212,10 +235,10 @@ async def ensure_topics(
         await admin.close()
         raise
     try:
-        response = await admin.create_topics(wanted)
         refused: dict[str, str] = {}
         failed: dict[str, str] = {}
-        for answer in response.to_object()["topic_errors"]:
+        answers = (await admin.create_topics(wanted)).to_object()["topic_errors"] if create else []
+        for answer in answers:
             code = answer["error_code"]
             if code in (0, TopicAlreadyExistsError.errno):
                 continue
@@ -235,6 +258,8 @@ async def ensure_topics(
             missing = [name for name in names if name not in found]
             if not missing:
                 break
+            if not create:
+                raise TopicsMissing(missing, bootstrap_servers)
             if loop.time() >= deadline or all(name in refused for name in missing):
                 raise TopicsNotCreated(
                     "these topics are not there: "

@@ -10,6 +10,7 @@ from pydantic_settings import SettingsConfigDict
 
 from .kafka_security import KafkaSecuritySettings as KafkaSecuritySettings
 from .kafka_security import env_alias as _env
+from .topics import TopicPolicy
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,19 @@ class ServiceSettings(KafkaSecuritySettings):
         description="Idempotent producer (acks=all). Off only for brokers without InitProducerId.",
     )
     topic_prefix: str = ""
+    create_topics: bool = True
+    """Create the topics as the service starts (``ASSENT_CREATE_TOPICS``). Off where the operator creates them
+    (``deploy/kafka``: Strimzi ``KafkaTopic`` resources, or ``create-topics.sh``) and the service may not: then a
+    topic that is missing stops it with an error that names the topic."""
+    topic_partitions: int | None = Field(None, ge=1)
+    """Partitions of every topic created (``ASSENT_TOPIC_PARTITIONS``); None: each topic's declared count (3)."""
+    topic_replication_factor: int = Field(1, ge=1)
+    """Replicas of every topic created (``ASSENT_TOPIC_REPLICATION_FACTOR``): 1 suits one broker, 3 a cluster."""
+    topic_min_insync_replicas: int | None = Field(None, ge=1)
+    """``min.insync.replicas`` of every topic created (``ASSENT_TOPIC_MIN_INSYNC_REPLICAS``); None: the broker's."""
+    topic_retention_ms: int | None = Field(None, ge=-1)
+    """``retention.ms`` of every topic created (``ASSENT_TOPIC_RETENTION_MS``, -1 forever); None: the broker's
+    (7 days by default). Keep the inbox's retention longer."""
     kafka_session_timeout_ms: int = _GROUP.session_timeout_ms
     """How long after a replica's last heartbeat its consumer group drops it (see :class:`GroupTimeouts`)."""
     kafka_heartbeat_interval_ms: int = _GROUP.heartbeat_interval_ms
@@ -112,6 +126,16 @@ class ServiceSettings(KafkaSecuritySettings):
         default_factory=lambda: ["gateway"],
         description="The services whose calls this service's internal API admits (the iss of their tokens).",
     )
+
+    def topic_policy(self) -> TopicPolicy:
+        """How the topics are created (``ASSENT_TOPIC_PARTITIONS``, ``..._REPLICATION_FACTOR``,
+        ``..._MIN_INSYNC_REPLICAS``, ``..._RETENTION_MS``); refuses a ``min.insync.replicas`` above the replicas."""
+        return TopicPolicy(
+            partitions=self.topic_partitions,
+            replication_factor=self.topic_replication_factor,
+            min_insync_replicas=self.topic_min_insync_replicas,
+            retention_ms=self.topic_retention_ms,
+        )
 
     def group_timeouts(self) -> GroupTimeouts:
         """The consumer group's timeouts (``ASSENT_KAFKA_SESSION_TIMEOUT_MS``, ``..._HEARTBEAT_INTERVAL_MS``,

@@ -66,6 +66,48 @@ class Topic:
         return f"{prefix}{self.name}{DLQ_SUFFIX}"
 
 
+@dataclass(frozen=True)
+class TopicPolicy:
+    """How a deployment's cluster holds every topic of the registry: what the services create topics with
+    (``ASSENT_TOPIC_*``, :meth:`assent.settings.ServiceSettings.topic_policy`) and what ``deploy/kafka`` ships.
+
+    ``partitions`` None keeps each topic's declared count; a dead-letter topic always has one partition.
+    ``min_insync_replicas`` and ``retention_ms`` (-1: forever) None leave the broker's default; set, they are
+    the topic-level ``min.insync.replicas`` and ``retention.ms`` of every topic and its dead-letter twin, over
+    what a topic's own ``config`` says of them.
+    """
+
+    partitions: int | None = None
+    replication_factor: int = 1
+    min_insync_replicas: int | None = None
+    retention_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.partitions is not None and self.partitions < 1:
+            raise ValueError(f"topics need at least one partition, not {self.partitions}")
+        if self.replication_factor < 1:
+            raise ValueError(f"the replication factor must be at least 1, not {self.replication_factor}")
+        if self.min_insync_replicas is not None and not 1 <= self.min_insync_replicas <= self.replication_factor:
+            raise ValueError(
+                f"min.insync.replicas ({self.min_insync_replicas}) must be between 1 and the replication factor "
+                f"({self.replication_factor}): with more, no write with acks=all would ever succeed"
+            )
+        if self.retention_ms is not None and self.retention_ms < -1:
+            raise ValueError(f"retention.ms is -1 (forever) or a number of milliseconds, not {self.retention_ms}")
+
+    def partitions_of(self, topic: Topic) -> int:
+        return topic.partitions if self.partitions is None else self.partitions
+
+    def config_of(self, topic: Topic) -> dict[str, str]:
+        """The topic-level settings ``topic`` (and its dead-letter twin) is created with."""
+        config = dict(topic.config)
+        if self.min_insync_replicas is not None:
+            config["min.insync.replicas"] = str(self.min_insync_replicas)
+        if self.retention_ms is not None:
+            config["retention.ms"] = str(self.retention_ms)
+        return config
+
+
 STUDIO_SESSIONS = Topic(
     "studio.sessions",
     "session_id",

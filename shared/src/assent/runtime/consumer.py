@@ -7,7 +7,9 @@ the inbox). What happens when a message cannot be handled:
 
 - **Malformed** (not JSON, nested too deep, unknown type or version, invalid fields): published at once to
   ``<topic>.dlq`` with the original bytes and headers and the reason in ``x-dlq-error``; the consumer
-  carries on with the next message.
+  carries on with the next message. A topic with an answer for what it cannot read (``answer_malformed``: an
+  owner's tool calls, :mod:`assent.runtime.malformed_calls`) answers such a message instead, when the answer
+  can be made, and does not dead-letter it.
 - **The handler fails** (a bug, a value the database refuses, a message that cannot be encoded): the batch
   is handled again one message at a time, and the failing message is retried ``max_attempts`` times in all,
   with exponential backoff and jitter, then dead-lettered the same way with ``x-dlq-attempts``; the other
@@ -141,6 +143,9 @@ def batch_span(items: Sequence[Received]) -> Iterator[None]:
 
 
 BatchHandler = Callable[[Sequence[Received]], Coroutine[Any, Any, None]]
+MalformedAnswer = Callable[[bytes, MalformedMessage, str], tuple[Topic, str, Message] | None]
+"""Given a message's bytes, why it cannot be read and where it was read (``topic/partition/offset``): the message
+that answers it, with the topic and key it goes out with; None: it cannot be answered (it is dead-lettered)."""
 
 DEAD_LETTERED = Counter(
     "assent_messages_dead_lettered", "Messages sent to a dead-letter topic", ["topic", "group", "reason"]
@@ -194,6 +199,7 @@ def subscribe(
     max_records: int = 256,
     tracer_provider: TracerProvider | None = None,
     timeouts: GroupTimeouts | None = None,
+    answer_malformed: Mapping[Topic, MalformedAnswer] | None = None,
 ) -> Offsets:
     """Consume the topics of ``routes`` with one consumer in group ``group_id``; what a fetch returns of each topic
     goes to that topic's handler as one batch.
@@ -214,8 +220,10 @@ def subscribe(
     ``timeouts`` say how soon the group notices a member that is gone, and so how long a killed replica's
     partitions wait for another (:class:`~assent.settings.GroupTimeouts`; its defaults when None). The topics
     must exist already (:func:`~assent.messaging.ensure_topics`): FastStream is told not to create them, which
-    it would do with one partition.
+    it would do with one partition. ``answer_malformed`` answers what a topic's consumers cannot read, where it
+    can (the module's docstring).
     """
+    answers = answer_malformed or {}
     by_name = {topic.full_name(prefix): (topic, handler) for topic, handler in routes.items()}
     tracer = trace.get_tracer("assent.runtime", tracer_provider=tracer_provider)
 
@@ -267,6 +275,26 @@ def subscribe(
             try:
                 parsed = parse_message(record.value or b"", accept=topic.messages)
             except MalformedMessage as exc:
+                answer = answers.get(topic)
+                origin = f"{record.topic}/{record.partition}/{record.offset}"
+                reply = answer(record.value or b"", exc, origin) if answer is not None else None
+                if reply is not None:
+                    to, key, message = reply
+                    log.warning("answering %s with %s %s: %s", origin, message.type, message.id, exc)
+                    # In the call's trace, as the answer to a call that could be read would be.
+                    token = attach_carrier(
+                        {k: v.decode(errors="replace") for k, v in record.headers or () if k in _TRACE_HEADERS}
+                    )
+                    try:
+                        await broker.publish(
+                            message.to_bytes(),
+                            topic=to.full_name(prefix),
+                            key=key.encode(),
+                            headers={"message-type": message.type},
+                        )
+                    finally:
+                        detach(token)
+                    continue
                 log.warning("dead-lettering %s[%s]@%s: %s", record.topic, record.partition, record.offset, exc)
                 await dead_letter(topic, record, "malformed", str(exc), 0)
                 continue

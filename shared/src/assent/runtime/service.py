@@ -42,8 +42,9 @@ from ..service_auth import InvalidServiceToken, ServiceSigner, ServiceVerifier, 
 from ..settings import ServiceSettings
 from ..telemetry import setup_telemetry
 from ..topics import PROPOSALS_DECIDED, STUDIO_SESSIONS, TOOL_CALLS, WORKSPACE_EVENTS, Topic
-from .consumer import FailurePolicy, Received, batch_span, subscribe
+from .consumer import FailurePolicy, MalformedAnswer, Received, batch_span, subscribe
 from .kit import LiveCard, OwnerKit
+from .malformed_calls import answer_malformed_call
 from .tables import MIGRATIONS as SHARED_MIGRATIONS
 from .tables import VERSION_TABLE as SHARED_VERSION_TABLE
 from .tables import SharedTables, shared_tables
@@ -117,6 +118,7 @@ class ServiceRuntime:
         self.kit: OwnerKit | None = None
         self._routers: list[APIRouter] = []
         self._routes: dict[Topic, Callable[[Sequence[Received]], Coroutine[Any, Any, None]]] = {}
+        self._answers: dict[Topic, MalformedAnswer] = {}
 
     @property
     def routes(self) -> Mapping[Topic, Callable[[Sequence[Received]], Coroutine[Any, Any, None]]]:
@@ -301,6 +303,8 @@ class ServiceRuntime:
         self.kit = kit
         self.consume(STUDIO_SESSIONS, kit.on_session_event, label="session")
         self.consume_batch(TOOL_CALLS[self.service], kit.on_tool_calls, label="tool_call")
+        # A call that cannot be read is answered with an error wherever its envelope can be, not dead-lettered.
+        self._answers[TOOL_CALLS[self.service]] = answer_malformed_call
         # Every owner reads the one decisions topic; another owner's decisions are passed over unopened.
         self.consume_batch(PROPOSALS_DECIDED, kit.on_decisions, label="decision", when=lambda d: d.kind in kit.kinds)
         router = self.internal_router(tags=["internal"])
@@ -356,6 +360,8 @@ class ServiceRuntime:
                 self.settings.kafka_bootstrap_servers,
                 self.settings.topic_prefix,
                 security=self.settings.kafka_security(),
+                policy=self.settings.topic_policy(),
+                create=self.settings.create_topics,
             )
             async with extra() if extra is not None else _nothing():
                 offsets = None
@@ -368,6 +374,7 @@ class ServiceRuntime:
                         policy=self.policy,
                         tracer_provider=self.provider,
                         timeouts=self.group_timeouts,
+                        answer_malformed=self._answers,
                     )
                 await self.relay.claim()  # before anything writes an outbox row: the rows name this relay
                 await start_broker(self.broker)
