@@ -18,15 +18,68 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = REPO / "deploy" / "k8s" / "base"
+CHART = REPO / "deploy" / "helm" / "assent"
 VERSION = "0.1.0"
+
+SECURITY = """\
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: 10001
+        runAsGroup: 10001
+        fsGroup: 10001
+        seccompProfile:
+          type: RuntimeDefault
+"""
+
+CONTAINER_SECURITY = """\
+          securityContext:
+            runAsNonRoot: true
+            runAsUser: 10001
+            runAsGroup: 10001
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+            privileged: false
+            capabilities:
+              drop: ["ALL"]
+            seccompProfile:
+              type: RuntimeDefault
+          volumeMounts:
+            - name: tmp
+              mountPath: /tmp
+"""
+
+TMP = """\
+      volumes:
+        # The root filesystem is read-only; what a service writes (the deployer's checkouts) goes here.
+        - name: tmp
+          emptyDir:
+            sizeLimit: 512Mi
+"""
+
+PRESTOP = """\
+          lifecycle:
+            # The load balancer keeps sending requests for a moment after the pod is marked for deletion: answer
+            # them before the process is told to stop.
+            preStop:
+              exec:
+                command: ["python", "-c", "import time; time.sleep(5)"]
+"""
 
 SERVICE = """\
 apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: assent-{name}
+  labels:
+    app.kubernetes.io/name: assent-{name}
 spec:
   replicas: {replicas}
+  revisionHistoryLimit: 5
+  strategy:
+    type: RollingUpdate
+    rollingUpdate:
+      maxUnavailable: 0
+      maxSurge: 1
   selector:
     matchLabels:
       app.kubernetes.io/name: assent-{name}
@@ -35,13 +88,22 @@ spec:
       labels:
         app.kubernetes.io/name: assent-{name}
     spec:
-      securityContext:
-        runAsNonRoot: true
-        runAsUser: 10001
-      terminationGracePeriodSeconds: 30
+      serviceAccountName: assent
+      automountServiceAccountToken: false
+{security}      terminationGracePeriodSeconds: 30
+      affinity:
+        podAntiAffinity:
+          preferredDuringSchedulingIgnoredDuringExecution:
+            - weight: 100
+              podAffinityTerm:
+                topologyKey: kubernetes.io/hostname
+                labelSelector:
+                  matchLabels:
+                    app.kubernetes.io/name: assent-{name}
       containers:
         - name: {name}
           image: assent-{name}
+          imagePullPolicy: IfNotPresent
           ports:
             - name: http
               containerPort: {port}
@@ -57,28 +119,42 @@ spec:
               value: 0.0.0.0
             - name: ASSENT_HTTP_PORT
               value: "{port}"
+            - name: ASSENT_MIGRATE_ON_START
+              value: "false"
+          startupProbe:
+            httpGet:
+              path: /readyz
+              port: http
+            periodSeconds: 2
+            failureThreshold: 60
           readinessProbe:
             httpGet:
               path: /readyz
               port: http
             periodSeconds: 5
+            failureThreshold: 2
           livenessProbe:
             httpGet:
               path: /livez
               port: http
-            initialDelaySeconds: 30
             periodSeconds: 10
-          resources:
+            failureThreshold: 3
+{prestop}          resources:
             requests:
               cpu: 100m
-              memory: 160Mi
+              memory: 192Mi
+              ephemeral-storage: 64Mi
             limits:
-              memory: 256Mi
----
+              cpu: "1"
+              memory: 384Mi
+              ephemeral-storage: 512Mi
+{container_security}{tmp}---
 apiVersion: v1
 kind: Service
 metadata:
   name: assent-{name}
+  labels:
+    app.kubernetes.io/name: assent-{name}
 spec:
   selector:
     app.kubernetes.io/name: assent-{name}
@@ -86,7 +162,45 @@ spec:
     - name: http
       port: {port}
       targetPort: http
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: assent-{name}
+spec:
+  # A drain takes one pod of a service at a time; a consumer group rebalances, a public replica keeps answering.
+  maxUnavailable: 1
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: assent-{name}
 """
+
+MIGRATE_CONTAINER = """\
+        - name: {name}
+          image: assent-{name}
+          imagePullPolicy: IfNotPresent
+          args: ["migrate"]
+          envFrom:
+            - secretRef:
+                name: assent
+          env:
+            - name: ASSENT_SERVICE_NAME
+              value: {name}
+            - name: DATABASE_URL
+              valueFrom:
+                secretKeyRef:
+                  name: assent-migration
+                  key: DATABASE_URL
+          resources:
+            requests:
+              cpu: 100m
+              memory: 192Mi
+              ephemeral-storage: 16Mi
+            limits:
+              cpu: "1"
+              memory: 384Mi
+              ephemeral-storage: 64Mi
+{container_security}"""
 
 POLICY = """\
 apiVersion: networking.k8s.io/v1
@@ -94,17 +208,28 @@ kind: NetworkPolicy
 metadata:
   name: assent-{name}
 spec:
-  # Only the gateway reaches the internal API of {name}; everything else is dropped.
   podSelector:
     matchLabels:
       app.kubernetes.io/name: assent-{name}
   policyTypes:
     - Ingress
+    - Egress
   ingress:
-    - from:
-{callers}      ports:
+    - ports:
         - protocol: TCP
           port: {port}
+{sources}  egress:
+    # Kafka, PostgreSQL, Redis, the OTLP collector and the servers a service calls (MCP servers, git remotes)
+    # are the platform's and outside this base: any destination.
+    - {{}}
+"""
+
+SOURCES = """\
+      # Only the public services reach the internal API of {name}, and the monitoring namespace its /metrics.
+      from:
+{callers}        - namespaceSelector:
+            matchLabels:
+              kubernetes.io/metadata.name: monitoring
 """
 
 CALLER = """\
@@ -112,6 +237,116 @@ CALLER = """\
             matchLabels:
               app.kubernetes.io/name: assent-{name}
 """
+
+MIGRATE = """\
+# Every service's tables brought to the newest migration, as the role of Secret `assent-migration` (the only one
+# that may change the schema); the services run as the role of Secret `assent` with ASSENT_MIGRATE_ON_START=false.
+# `kubectl apply -k` starts it beside the Deployments, whose pods restart until it is done; to roll without those
+# restarts, apply it first and wait: kubectl apply -f migrate.yaml && kubectl wait --for=condition=complete
+# job/assent-migrate (delete the finished Job before the next release's).
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: assent-migrate
+  labels:
+    app.kubernetes.io/component: migrations
+spec:
+  backoffLimit: 3
+  activeDeadlineSeconds: 600
+  ttlSecondsAfterFinished: 3600
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/component: migrations
+    spec:
+      restartPolicy: Never
+      automountServiceAccountToken: false
+{security}      containers:
+{containers}      volumes:
+        - name: tmp
+          emptyDir:
+            sizeLimit: 64Mi
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: assent
+automountServiceAccountToken: false
+"""
+
+CHART_VALUES = """\
+{header}# The values of the Helm chart deploy/helm/assent; override any with --set or -f.
+
+image:
+  # Each service's image is <registry>/assent-<service>:<tag> (`make images` builds assent-<service>:<tag>).
+  registry: ""
+  tag: "{version}"
+  pullPolicy: IfNotPresent
+
+secrets:
+  # Created by the operator before installing: DATABASE_URL (a role that reads and writes rows), ASSENT_API_TOKENS,
+  # ASSENT_SERVICE_KEY, ASSENT_CREDENTIALS_KEY (README, "Kubernetes").
+  app: assent
+  # The migration hook's DATABASE_URL: a role that may change the schema (only the hook connects as it).
+  migration: assent-migration
+  migrationKey: DATABASE_URL
+
+config:
+  kafkaBootstrapServers: kafka:9092
+  redisUrl: redis://redis:6379/0
+  otlpEndpoint: ""
+  # false where the topics are the platform's (deploy/kafka: Strimzi KafkaTopic resources or create-topics.sh).
+  createTopics: true
+  # More environment for every service, e.g. ASSENT_TOPIC_REPLICATION_FACTOR: "3".
+  extra: {{}}
+
+migrations:
+  # A pre-install and pre-upgrade hook runs `python -m <service> migrate` for each service; the services run with
+  # ASSENT_MIGRATE_ON_START=false. false: each service migrates as it starts, as the role of secrets.app.
+  job: true
+  resources:
+    requests: {{cpu: 100m, memory: 192Mi, ephemeral-storage: 16Mi}}
+    limits: {{cpu: "1", memory: 384Mi, ephemeral-storage: 64Mi}}
+
+resources:
+  requests: {{cpu: 100m, memory: 192Mi, ephemeral-storage: 64Mi}}
+  limits: {{cpu: "1", memory: 384Mi, ephemeral-storage: 512Mi}}
+tmpSizeLimit: 512Mi
+
+gateway:
+  # How long a public replica keeps answering after it is marked for deletion (the load balancer's lag).
+  preStopSeconds: 5
+
+podDisruptionBudget:
+  enabled: true
+
+networkPolicy:
+  enabled: true
+  # The namespace whose Prometheus scrapes /metrics.
+  monitoringNamespaceLabels:
+    kubernetes.io/metadata.name: monitoring
+  # Where the services may connect: Kafka, PostgreSQL, Redis, the OTLP collector, MCP servers, git remotes.
+  egress:
+    - {{}}
+
+autoscaling:
+  enabled: false
+  minReplicas: 1
+  maxReplicas: 6
+  targetCPUUtilizationPercentage: 70
+
+topics:
+  # Partitions of each topic: an owner's replicas beyond it would idle, so its autoscaler stops there.
+  partitions: 3
+
+serviceMonitor:
+  enabled: false
+  interval: 30s
+  labels: {{}}
+
+# From services.toml: each service's name, port, replicas and whether it is public (the gateway).
+services:
+{services}"""
 
 HEADER = "# Generated by deploy/k8s/render.py from services.toml; edit those, not this file.\n"
 
@@ -121,15 +356,35 @@ def services() -> list[dict[str, object]]:
         return list(tomllib.load(file)["service"])
 
 
-def render() -> dict[str, str]:
+def render() -> dict[Path, str]:
     rows = services()
     body = "---\n".join(
-        SERVICE.format(name=row["name"], port=row["port"], replicas=row.get("replicas", 1)) for row in rows
+        SERVICE.format(
+            name=row["name"],
+            port=row["port"],
+            replicas=row.get("replicas", 1),
+            security=SECURITY,
+            container_security=CONTAINER_SECURITY,
+            tmp=TMP,
+            prestop=PRESTOP if row.get("public") else "",
+        )
+        for row in rows
     )
     owners = {row["name"]: f"http://assent-{row['name']}:{row['port']}" for row in rows if not row.get("public")}
     callers = "".join(CALLER.format(name=row["name"]) for row in rows if row.get("public"))
     policies = "---\n".join(
-        POLICY.format(name=row["name"], port=row["port"], callers=callers) for row in rows if not row.get("public")
+        POLICY.format(
+            name=row["name"],
+            port=row["port"],
+            sources="" if row.get("public") else SOURCES.format(name=row["name"], callers=callers),
+        )
+        for row in rows
+    )
+    migrate = MIGRATE.format(
+        containers="".join(
+            MIGRATE_CONTAINER.format(name=row["name"], container_security=CONTAINER_SECURITY) for row in rows
+        ),
+        security=SECURITY,
     )
     schemas = ", ".join(str(row["name"]) for row in rows)
     config = f"""{HEADER}apiVersion: v1
@@ -147,6 +402,8 @@ data:
 #   ASSENT_SERVICE_KEY  the key the services sign and check their internal calls with (at least 32 bytes)
 #   ASSENT_CREDENTIALS_KEY  the Fernet key the connections service encrypts logins' credentials with (a
 #                       comma-separated list rotates: the first encrypts, each decrypts)
+# The Secret `assent-migration` holds DATABASE_URL for the migration Job (migrate.yaml): a role that may change the
+# schema. The services' own DATABASE_URL needs only the rights to read and write rows.
 """
     images = "".join(f'  - name: assent-{row["name"]}\n    newTag: "{VERSION}"\n' for row in rows)
     kustomization = f"""{HEADER}# Assent on Kubernetes: one Deployment and Service per service, a NetworkPolicy per
@@ -161,28 +418,39 @@ labels:
     includeSelectors: false
 resources:
   - config.yaml
+  - migrate.yaml
   - services.yaml
   - network.yaml
 images:
 {images}"""
     return {
-        "services.yaml": HEADER + body,
-        "network.yaml": HEADER + policies,
-        "config.yaml": config,
-        "kustomization.yaml": kustomization,
+        BASE / "services.yaml": HEADER + body,
+        BASE / "network.yaml": HEADER + policies,
+        BASE / "migrate.yaml": HEADER + migrate,
+        BASE / "config.yaml": config,
+        BASE / "kustomization.yaml": kustomization,
+        CHART / "values.yaml": CHART_VALUES.format(
+            header=HEADER.replace("edit those, not this file", "edit those (or set values), not this file"),
+            version=VERSION,
+            services="".join(
+                f"  - name: {row['name']}\n    port: {row['port']}\n    replicas: {row.get('replicas', 1)}\n"
+                f"    public: {str(bool(row.get('public'))).lower()}\n"
+                for row in rows
+            ),
+        ),
     }
 
 
 def main() -> int:
     rendered = render()
     if "--check" in sys.argv:
-        stale = [name for name, text in rendered.items() if (BASE / name).read_text() != text]
+        stale = [str(path.relative_to(REPO)) for path, text in rendered.items() if path.read_text() != text]
         if stale:
             print(f"out of date with services.toml: {', '.join(stale)} (run: make k8s)", file=sys.stderr)
             return 1
         return 0
-    for name, text in rendered.items():
-        (BASE / name).write_text(text)
+    for path, text in rendered.items():
+        path.write_text(text)
     return 0
 
 
