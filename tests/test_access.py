@@ -6,24 +6,16 @@ organisations' walls on every route."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import pytest
 
 from assent.coach import CoachClient, CoachTurn
-from tests.conftest import OPERATOR, Endpoints, Stack, World, as_admin_of, new_world, running_stack, wait_for
+from tests.conftest import OPERATOR, Stack, World, as_admin_of, new_world, wait_for
 
 W = "/api/workspace"
 TOOLS: dict[str, dict[str, Any]] = {"list_orders": {"read_only_hint": True}, "refund_order": {}}
 """The manifest of the tests' logins: one tool that reads, one that changes data."""
-
-
-@pytest.fixture(scope="module")
-async def astack(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
-    async with running_stack(endpoints, tmp_path_factory.mktemp("access"), {}) as running:
-        yield running
 
 
 async def create_login(http: httpx.AsyncClient, scope: str, scope_id: str | None = None) -> str:
@@ -97,10 +89,10 @@ async def decide(http: httpx.AsyncClient, turn: CoachTurn, tool_call_id: str) ->
     return await http.post(url(turn, tool_call_id), json={"decision": "apply"})
 
 
-async def test_every_refusal_and_every_routes_wall(astack: Stack) -> None:
-    async with astack.http() as theirs:
+async def test_every_refusal_and_every_routes_wall(stack: Stack) -> None:
+    async with stack.http() as theirs:
         other, other_login = await setting_up(theirs)
-    async with astack.http() as http, astack.coach() as coach:
+    async with stack.http() as http, stack.coach() as coach:
         world, login = await setting_up(http)
         await access_of(http, world.outsider_id)
         sales_login = await create_login(http, "guild", f"{world.guild_id}_b")  # the outsider's guild's only
@@ -137,15 +129,15 @@ async def test_every_refusal_and_every_routes_wall(astack: Stack) -> None:
             assert (await http.get(f"{W}/{path}/access")).status_code == 404, path
             put = await http.put(f"{W}/{path}/access", json={"native_tools": {"send_email": "on"}})
             assert put.status_code == 404, (path, put.text)
-        async with astack.http() as theirs:
+        async with stack.http() as theirs:
             as_admin_of(theirs, other.org_id)
             untouched = (await theirs.get(f"{W}/orgs/{other.org_id}/access")).json()
             assert untouched == {"scope": "org", "scope_id": other.org_id, "bindings": []}
         assert (await http.get(f"{W}/agents/{world.agent_id}/access")).json()["bindings"] == []
 
 
-async def test_widening_the_card_and_apply_writing_the_agents_bindings_only(astack: Stack) -> None:
-    async with astack.http() as http, astack.coach() as coach:
+async def test_widening_the_card_and_apply_writing_the_agents_bindings_only(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
         world, login = await setting_up(http)
         guild = await http.put(f"{W}/guilds/{world.guild_id}/access", json={"connections": {login: "off"}})
         assert guild.status_code == 200, guild.text
@@ -230,30 +222,81 @@ async def test_widening_the_card_and_apply_writing_the_agents_bindings_only(asta
         assert final["hash"] == live["hash"]
 
 
-async def test_a_binding_moved_at_each_scope_or_a_catalog_change_makes_apply_409(astack: Stack) -> None:
-    async with astack.http() as http, astack.coach() as coach:
+async def test_a_tool_named_alone_keeps_the_connection_a_wider_binding_goes_through(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world, login = await setting_up(http)
+        guild_login = await create_login(http, "guild", world.guild_id)  # a second login listing the same tools
+        await access_of(http, world.agent_id, until=has(guild_login, f"{guild_login}/refund_order"))
+        turn = await open_turn(coach, world)
+        asked = {"agent_id": world.agent_id, "connection_tools": {"refund_order": "off"}, "reason": "No refunds."}
+        ambiguous = await turn.call("studio_edit_access", asked)
+        assert ambiguous.error is not None and ambiguous.error.code == "ambiguous_connection_tool", ambiguous
+        assert "'refund_order'" in ambiguous.error.message
+
+        guild = await http.put(
+            f"{W}/guilds/{world.guild_id}/access", json={"connection_tools": {f"{guild_login}/refund_order": "on"}}
+        )
+        assert guild.status_code == 200, guild.text
+        kept = await turn.call("studio_edit_access", asked)
+        assert kept.widget is not None and kept.widget.edit is not None, kept.error
+        assert [c.model_dump() for c in kept.widget.edit.changes] == [
+            {
+                "kind": "connection_tool",
+                "id": f"{guild_login}/refund_order",
+                "label": "Desk / refund_order",
+                "setting": "off",
+            }
+        ]
+        applied = await decide(http, turn, kept.tool_call_id)
+        assert applied.status_code == 200, applied.text
+        after = await access_of(http, world.agent_id)
+        assert [(b["scope"], b["id"], b["setting"]) for b in after["bindings"]] == [
+            ("agent", f"{guild_login}/refund_order", "off"),
+            ("guild", f"{guild_login}/refund_order", "on"),
+        ]
+        usable = {line["id"]: line["usable"] for line in after["lines"]}
+        assert (usable[f"{guild_login}/refund_order"], usable[f"{login}/refund_order"]) == (False, True)
+
+
+async def test_a_binding_moved_at_each_scope_or_a_catalog_change_makes_apply_409(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
         world, login = await setting_up(http)
         turn = await open_turn(coach, world)
 
-        async def patch_tools() -> None:
-            changed = await http.patch(f"{W}/logins/{login}", json={"tools": {**TOOLS, "void_order": {}}})
+        async def patch_tools(tools: dict[str, dict[str, Any]]) -> None:
+            """Change the login's manifest, then wait for the access service to show exactly its tools."""
+            changed = await http.patch(f"{W}/logins/{login}", json={"tools": tools})
             assert changed.status_code == 200, changed.text
-            await access_of(http, world.agent_id, until=has(f"{login}/void_order"))
+            want = {f"{login}/{name}" for name in tools}
+            await access_of(
+                http,
+                world.agent_id,
+                until=lambda access: (
+                    {x["id"] for x in access["lines"] if x["connection_id"] == login} - {login} == want
+                ),
+            )
 
         async def put(path: str, body: dict[str, Any]) -> None:
             response = await http.put(f"{W}/{path}/access", json=body)
             assert response.status_code == 200, response.text
 
+        send_email = {"native_tools": {"send_email": "on"}}
         movers = {
-            "org": lambda: put(f"orgs/{world.org_id}", {"native_tools": {"generate_image": "on"}}),
-            "guild": lambda: put(f"guilds/{world.guild_id}", {"connection_tools": {f"{login}/list_orders": "off"}}),
-            "agent": lambda: put(f"agents/{world.agent_id}", {"native_tools": {"fetch_url": "off"}}),
-            "catalog": patch_tools,
+            "org": (send_email, lambda: put(f"orgs/{world.org_id}", {"native_tools": {"generate_image": "on"}})),
+            "guild": (
+                send_email,
+                lambda: put(f"guilds/{world.guild_id}", {"connection_tools": {f"{login}/list_orders": "off"}}),
+            ),
+            "agent": (send_email, lambda: put(f"agents/{world.agent_id}", {"native_tools": {"fetch_url": "off"}})),
+            "catalog adds a tool": (send_email, lambda: patch_tools({**TOOLS, "void_order": {}})),
+            # The request names the very tool the catalog then drops.
+            "catalog removes a tool": (
+                {"connection_tools": {f"{login}/refund_order": "off"}},
+                lambda: patch_tools({"list_orders": TOOLS["list_orders"], "void_order": {}}),
+            ),
         }
-        for where, move in movers.items():
-            result = await turn.call(
-                "studio_edit_access", {"agent_id": world.agent_id, "native_tools": {"send_email": "on"}, "reason": "r"}
-            )
+        for where, (asked, move) in movers.items():
+            result = await turn.call("studio_edit_access", {"agent_id": world.agent_id, **asked, "reason": "r"})
             assert result.ok, (where, result.error)
             await card(http, turn, result.tool_call_id)
             await move()

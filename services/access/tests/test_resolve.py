@@ -140,6 +140,100 @@ def test_changes(
         assert [(c.kind, c.subject, c.setting) for c in found] == expected
 
 
+SHOP = Connection("c2", "Shop", (CatalogTool("list_orders", False), CatalogTool("refund", True)))
+
+TIES = [
+    # (what the case shows, held bindings, scope written, tools asked, expected changes or refusal code)
+    ("a name on two connections with no binding", [], "agent", {"list_orders": "off"}, "ambiguous_connection_tool"),
+    ("a name on one of them only", [], "agent", {"refund": "off"}, [("c2/refund", "off")]),
+    (
+        "the guild's binding keeps its connection",
+        [b("guild", "connection_tool", "c2/list_orders", True)],
+        "agent",
+        {"list_orders": "off"},
+        [("c2/list_orders", "off")],
+    ),
+    (
+        "the organisation's binding keeps its connection",
+        [b("org", "connection_tool", "c1/list_orders", False)],
+        "agent",
+        {"list_orders": "on"},
+        [("c1/list_orders", "on")],
+    ),
+    (
+        "the narrowest scope's binding wins",
+        [b("org", "connection_tool", "c1/list_orders", False), b("guild", "connection_tool", "c2/list_orders", False)],
+        "agent",
+        {"list_orders": "on"},
+        [("c2/list_orders", "on")],
+    ),
+    (
+        "the agent's own binding is kept before a wider one",
+        [b("agent", "connection_tool", "c1/list_orders", True), b("guild", "connection_tool", "c2/list_orders", True)],
+        "agent",
+        {"list_orders": "off"},
+        [("c1/list_orders", "off")],
+    ),
+    (
+        "inherit deletes the binding that names the connection",
+        [b("agent", "connection_tool", "c2/list_orders", False)],
+        "agent",
+        {"list_orders": "inherit"},
+        [("c2/list_orders", "inherit")],
+    ),
+    (
+        "already held through the kept connection is no change",
+        [b("guild", "connection_tool", "c1/list_orders", True), b("agent", "connection_tool", "c1/list_orders", True)],
+        "agent",
+        {"list_orders": "on"},
+        [],
+    ),
+    (
+        "a scope binding the name on both is ambiguous",
+        [b("guild", "connection_tool", "c1/list_orders", True), b("guild", "connection_tool", "c2/list_orders", True)],
+        "agent",
+        {"list_orders": "off"},
+        "ambiguous_connection_tool",
+    ),
+    (
+        "a named connection is taken as named, whatever a binding ties",
+        [b("guild", "connection_tool", "c2/list_orders", True)],
+        "agent",
+        {"c1/list_orders": "off"},
+        [("c1/list_orders", "off")],
+    ),
+    (
+        "a binding of another tool ties nothing",
+        [b("guild", "connection_tool", "c2/refund", False)],
+        "agent",
+        {"list_orders": "off"},
+        "ambiguous_connection_tool",
+    ),
+    (
+        "a guild write keeps the organisation's connection",
+        [b("org", "connection_tool", "c2/list_orders", False)],
+        "guild",
+        {"list_orders": "on"},
+        [("c2/list_orders", "on")],
+    ),
+]
+
+
+@pytest.mark.parametrize(("held", "scope", "tools", "expected"), [c[1:] for c in TIES], ids=[c[0] for c in TIES])
+def test_a_tool_named_alone_keeps_the_connection_a_binding_already_names(
+    held: list[Binding], scope: str, tools: dict[str, str], expected: list[tuple[str, str]] | str
+) -> None:
+    access = resolve([DESK, SHOP], held, NATIVES)
+    found = wanted_changes(access, held, scope, {}, {}, tools)  # type: ignore[arg-type]  # the table's literals
+    if isinstance(expected, str):
+        assert isinstance(found, Refusal) and found.code == expected, found
+        assert "'list_orders'" in found.message
+    else:
+        assert not isinstance(found, Refusal), found
+        assert [(c.subject, c.setting) for c in found] == expected
+        assert all(c.kind == "connection_tool" for c in found)
+
+
 def test_widening_is_what_the_agent_cannot_use_today() -> None:
     held = [b("guild", "connection", "c1", False)]
     before = resolve([DESK], held, NATIVES)

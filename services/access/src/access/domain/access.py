@@ -252,7 +252,35 @@ def refuse(code: str, message: str, status: int = 422) -> Refusal:
     return Refusal(status, code, message)
 
 
-def _find_tool(access: Access, key: str) -> Line | Refusal:
+def _tied(named: Sequence[Line], bindings: Sequence[Binding]) -> Line | Refusal | None:
+    """Of the connection tools ``named`` (one tool name on several of the agent's connections), the one a binding
+    already ties the name to: the narrowest scope binding any of them decides (agent, then guild, then
+    organisation); None when no scope binds any; a refusal when that scope binds the name on several."""
+    by_subject = {line.subject: line for line in named}
+    for scope in SCOPES:
+        tied = sorted(
+            {
+                b.subject
+                for b in bindings
+                if b.scope == scope and b.kind == "connection_tool" and b.subject in by_subject
+            }
+        )
+        if len(tied) == 1:
+            return by_subject[tied[0]]
+        if tied:
+            key = named[0].subject.split("/", 1)[1]
+            return refuse(
+                "ambiguous_connection_tool",
+                f"connection tool {key!r} is bound at the {SCOPE_WORDS[scope]} on {len(tied)} connections "
+                f"({', '.join(tied)}); name it <connection id>/{key}",
+            )
+    return None
+
+
+def _find_tool(access: Access, bindings: Sequence[Binding], key: str) -> Line | Refusal:
+    """The connection tool ``key`` names: ``<connection id>/<tool>`` exactly, or a tool name alone. A name listed on
+    one connection is that connection's; on several, the connection a binding of the name at some scope already goes
+    through is kept (:func:`_tied`), and with none it is refused as ambiguous."""
     line = access.line("connection_tool", key)
     if line is not None:
         return line
@@ -260,9 +288,13 @@ def _find_tool(access: Access, key: str) -> Line | Refusal:
     if len(named) == 1:
         return named[0]
     if len(named) > 1:
+        tied = _tied(named, bindings)
+        if tied is not None:
+            return tied
         return refuse(
             "ambiguous_connection_tool",
-            f"connection tool {key!r} is listed on {len(named)} connections; name it <connection id>/{key}",
+            f"connection tool {key!r} is listed on {len(named)} connections and no binding ties it to one; "
+            f"name it <connection id>/{key}",
         )
     return refuse("unknown_connection_tool", f"connection tool {key!r} is not listed on any of the agent's connections")
 
@@ -277,7 +309,9 @@ def wanted_changes(
 ) -> list[Change] | Refusal:
     """The bindings a request writes at ``scope``, given the ``access`` it is checked against and the ``bindings``
     held now; a refusal names the first entry that cannot be bound. An entry whose binding at ``scope`` already says
-    what it asks (on, off, or none for inherit) is not a change."""
+    what it asks (on, off, or none for inherit) is not a change. A connection tool named alone, whose name several
+    connections list, is written on the connection a binding of it already goes through (narrowest scope first):
+    on and off keep the connection a wider binding chose, and inherit deletes the binding that names it."""
     held = {(b.kind, b.subject): b.on for b in bindings if b.scope == scope}
     entries: list[tuple[Line, Setting]] = []
     for name, setting in native_tools.items():
@@ -298,7 +332,7 @@ def wanted_changes(
             return refuse("unknown_connection", f"connection {connection_id!r} is not one the agent resolves")
         entries.append((line, setting))
     for key, setting in connection_tools.items():
-        found = _find_tool(access, key)
+        found = _find_tool(access, bindings, key)
         if isinstance(found, Refusal):
             return found
         entries.append((found, setting))
