@@ -8,7 +8,7 @@ UV_VERSION := 0.13.8
 
 SERVICES := $(shell sed -n 's/^name = "\(.*\)"/\1/p' services.toml)
 
-.PHONY: help uv install run test test-unit test-integration lint format bench bench-preload up down status images k8s deploy-tools service clean
+.PHONY: help uv install run test test-unit test-integration lint format bench bench-preload up down status images k8s contracts deploy-tools service clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -66,6 +66,9 @@ images: ## Build a container image per service of services.toml, listening on it
 
 k8s: install ## Render the kustomize base (deploy/k8s/base) and the Helm chart's values from services.toml
 	@$(UV) run --frozen python deploy/k8s/render.py
+
+contracts: install ## Export the AsyncAPI documents, the JSON Schemas (contracts/) and the Kafka topics (deploy/kafka) from the code
+	@$(UV) run --frozen python contracts/export.py
 
 deploy-tools: ## Build helm and kube-score once per machine (into ~/.cache/assent/tools), for the manifest checks
 	@bash deploy/tools/install.sh

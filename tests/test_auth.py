@@ -105,6 +105,11 @@ ENDPOINTS = [
         lambda s: {"decision": "decline"},
     ),
     Endpoint("POST", f"{S}/continue", lambda s: f"/api/studio/sessions/{s.session_id}/continue", "write"),
+    # The desk: the organisation's sessions and pending items; Apply all and Decline all (nothing left to decide).
+    Endpoint("GET", "/api/studio/sessions", lambda s: "/api/studio/sessions", "read"),
+    Endpoint("GET", "/api/studio/pending", lambda s: "/api/studio/pending", "read"),
+    Endpoint("POST", f"{S}/apply-all", lambda s: f"/api/studio/sessions/{s.session_id}/apply-all", "write"),
+    Endpoint("POST", f"{S}/decline-all", lambda s: f"/api/studio/sessions/{s.session_id}/decline-all", "write"),
     Endpoint(
         "POST", f"{W}/orgs", lambda s: f"{W}/orgs", "write", lambda s: {"org_id": s.world.org_id, "name": "X"}, 409
     ),

@@ -25,7 +25,6 @@ from . import handlers, owner_routes, proposals
 from .adapters.owners import Owners, OwnerUnavailable
 from .answers import DECISION_ANSWERS, PERSON_ERRORS, decided
 from .auth import AgentNotFound, Authenticator, Gate
-from .domain.items import summarize
 from .handlers import Deps
 
 SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
@@ -84,36 +83,6 @@ class ProposalView(BaseModel):
     resolution: Resolution | None
 
 
-class PendingItem(BaseModel):
-    seq: int
-    proposal_id: str
-    turn_id: str
-    kind: str
-    action: str
-    section: str
-    agent_id: str | None
-    target: dict[str, Any]
-    base: dict[str, Any]
-    lines: dict[str, int]
-    widens: bool
-    stale: bool
-    apply_label: str
-    decline_label: str
-    reason: str
-    proposed_at: Any
-
-
-class Pending(BaseModel):
-    """Every open request of a session, with counts per section and per agent ("Waiting on N decisions")."""
-
-    session_id: str
-    waiting_on: int
-    summary: str
-    sections: dict[str, int]
-    agents: dict[str, int]
-    items: list[PendingItem]
-
-
 class Continued(BaseModel):
     """The paused turn's continuation (a ``TurnContinuation``), sent again; ``sends``: how often it was sent."""
 
@@ -142,17 +111,8 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
 
 
 def studio_router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
-    """The studio's routes: a session's pending items, its live events, a card, a decision, Continue."""
+    """The studio's routes: a session's live events, a card, a decision, Continue (the tray: :mod:`gateway.desk`)."""
     studio = APIRouter(prefix="/api/studio/sessions", tags=["studio"], responses={**PERSON_ERRORS, **NO_SESSION})
-
-    @studio.get("/{session_id}/pending", response_model=Pending)
-    async def pending(session_id: PathId, person: user) -> dict[str, Any]:
-        """Every open request of the session, with counts per section and per agent ("Waiting on N")."""
-        await handlers.check_session(deps, session_id, person.org_id)
-        items = await handlers.pending_items(deps, session_id)
-        for item in items:
-            item["decline_label"] = KINDS[item["kind"]].decline_label
-        return {"session_id": session_id, **summarize(items), "items": items}
 
     @studio.get(
         "/{session_id}/events",

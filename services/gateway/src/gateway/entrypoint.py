@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from assent.runtime import ServiceRuntime
 from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, STUDIO_SESSIONS, STUDIO_TURNS, TOOL_RESULTS
 
-from . import api, handlers
+from . import api, desk, handlers
 from .adapters import tables
 from .adapters.notify import EventFeed
 from .adapters.owners import Owners
@@ -51,4 +51,5 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         public_docs=True,  # the public API's document, at /openapi.json and /docs
     )
     api.install(app, deps, owners)
+    desk.install(app, deps)  # the sessions, the pending items, the tray, Apply all, Decline all, Idempotency-Key
     return app

@@ -7,6 +7,7 @@ from sqlalchemy import (
     DateTime,
     Index,
     Integer,
+    LargeBinary,
     PrimaryKeyConstraint,
     Table,
     Text,
@@ -99,3 +100,20 @@ decisions = Table(
     Column("message_id", Uuid, nullable=False),
     UniqueConstraint("message_id"),
 )
+
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("org_id", Text, nullable=False),
+    Column("user_id", Text, nullable=False),
+    Column("key", Text, nullable=False),
+    Column("fingerprint", Text, nullable=False),
+    Column("claimed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("status", Integer),
+    Column("content_type", Text),
+    Column("body", LargeBinary),
+    Column("answered_at", DateTime(timezone=True)),
+    PrimaryKeyConstraint("org_id", "user_id", "key"),
+)
+"""The first answer to each decision a person sent with an ``Idempotency-Key`` (:mod:`gateway.idempotency`): the
+request's fingerprint, and once answered its status and body (a retry gets them again)."""

@@ -1,0 +1,215 @@
+"""``Idempotency-Key`` on every decision route, Apply all and Decline all: a retried request gets the first answer
+and changes nothing.
+
+A person who sends a decision with an ``Idempotency-Key`` header (1 to 255 visible ASCII characters) claims that key
+in PostgreSQL (per organisation, user and key) together with the request's fingerprint (method, path, query and
+body, its JSON read as JSON, so spacing and key order do not count). The first request runs; its answer (status,
+type and body) is stored with the key. Later requests with the key:
+
+- the same request gets the stored answer again (same status and body, with ``Idempotent-Replayed: true``) and
+  nothing runs;
+- a different request is 422, naming the header;
+- while the first is still being answered, 409 with ``retry`` (try again shortly).
+
+A first answer of 5xx other than 504 (an outage: nothing was decided) is not kept: the key is released and a retry
+runs again. A 504 (the decision was sent; its outcome was late) is kept, and a retry answers the outcome once it
+has arrived (and keeps that). Keys are kept for :data:`KEEP_SECONDS`. A request without a valid bearer token passes
+through untouched (the route answers 401).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .adapters.desk import KeyStore
+from .auth import Authenticator, Unauthenticated
+
+HEADER = "Idempotency-Key"
+KEEP_SECONDS = 24 * 3600.0
+"""How long a key and its first answer are kept; after that the key may be used again."""
+ABANDONED_SECONDS = 600.0
+"""A key whose request has not answered after this long (its gateway stopped meanwhile) may be claimed again."""
+KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+Late = Callable[[dict[str, Any]], Awaitable[tuple[int, bytes] | None]]
+"""Given a kept 504's body, the decision's answer (status, JSON body) once its outcome has arrived, else None."""
+
+
+def fingerprint(method: str, path: str, query: bytes, body: bytes) -> str:
+    """What makes two requests the same: method, path, query and body (JSON compared as JSON)."""
+    try:
+        canonical = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode() if body else b""
+    except ValueError:
+        canonical = body
+    digest = hashlib.sha256()
+    for part in (method.encode(), path.encode(), query, canonical):
+        digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.hexdigest()
+
+
+class Idempotency:
+    """ASGI middleware: the rules above, on POST requests whose path matches one of ``routes``."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        routes: Sequence[re.Pattern[str]],
+        authenticator: Authenticator,
+        connect: Callable[[], Any],
+        late: Late,
+    ) -> None:
+        self.app = app
+        self.routes = tuple(routes)
+        self.authenticator = authenticator
+        self.connect = connect  # an async context manager giving an asyncpg connection in its own transaction
+        self.late = late
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # Installed inside the gateway's guards (the body timeout, the outage and 500 answers), so the body it
+        # reads arrives in time and an exception it passes on is answered as every other.
+        if scope["type"] != "http" or scope["method"] != "POST" or not self._covers(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        headers = {name.decode("latin-1").lower(): value for name, value in scope["headers"]}
+        raw_key = headers.get(HEADER.lower())
+        if raw_key is None:
+            await self.app(scope, receive, send)
+            return
+        key = raw_key.decode("latin-1")
+        if not KEY_PATTERN.match(key):
+            await _json(send, 422, {"detail": f"the {HEADER} header must be 1 to 255 visible ASCII characters"})
+            return
+        who = await self._person(headers.get("authorization"))
+        if who is None:
+            await self.app(scope, receive, send)
+            return
+        body, more = await _read_body(receive)
+        if more is not None:  # the client went away
+            return
+        print_ = fingerprint(scope["method"], scope["path"], scope.get("query_string", b""), body)
+        async with self.connect() as conn:
+            keys = KeyStore(conn)
+            claimed = await keys.claim(who, key, print_, KEEP_SECONDS, ABANDONED_SECONDS)
+            held = None if claimed else await keys.read(who, key)
+        if not claimed:
+            await self._replay(send, who, key, print_, held)
+            return
+        await self._first(scope, body, receive, send, who, key)
+
+    def _covers(self, path: str) -> bool:
+        return any(route.match(path) for route in self.routes)
+
+    async def _person(self, authorization: bytes | None) -> tuple[str, str] | None:
+        scheme, _, token = (authorization or b"").decode("latin-1").partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        try:
+            identity = await self.authenticator.identify(token.strip())
+        except Unauthenticated:
+            return None
+        return identity.org_id, identity.user_id
+
+    async def _first(
+        self, scope: Scope, body: bytes, receive: Receive, send: Send, who: tuple[str, str], key: str
+    ) -> None:
+        """Run the request, pass its answer on, and keep it with the key (or release the key after an outage)."""
+        sent_body = False
+
+        async def replay_receive() -> Message:
+            nonlocal sent_body
+            if not sent_body:
+                sent_body = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # the body is read: what comes now is a disconnect
+
+        status, content_type, chunks = 500, "application/json", []
+
+        async def capture(message: Message) -> None:
+            nonlocal status, content_type
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                for name, value in message.get("headers", []):
+                    if name.lower() == b"content-type":
+                        content_type = value.decode("latin-1")
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self.app(scope, replay_receive, capture)
+        except BaseException:
+            async with self.connect() as conn:
+                await KeyStore(conn).release(who, key)
+            raise
+        async with self.connect() as conn:
+            if status >= 500 and status != 504:
+                await KeyStore(conn).release(who, key)
+            else:
+                await KeyStore(conn).answer(who, key, status, content_type, b"".join(chunks))
+
+    async def _replay(self, send: Send, who: tuple[str, str], key: str, print_: str, held: Any) -> None:
+        if held is None:  # released meanwhile (its request met an outage): the client may simply retry
+            await _json(send, 409, {"detail": f"the request with this {HEADER} did not finish; retry", "retry": True})
+            return
+        if held["fingerprint"] != print_:
+            await _json(send, 422, {"detail": f"this {HEADER} was used for a different request"})
+            return
+        if held["status"] is None:
+            await _json(
+                send,
+                409,
+                {"detail": f"the request with this {HEADER} is still being answered; retry shortly", "retry": True},
+                [(b"retry-after", b"1")],
+            )
+            return
+        status, content_type, body = held["status"], held["content_type"], bytes(held["body"])
+        if status == 504:
+            arrived = await self.late(json.loads(body))
+            if arrived is not None:
+                status, body = arrived
+                async with self.connect() as conn:
+                    await KeyStore(conn).answer(who, key, status, "application/json", body)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", content_type.encode("latin-1")),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"idempotent-replayed", b"true"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, Message | None]:
+    """The request's whole body; with the message that ended it early when the client went away."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b"", message
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks), None
+
+
+async def _json(send: Send, status: int, body: dict[str, Any], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    payload = json.dumps(body).encode()
+    length = (b"content-length", str(len(payload)).encode())
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), length, *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
