@@ -117,6 +117,13 @@ async def test_every_refusal_and_every_routes_wall(stack: Stack) -> None:
             assert (result.error.status, result.error.code) == (status, code), result.error
         named = await turn.call("studio_edit_access", {**base, "connections": {sales_login: "on"}})
         assert named.error is not None and repr(sales_login) in named.error.message
+        tool = await turn.call("studio_edit_access", {**base, "connection_tools": {f"{login}/drop_table": "on"}})
+        assert tool.error is not None and repr(f"{login}/drop_table") in tool.error.message
+        theirs_read = await turn.call("studio_read_access", {"agent_id": other.agent_id})
+        assert theirs_read.error is not None and (theirs_read.error.status, theirs_read.error.code) == (
+            404,
+            "unknown_agent",
+        )
         # The workspace routes refuse the same entries, and an organisation's binding is its admin's only.
         bad = await http.put(f"{W}/guilds/{world.guild_id}/access", json={"native_tools": {"report_issue": "off"}})
         assert (bad.status_code, bad.json()["code"]) == (422, "not_a_binding")
