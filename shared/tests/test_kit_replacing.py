@@ -11,6 +11,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from assent.contracts import (
+    AgentRef,
     DecisionMade,
     LineCounts,
     ProposalBase,
@@ -49,7 +50,7 @@ class ToyKind(ProposalKind):
         self.waiting: dict[tuple[str, str, str], str] = {}
 
     def tools(self) -> dict[str, Tool]:
-        return {tool: Tool(Ask, self.propose) for tool in self.spec.tools}
+        return {tool: Tool(Ask, self.propose) for tool in (*self.spec.tools, *self.spec.read_tools)}
 
     async def propose(self, call: Call, args: Ask, uow: UnitOfWork) -> Proposal | Refusal:
         key = (call.message.session_id, call.message.turn_id, args.agent_id)
@@ -71,7 +72,14 @@ class ToyKind(ProposalKind):
             after="text\n",
             payload={},
             supersedes=supersedes,
+            **self.widget_fields(args.agent_id),
         )
+
+    def widget_fields(self, agent_id: str) -> dict[str, Any]:
+        """What a draft's widget must name (its agent, its id, why); nothing for the other kinds."""
+        if self.name != "draft":
+            return {}
+        return {"agent": AgentRef(id=agent_id, name=agent_id), "draft_id": f"draft_{agent_id}", "rationale": "asked"}
 
     async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
         return LiveView(hash=None, version=None, fields=())

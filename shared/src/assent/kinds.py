@@ -162,8 +162,10 @@ KINDS: Mapping[str, KindSpec] = MappingProxyType(
                 decline_label="Discard",
                 decisions={"publish": "published", "discard": "discarded"},
                 endpoint="drafts",
+                read_tools=("studio_read_task", "studio_list_task_drafts"),
                 decline="discard",
                 supersedes="turn",
+                widget="studio_task_draft",
             ),
             _kind(
                 "source",

@@ -34,6 +34,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from assent.api import Caller, routes_of, serve
+from assent.api.drafts import DraftEdit
 from assent.api.workspace import (
     OWNER,
     AgentIn,
@@ -50,7 +51,7 @@ from assent.api.workspace import (
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
 
-from . import note_workspace, workspace
+from . import draft_workspace, note_workspace, workspace
 from .settings import EditsSettings
 
 T = TypeVar("T")
@@ -63,6 +64,7 @@ class Resource:
         self.runtime = runtime
         self.memory_cap = settings.memory_max_bytes
         self.note_cap = settings.note_max_bytes
+        self.task_cap = settings.task_max_bytes
 
     async def run(self, work: Callable[[SqlUnitOfWork], Awaitable[T]]) -> T:
         async with self.runtime.unit_of_work() as uow:
@@ -188,7 +190,20 @@ class Notes(Resource):
         return await self.run(lambda uow: note_workspace.note_history(uow, org_id, query.path, caller_org=caller.org))
 
 
-RESOURCES = (Orgs, Guilds, Agents, Memory, Notes)
+class Drafts(Resource):
+    async def read_draft(self, caller: Caller, session_id: str, seq: int) -> dict[str, Any]:
+        return await self.run(lambda uow: draft_workspace.read_draft(uow, session_id, seq, caller_org=caller.org))
+
+    async def edit_draft(self, caller: Caller, session_id: str, seq: int, body: DraftEdit) -> dict[str, Any]:
+        actor = caller.actor
+        return await self.run(
+            lambda uow: draft_workspace.edit_draft(
+                uow, session_id, seq, body.content, body.expected_version, actor, self.task_cap, caller_org=caller.org
+            )
+        )
+
+
+RESOURCES = (Orgs, Guilds, Agents, Memory, Notes, Drafts)
 """The classes that handle the edits service's declared routes, one per resource."""
 
 

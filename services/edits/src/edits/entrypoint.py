@@ -10,8 +10,10 @@ from assent.runtime import OwnerKit, ServiceRuntime
 
 from . import api
 from .adapters import tables
+from .adapters.drafts import DraftsRepository
 from .adapters.notes import NotesRepository
 from .adapters.repository import EditsRepository
+from .kinds.draft import DraftKind
 from .kinds.guild import GuildKind
 from .kinds.memory import MemoryKind
 from .kinds.note import NoteKind
@@ -26,9 +28,14 @@ def create_app(settings: EditsSettings) -> FastAPI:
         tables=tables.shared,
         migrations=MIGRATIONS,
         schema=tables.SCHEMA,
-        stores=[EditsRepository, NotesRepository],
+        stores=[EditsRepository, NotesRepository, DraftsRepository],
     )
-    kinds = [MemoryKind(settings.memory_max_bytes), NoteKind(settings.note_max_bytes), GuildKind()]
+    kinds = [
+        MemoryKind(settings.memory_max_bytes),
+        NoteKind(settings.note_max_bytes),
+        GuildKind(),
+        DraftKind(settings.task_max_bytes),
+    ]
     runtime.serve_kinds(OwnerKit(settings.service_name, kinds, max_result_bytes=settings.max_message_bytes))
     app = runtime.app(title="Assent edits service (internal)")
     api.install(app, runtime, settings)

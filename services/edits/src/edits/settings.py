@@ -8,3 +8,4 @@ class EditsSettings(ServiceSettings):
     http_port: int = 8101
     memory_max_bytes: int = 32 * 1024
     note_max_bytes: int = 32 * 1024
+    task_max_bytes: int = 32 * 1024

@@ -98,7 +98,7 @@ async def publish_guild(uow: UnitOfWork, guild: Guild) -> None:
     )
 
 
-async def publish_agent(uow: SqlUnitOfWork, agent: Agent) -> None:
+async def publish_agent(uow: UnitOfWork, agent: Agent) -> None:
     await uow.emit(
         WORKSPACE_EVENTS,
         agent.org_id,

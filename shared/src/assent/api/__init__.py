@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from . import access, connections, deploys, routines, source, workspace
+from . import access, connections, deploys, drafts, routines, source, workspace
 from .declare import (
     ORG_HEADER,
     ROLES_HEADER,
@@ -39,6 +39,7 @@ ROUTES: tuple[PublicRoute, ...] = (
     *routines.ROUTES,
     *connections.ROUTES,
     *access.ROUTES,
+    *drafts.ROUTES,
 )
 """Every owner's public routes."""
 

@@ -20,6 +20,7 @@ from .tool_calls import Channel, Requester, SessionContext, ToolCall
 from .tool_results import (
     AccessChange,
     AccessEdit,
+    AgentRef,
     LineCounts,
     ProposalBase,
     ProposalTarget,
@@ -34,6 +35,7 @@ __all__ = [
     "AccessChange",
     "AccessEdit",
     "AgentChanged",
+    "AgentRef",
     "BuildFinished",
     "BuildProgressed",
     "BuildStarted",

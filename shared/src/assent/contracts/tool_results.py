@@ -84,12 +84,24 @@ class AccessEdit(BaseModel):
     widens: bool
 
 
+class AgentRef(BaseModel):
+    """An agent as a widget names it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+
+
 class ProposalWidget(BaseModel):
-    """The widget of a request (``type`` is its kind's: ``studio_edit_request``, or ``studio_connection_access`` for a
-    login request); ``await_operator`` pauses the coach's turn at the end of the step.
+    """The widget of a request (``type`` is its kind's: ``studio_edit_request``, ``studio_connection_access`` for a
+    login request, ``studio_task_draft`` for a Task draft); ``await_operator`` pauses the coach's turn at the end of
+    the step.
 
     ``widens`` is every kind's flag (Apply all skips a request that has it); ``edit`` is the kind's own account of
-    what applying writes: an :class:`AccessEdit` on an access request, None on every other kind.
+    what applying writes: an :class:`AccessEdit` on an access request, None on every other kind. A Task draft's
+    widget names its ``agent``, ``draft_id`` and ``rationale`` (the draft itself is the result's ``output``); no other
+    kind's has them.
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -105,6 +117,12 @@ class ProposalWidget(BaseModel):
     lines: LineCounts
     widens: bool = False
     edit: AccessEdit | None = None
+    agent: AgentRef | None = None
+    """A Task draft's agent (``studio_task_draft``); None on every other kind."""
+    draft_id: str | None = None
+    """A Task draft's id: its edits keep it, and the request follows its newest version."""
+    rationale: str | None = None
+    """Why the coach drafted it (a Task draft's)."""
 
     @model_validator(mode="after")
     def _edit_is_the_kinds(self) -> Self:
@@ -112,6 +130,15 @@ class ProposalWidget(BaseModel):
             raise ValueError(f"edit is an access request's; a {self.kind} widget has none")
         if self.edit is not None and self.edit.widens != self.widens:
             raise ValueError("edit.widens says what widens says")
+        return self
+
+    @model_validator(mode="after")
+    def _draft_fields_are_a_drafts(self) -> Self:
+        given = (self.agent is not None, self.draft_id is not None, self.rationale is not None)
+        if self.kind == "draft" and not all(given):
+            raise ValueError("a draft widget names its agent, its draft_id and its rationale")
+        if self.kind != "draft" and any(given):
+            raise ValueError(f"agent, draft_id and rationale are a draft's; a {self.kind} widget has none")
         return self
 
 

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..contracts import (
     AccessEdit,
+    AgentRef,
     Card,
     CardField,
     DecisionMade,
@@ -90,6 +91,10 @@ class Proposal:
     widens: bool = False
     edit: AccessEdit | None = None
     """The widget's kind-specific ``edit`` (an access request's changes); None for the other kinds."""
+    agent: AgentRef | None = None
+    draft_id: str | None = None
+    rationale: str | None = None
+    """A Task draft's widget fields (its agent, its id, why); None for the other kinds."""
     output: dict[str, Any] | None = None
     """What the tool result says beside the widget (files a proposal left out, ...); None: nothing."""
     supersedes: StoredProposal | None = None
@@ -468,6 +473,9 @@ class OwnerKit:
                 lines=proposal.lines,
                 widens=proposal.widens,
                 edit=proposal.edit,
+                agent=proposal.agent,
+                draft_id=proposal.draft_id,
+                rationale=proposal.rationale,
             ),
         )
         stored = StoredProposal(

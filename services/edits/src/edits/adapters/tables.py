@@ -125,3 +125,42 @@ note_revisions = Table(
     Index("ix_note_revisions_org_id_display_path", "org_id", "display_path"),
 )
 """Every note write: create and update keep the text; a delete keeps none (content and hash null)."""
+
+task_drafts = Table(
+    "task_drafts",
+    metadata,
+    Column("draft_id", Text, primary_key=True),
+    Column("org_id", Text, ForeignKey(orgs.c.org_id), nullable=False),
+    Column("agent_id", Text, ForeignKey(agents.c.agent_id), nullable=False),
+    Column("session_id", Text, nullable=False),
+    Column("created_message_seq", Integer, nullable=False),
+    Column("turn_id", Text, nullable=False),
+    Column("proposal_id", Text, nullable=False, unique=True),
+    Column("tool_call_id", Text, nullable=False),
+    Column("base_hash", Text, nullable=False),
+    Column("rationale", Text, nullable=False),
+    Column("status", Text, nullable=False, server_default="pending"),
+    Column("replaced_by", Text),
+    Column("published_by_user_id", Text),
+    Column("discarded_by_user_id", Text),
+    Column("published_version", Integer),
+    Column("resolved_at", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    UniqueConstraint("session_id", "created_message_seq"),
+    Index("ix_task_drafts_agent_id", "agent_id"),
+    CheckConstraint("status IN ('pending', 'published', 'discarded', 'superseded')", name="ck_task_drafts_status"),
+)
+"""One row per Task draft: the coach's message that drafted it (``created_message_seq``, which edits keep), the
+Task hash it binds, and how it was resolved (``published_by_user_id``, ``discarded_by_user_id``, ``replaced_by``)."""
+
+task_draft_versions = Table(
+    "task_draft_versions",
+    metadata,
+    Column("draft_id", Text, ForeignKey(task_drafts.c.draft_id), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("content", Text, nullable=False),
+    Column("hash", Text, nullable=False),
+    Column("author", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+"""Every version of a draft: 1 is the coach's, each edit of the operator adds the next (``author`` its user id)."""

@@ -1,0 +1,89 @@
+"""The operator's side of Task drafts (not the coach's): a draft's card, and an edit that adds its next version.
+
+Organisations are walls: every function takes ``caller_org``, the organisation of the person the call is made for
+(``None`` for a service's own call: no wall). A session of another organisation is answered as a session that
+does not exist (404), before anything else is read, so the answer says nothing about it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assent.hashing import line_counts, unified_diff
+from assent.runtime.uow import UnitOfWork
+
+from .adapters.drafts import DraftsRepository
+from .domain import drafts
+from .kinds.draft import draft_view, missing
+from .workspace import Conflict, NotFound, Refused, walled
+
+
+async def _draft_at(
+    uow: UnitOfWork, session_id: str, seq: int, caller_org: str | None, *, for_update: bool = False
+) -> drafts.Draft:
+    session = await uow.sessions.get(session_id)
+    if session is None or walled(session.org_id, caller_org):
+        raise NotFound(f"session {session_id!r} does not exist")
+    draft = await uow.store(DraftsRepository).at_seq(session_id, seq, for_update=for_update)
+    if draft is None or draft.org_id != session.org_id:
+        raise NotFound(f"session {session_id!r} has no Task draft at seq {seq}")
+    return draft
+
+
+async def card(uow: UnitOfWork, draft: drafts.Draft) -> dict[str, Any]:
+    """The draft beside the agent's Task now (:class:`assent.api.drafts.DraftCard`)."""
+    store = uow.store(DraftsRepository)
+    agent = await store.agent(draft.agent_id)
+    task = None if agent is None else agent.task
+    added, removed = line_counts(task or "", draft.newest.content)
+    view = draft_view(draft, task or "")
+    return {
+        **view,
+        "session_id": draft.session_id,
+        "seq": draft.created_message_seq,
+        "agent_name": None if agent is None else agent.name,
+        "live": {
+            "task": task,
+            "hash": None if task is None else drafts.task_hash(task),
+            "revision": None if agent is None else agent.revision,
+        },
+        "diff": unified_diff(task or "", draft.newest.content, drafts.TASK_FIELD),
+        "lines": {"added": added, "removed": removed},
+        "missing_notes": await missing(uow, draft.org_id, draft.newest.content),
+        "versions": [
+            {"version": v.version, "author": v.author, "hash": v.hash, "created_at": v.created_at}
+            for v in await store.versions(draft.draft_id)
+        ],
+    }
+
+
+async def read_draft(uow: UnitOfWork, session_id: str, seq: int, *, caller_org: str | None = None) -> dict[str, Any]:
+    return await card(uow, await _draft_at(uow, session_id, seq, caller_org))
+
+
+async def edit_draft(
+    uow: UnitOfWork,
+    session_id: str,
+    seq: int,
+    content: str,
+    expected_version: int | None,
+    actor: str,
+    max_bytes: int,
+    *,
+    caller_org: str | None = None,
+) -> dict[str, Any]:
+    """Add the draft's next version, written by ``actor``; the request at ``seq`` then follows it.
+
+    The draft's row is locked, so an edit and a decision on the same draft happen one after the other.
+    """
+    draft = await _draft_at(uow, session_id, seq, caller_org, for_update=True)
+    refusal = drafts.review_edit(draft, content, expected_version, max_bytes)
+    if refusal is not None:
+        if refusal.status == 409:
+            raise Conflict(refusal.message)
+        raise Refused(refusal.message, refusal.code)
+    store = uow.store(DraftsRepository)
+    await store.add_version(draft.draft_id, draft.newest.version + 1, content, actor)
+    edited = await store.draft(draft.draft_id)
+    assert edited is not None
+    return await card(uow, edited)
