@@ -1,0 +1,440 @@
+"""``assent``: the operator's desk on the command line. It talks only to the gateway's public HTTP API.
+
+Reads print a table (or the answer as JSON with ``--json``); decisions print what happened. Every decision, Apply all
+and Decline all goes with an ``Idempotency-Key`` (``--key`` to choose it), so a retried command is decided once. The
+exit code says how it went (``assent codes`` lists them; :mod:`assent_cli.client`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from . import client
+from .client import Api, ApiError
+from .config import ConfigError, load
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class State:
+    def __init__(self, config_path: str | None, url: str | None, token: str | None) -> None:
+        self.config_path, self.url, self.token = config_path, url, token
+        self._api: Api | None = None
+
+    @property
+    def api(self) -> Api:
+        if self._api is None:
+            self._api = Api(load(self.config_path, self.url, self.token))
+        return self._api
+
+
+pass_state = click.make_pass_decorator(State)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+key_option = click.option("--key", help="The Idempotency-Key to send (a fresh one by default).")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config_path", envvar="ASSENT_CONFIG", help="The config file (TOML: url, token).")
+@click.option("--url", help="The gateway's URL (else ASSENT_URL, the config file, http://127.0.0.1:8100).")
+@click.option("--token", help="The API token (else ASSENT_TOKEN, the config file).")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, url: str | None, token: str | None) -> None:
+    """The operator's desk: sessions, pending items, decisions, logins and source proposals."""
+    ctx.obj = State(config_path, url, token)
+    ctx.call_on_close(lambda: ctx.obj._api.close() if ctx.obj._api is not None else None)
+
+
+def main() -> None:
+    """The ``assent`` command: an API error or a bad config file ends with its exit code and the reason."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(client.FAILED)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except ApiError as exc:
+        err.print(f"[red]error[/red] {exc.status or 'no answer'}: {escape(exc.detail)}")
+        sys.exit(exc.code)
+    except ConfigError as exc:
+        err.print(f"[red]config[/red] {escape(str(exc))}")
+        sys.exit(client.FAILED)
+    sys.exit(client.OK)
+
+
+def emit(data: Any, as_json: bool, human: Callable[[Any], None]) -> None:
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str))
+    else:
+        human(data)
+
+
+# --- reads ----------------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--state", "only", type=click.Choice(["open", "closed"]), help="Only open or closed sessions.")
+@click.option("--page", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--page-size", type=click.IntRange(1, 200), default=50, show_default=True)
+@json_option
+@pass_state
+def sessions(state: State, only: str | None, page: int, page_size: int, as_json: bool) -> None:
+    """The organisation's sessions, newest first, each with how many decisions it waits on."""
+    found = state.api.get("/api/studio/sessions", state=only, page=page, page_size=page_size)
+    emit(found, as_json, show_sessions)
+
+
+@cli.command()
+@click.argument("session_id", required=False)
+@click.option("--section", help="Only this section's items (Agents, State, Tools, Guild, Logins, ...).")
+@click.option("--agent", "agent_id", help="Only this agent's items.")
+@click.option("--page", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--page-size", type=click.IntRange(1, 200), default=50, show_default=True)
+@json_option
+@pass_state
+def pending(
+    state: State,
+    session_id: str | None,
+    section: str | None,
+    agent_id: str | None,
+    page: int,
+    page_size: int,
+    as_json: bool,
+) -> None:
+    """The pending items: a session's tray (with SESSION_ID), or across every session of the organisation."""
+    if session_id is not None:
+        tray = state.api.get(f"/api/studio/sessions/{session_id}/pending")
+        if section is not None or agent_id is not None:
+            tray["items"] = [
+                i
+                for i in tray["items"]
+                if (section is None or i["section"] == section) and (agent_id is None or i["agent_id"] == agent_id)
+            ]
+        emit(tray, as_json, show_tray)
+        return
+    found = state.api.get("/api/studio/pending", section=section, agent_id=agent_id, page=page, page_size=page_size)
+    emit(found, as_json, lambda data: show_items(data["items"], f"{data['total']} pending (page {data['page']})"))
+
+
+@cli.command()
+@click.argument("session_id")
+@click.argument("seq", type=click.IntRange(0))
+@json_option
+@pass_state
+def show(state: State, session_id: str, seq: int, as_json: bool) -> None:
+    """One pending request: its card with a coloured diff per field (where its kind has a card), else its item."""
+    item = find_item(state.api, session_id, seq)
+    card = None
+    try:
+        card = state.api.get(item["decision_path"])
+    except ApiError as exc:
+        if exc.status not in (404, 405):
+            raise
+    emit({"item": item, "card": card}, as_json, lambda data: show_card(data["item"], data["card"]))
+
+
+@cli.command()
+@click.argument("session_id")
+@json_option
+@pass_state
+def logins(state: State, session_id: str, as_json: bool) -> None:
+    """Every login the session reaches, and whether it holds each (the Logins popover)."""
+    found = state.api.get(f"/api/studio/sessions/{session_id}/connections")
+    emit(found, as_json, show_logins)
+
+
+@cli.command()
+@click.argument("agent_id")
+@json_option
+@pass_state
+def proposals(state: State, agent_id: str, as_json: bool) -> None:
+    """The agent's source proposals: waiting and decided, with their counts."""
+    found = state.api.get(f"/api/agents/{agent_id}/proposals")
+    emit(found, as_json, show_proposals)
+
+
+@cli.command()
+def codes() -> None:
+    """The exit codes, which scripts may rely on."""
+    for code, meaning in client.EXIT_CODES.items():
+        click.echo(f"{code}  {meaning}")
+
+
+# --- decisions ------------------------------------------------------------------------------------------------
+
+
+def decide_one(state: State, session_id: str, seq: int, button: str, key: str | None, as_json: bool) -> None:
+    item = find_item(state.api, session_id, seq)
+    outcome = state.api.decide(item["decision_path"], {"decision": item["decisions"][button]}, key)
+    emit(outcome, as_json, lambda o: out.print(f"seq {seq}: {o.get('outcome')} ({escape(o.get('detail', ''))})"))
+
+
+@cli.command()
+@click.argument("session_id")
+@click.argument("seq", type=click.IntRange(0))
+@key_option
+@json_option
+@pass_state
+def apply(state: State, session_id: str, seq: int, key: str | None, as_json: bool) -> None:
+    """Apply one request with its kind's apply decision (Apply edit, Grant read access, Publish, ...)."""
+    decide_one(state, session_id, seq, "apply", key, as_json)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.argument("seq", type=click.IntRange(0))
+@key_option
+@json_option
+@pass_state
+def decline(state: State, session_id: str, seq: int, key: str | None, as_json: bool) -> None:
+    """Decline one request with its kind's decline decision (Decline, Discard)."""
+    decide_one(state, session_id, seq, "decline", key, as_json)
+
+
+def all_of(state: State, session_id: str, what: str, key: str | None, as_json: bool) -> None:
+    done = state.api.decide(f"/api/studio/sessions/{session_id}/{what}", None, key)
+    emit(done, as_json, show_all)
+    stopped = done.get("stopped")
+    if stopped is not None:
+        sys.exit(client.exit_code(int(stopped["status"])) or client.FAILED)
+
+
+@cli.command("apply-all")
+@click.argument("session_id")
+@key_option
+@json_option
+@pass_state
+def apply_all(state: State, session_id: str, key: str | None, as_json: bool) -> None:
+    """Apply the session's open requests in turn; never a login grant nor a change that widens access. A refused
+    apply (a stale one) stops the rest: the exit code is its own (5 for stale)."""
+    all_of(state, session_id, "apply-all", key, as_json)
+
+
+@cli.command("decline-all")
+@click.argument("session_id")
+@key_option
+@json_option
+@pass_state
+def decline_all(state: State, session_id: str, key: str | None, as_json: bool) -> None:
+    """Decline every open request of the session (a draft discarded, a login declined)."""
+    all_of(state, session_id, "decline-all", key, as_json)
+
+
+@cli.command("continue")
+@click.argument("session_id")
+@json_option
+@pass_state
+def continue_(state: State, session_id: str, as_json: bool) -> None:
+    """Send the paused turn's continuation again (409 while it still waits on decisions)."""
+    sent = state.api.request("POST", f"/api/studio/sessions/{session_id}/continue")
+    emit(sent, as_json, lambda s: out.print(f"sent again ({s['sends']} sends)\n{escape(s['text'])}"))
+
+
+def set_grant(state: State, session_id: str, login_id: str, granted: bool, as_json: bool) -> None:
+    found = state.api.request(
+        "PUT", f"/api/studio/sessions/{session_id}/connections/{login_id}", json={"granted": granted}
+    )
+    emit(found, as_json, lambda s: out.print(f"{login_id}: {'granted' if granted else 'revoked'}"))
+
+
+@cli.command()
+@click.argument("session_id")
+@click.argument("login_id")
+@json_option
+@pass_state
+def grant(state: State, session_id: str, login_id: str, as_json: bool) -> None:
+    """Grant the session read access to a login (it also answers a waiting request for it)."""
+    set_grant(state, session_id, login_id, True, as_json)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.argument("login_id")
+@json_option
+@pass_state
+def revoke(state: State, session_id: str, login_id: str, as_json: bool) -> None:
+    """Revoke the session's read access to a login."""
+    set_grant(state, session_id, login_id, False, as_json)
+
+
+@cli.command()
+@click.argument("agent_id")
+@click.argument("proposal_id")
+@click.option("--new-branch", help="Commit onto a new branch of this name (no deploy).")
+@click.option("--branch", "existing", help="Commit onto this existing branch (no deploy).")
+@click.option("--message", help="The commit message (the proposal's reason by default).")
+@key_option
+@json_option
+@pass_state
+def approve(
+    state: State,
+    agent_id: str,
+    proposal_id: str,
+    new_branch: str | None,
+    existing: str | None,
+    message: str | None,
+    key: str | None,
+    as_json: bool,
+) -> None:
+    """Approve a source proposal: commit onto the production branch and deploy, or onto a branch."""
+    if new_branch and existing:
+        raise click.UsageError("--new-branch and --branch go one at a time")
+    body: dict[str, Any] = {"decision": "approve"}
+    if new_branch:
+        body["branch"] = {"kind": "new", "name": new_branch}
+    elif existing:
+        body["branch"] = {"kind": "existing", "name": existing}
+    if message:
+        body["message"] = message
+    outcome = state.api.decide(f"/api/agents/{agent_id}/proposals/{proposal_id}", body, key)
+    emit(outcome, as_json, lambda o: out.print(f"{proposal_id}: {o.get('outcome')} ({escape(o.get('detail', ''))})"))
+
+
+@cli.command()
+@click.argument("agent_id")
+@click.argument("proposal_id")
+@key_option
+@json_option
+@pass_state
+def discard(state: State, agent_id: str, proposal_id: str, key: str | None, as_json: bool) -> None:
+    """Discard a source proposal."""
+    outcome = state.api.decide(f"/api/agents/{agent_id}/proposals/{proposal_id}", {"decision": "discard"}, key)
+    emit(outcome, as_json, lambda o: out.print(f"{proposal_id}: {o.get('outcome')} ({escape(o.get('detail', ''))})"))
+
+
+# --- what people read -----------------------------------------------------------------------------------------
+
+
+def find_item(api: Api, session_id: str, seq: int) -> dict[str, Any]:
+    """The open request at ``seq`` of the session, as its tray shows it (404 when it is not open)."""
+    tray = api.get(f"/api/studio/sessions/{session_id}/pending")
+    for item in tray["items"]:
+        if item["seq"] == seq:
+            return dict(item)
+    raise ApiError(404, f"session {session_id!r} has no open request at seq {seq}")
+
+
+def row(table: Table, *cells: Any) -> None:
+    """A table row of plain text (what the API says is never read as markup)."""
+    table.add_row(*(Text(str(cell)) for cell in cells))
+
+
+def show_sessions(found: dict[str, Any]) -> None:
+    table = Table(title=f"{found['total']} sessions (page {found['page']})")
+    for column in ("session", "state", "waiting on", "operator", "guild", "opened"):
+        table.add_column(column)
+    for s in found["items"]:
+        row(
+            table,
+            s["session_id"],
+            s["state"],
+            str(s["waiting_on"]),
+            s["operator_id"],
+            s["source_guild_id"],
+            s["opened_at"],
+        )
+    out.print(table)
+
+
+def show_tray(tray: dict[str, Any]) -> None:
+    counts = "  ".join(f"{section} {n}" for section, n in tray["sections"].items())
+    out.print(f"[bold]{tray['summary']}[/bold]  {counts}")
+    show_items(tray["items"], None)
+
+
+def show_items(items: list[dict[str, Any]], title: str | None) -> None:
+    table = Table(title=title)
+    for column in ("session", "seq", "section", "kind", "target", "apply", "decline", "note"):
+        table.add_column(column)
+    for item in items:
+        notes = [word for word, on in (("stale", item["stale"]), ("on its own", item["decided_alone"])) if on]
+        row(
+            table,
+            item["session_id"],
+            str(item["seq"]),
+            item["section"],
+            item["kind"],
+            item["target"].get("label", ""),
+            item["apply_label"],
+            item["decline_label"],
+            ", ".join(notes),
+        )
+    out.print(table)
+
+
+def diff_text(diff: str) -> Text:
+    """A unified diff with added lines green, removed red, hunks cyan."""
+    text = Text()
+    for line in diff.splitlines():
+        style = (
+            "bold"
+            if line.startswith(("+++", "---"))
+            else "green"
+            if line.startswith("+")
+            else "red"
+            if line.startswith("-")
+            else "cyan"
+            if line.startswith("@@")
+            else ""
+        )
+        text.append(line + "\n", style=style)
+    return text
+
+
+def show_card(item: dict[str, Any], card: dict[str, Any] | None) -> None:
+    stale = " [red](stale)[/red]" if item["stale"] else ""
+    label = escape(item["target"].get("label", ""))
+    out.print(f"[bold]seq {item['seq']}[/bold] {item['kind']} {item['action']}: {label}{stale}")
+    out.print(f"reason: {escape(item['reason'])}")
+    apply, decline = escape(item["apply_label"]), escape(item["decline_label"])
+    out.print(f"buttons: {apply} ({item['decisions']['apply']}) / {decline} ({item['decisions']['decline']})")
+    if card is None:
+        return
+    fields = card.get("fields") or [{"name": "", "diff": card.get("diff", "")}]
+    for field in fields:
+        if field.get("name"):
+            out.print(f"[bold]{escape(field['name'])}[/bold]")
+        out.print(diff_text(field["diff"]))
+    for line in [*card.get("notes", []), *card.get("effects", [])]:
+        out.print(f"• {escape(line)}")
+
+
+def show_all(done: dict[str, Any]) -> None:
+    for r in done["resolved"]:
+        out.print(f"seq {r['seq']}: {r['outcome']}")
+    for s in done["skipped"]:
+        out.print(f"seq {s['seq']}: left — {escape(s['reason'])}")
+    if done["stopped"] is not None:
+        s = done["stopped"]
+        out.print(f"[red]seq {s['seq']}: stopped ({s['status']}) — {escape(s['detail'])}[/red]")
+    out.print(escape(done["message"]))
+
+
+def show_logins(found: dict[str, Any]) -> None:
+    table = Table(title=f"logins of {found['session_id']}" + (" (closed)" if found.get("closed") else ""))
+    for column in ("login", "name", "scope", "account", "connected", "granted"):
+        table.add_column(column)
+    for c in found["connections"]:
+        row(table, c["connection_id"], c["name"], c["scope"], c["account"], str(c["connected"]), str(c["granted"]))
+    out.print(table)
+
+
+def show_proposals(page: dict[str, Any]) -> None:
+    counts = page["counts"]
+    for title, rows in (("Waiting", page["waiting"]), ("Decided", page["decided"])):
+        table = Table(title=f"{title} ({counts[title.lower()]})")
+        for column in ("proposal", "status", "label", "files", "reason"):
+            table.add_column(column)
+        for p in rows:
+            row(table, p["proposal_id"], p["status"], p["label"], str(len(p["files"])), p["reason"])
+        out.print(table)
