@@ -61,9 +61,10 @@ def test_each_kinds_two_buttons_send_its_registry_decisions(kind: str, apply: st
         (item(4, "access", widens=True), "access 4: it widens what the agent can do, so it is decided on its own"),
         (item(5, "login", agent=None), "login 5: a login request is decided on its own (Grant read access)"),
         (item(6, "draft"), None),
+        (item(7, "source"), "source 7: a source request is decided on its own (Approve and deploy)"),
     ],
 )
-def test_apply_all_leaves_a_login_grant_and_a_widening_change_to_their_own_apply(
+def test_apply_all_leaves_a_login_grant_a_source_approval_and_a_widening_change_to_their_own_apply(
     given: dict[str, Any], skipped: str | None
 ) -> None:
     assert skip_reason(given) == skipped

@@ -17,6 +17,23 @@ Supersedes = Literal["chat", "turn"]
 
 
 @dataclass(frozen=True)
+class Answer:
+    """How the gateway's ``POST …/{endpoint}/{seq}`` answers a decision besides its outcome (every kind decided at one
+    endpoint answers alike)."""
+
+    route: str | None = None
+    """The name of the owner's declared ``GET`` route (in :data:`assent.api.ROUTES`) whose answer, read once the
+    outcome is in, a decision that the owner took answers with as ``answer`` (the route's ``session_id`` and ``seq``
+    are the request's): a login request's answer carries the session's logins. None: the outcome alone."""
+    answered: int = 422
+    """The status of a decision on a request resolved already (the seed's ``…/logins/{seq}``: 409)."""
+
+
+OUTCOME_ALONE = Answer()
+"""A decision answers with its outcome alone; a resolved request's is 422."""
+
+
+@dataclass(frozen=True)
 class KindSpec:
     """One kind of request.
 
@@ -24,7 +41,8 @@ class KindSpec:
     proposal with any other); ``decisions`` maps each decision the kind accepts to the outcome it produces when it
     succeeds, and ``decline`` names the one that writes nothing (its button says ``decline_label``). Every decision
     may also end ``stale`` (409, the request stays pending), ``refused`` (422/404, nothing changed) or ``failed``.
-    ``endpoint`` is the gateway path segment that decides it (``/edits/{seq}``, ``/logins/{seq}``).
+    ``endpoint`` is the gateway path segment that decides it (``/edits/{seq}``, ``/logins/{seq}``): the gateway mounts
+    one decision route per endpoint, which takes the decisions of the kinds decided there (:func:`decisions_at`).
     """
 
     name: str
@@ -38,7 +56,7 @@ class KindSpec:
     read_tools: tuple[str, ...] = field(default=())
     """Tools of the owner that read the live target (the version a proposal must bind) and propose nothing."""
     decided_alone: bool = False
-    """Apply all skips it (a login grant; an access change that widens is decided per request)."""
+    """Apply all skips it (a login grant, a source approval; an access change that widens is decided per request)."""
     decline: str = "decline"
     """The decision that resolves a request without writing anything (decline, or discard)."""
     supersedes: Supersedes | None = None
@@ -48,6 +66,8 @@ class KindSpec:
     widget: str = "studio_edit_request"
     """The ``type`` of the widget its proposals answer the coach with (``studio_edit_request``; a login request's is
     ``studio_connection_access``)."""
+    answer: Answer = OUTCOME_ALONE
+    """What its endpoint answers besides the outcome, and when the request was resolved already."""
 
     @property
     def apply_labels(self) -> tuple[str, ...]:
@@ -69,6 +89,7 @@ def _kind(
     decline: str = "decline",
     supersedes: Supersedes | None = None,
     widget: str = "studio_edit_request",
+    answer: Answer = OUTCOME_ALONE,
 ) -> KindSpec:
     decisions = decisions or {"apply": "applied", "decline": "declined"}
     if decline not in decisions:
@@ -87,6 +108,7 @@ def _kind(
         decline=decline,
         supersedes=supersedes,
         widget=widget,
+        answer=answer,
     )
 
 
@@ -124,6 +146,7 @@ KINDS: Mapping[str, KindSpec] = MappingProxyType(
                 ("studio_edit_collection",),
                 "State",
                 {"create": "Create table", "edit": "Apply edit", "delete": "Delete table"},
+                read_tools=("studio_list_collections", "studio_read_collection"),
             ),
             _kind(
                 "routine",
@@ -152,6 +175,7 @@ KINDS: Mapping[str, KindSpec] = MappingProxyType(
                 read_tools=("studio_call_connection_tool",),
                 decided_alone=True,
                 widget="studio_connection_access",
+                answer=Answer(route="session_connections", answered=409),
             ),
             _kind(
                 "draft",
@@ -179,6 +203,7 @@ KINDS: Mapping[str, KindSpec] = MappingProxyType(
                 read_tools=("list_repo_files", "read_repo_file", "read_docs"),
                 decline="discard",
                 supersedes="chat",
+                decided_alone=True,  # approving commits and deploys: on its own, with its branch, never by Apply all
             ),
         )
     }
