@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from assent.runtime import ServiceRuntime
 from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, STUDIO_SESSIONS, STUDIO_TURNS, TOOL_RESULTS
 
-from . import api, desk, handlers
+from . import api, console, desk, handlers
 from .adapters import tables
 from .adapters.notify import EventFeed
 from .adapters.owners import Owners
@@ -48,8 +48,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         title="Assent",
         description="AI agents propose changes; people decide them. The public HTTP API.",
         extra=feed_and_owners,
-        public_docs=True,  # the public API's document, at /openapi.json and /docs
+        public_docs=True,  # the public API's document, at /openapi.json (its /docs page: console.mount)
     )
     api.install(app, deps, owners)
+    console.mount(app)  # the web console and /docs, from the files the gateway ships
     desk.install(app, deps)  # the sessions, the pending items, the tray, Apply all, Decline all, Idempotency-Key
     return app

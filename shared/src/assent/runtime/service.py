@@ -344,9 +344,9 @@ class ServiceRuntime:
         """The process's HTTP app: migrations, topics, consumers and relay start with it and stop with it.
 
         ``extra`` adds the service's own resources (opened after the database and topics, before consumers).
-        Only a public API (``public_docs``: the gateway's) serves its OpenAPI document at ``/openapi.json`` with
-        ``/docs`` and ``/redoc`` to anyone; an internal one serves it at ``/internal/openapi.json``, to a caller
-        with the service credential only, and no browsable page (a browser cannot present the credential).
+        Only a public API (``public_docs``: the gateway's) serves its OpenAPI document at ``/openapi.json`` to
+        anyone (its ``/docs`` page is the service's own, from bundled files); an internal one serves it at
+        ``/internal/openapi.json``, to a caller with the service credential only, and no browsable page (a browser cannot present the credential).
         ``/livez`` answers while the process runs (the liveness probe); ``/readyz`` answers 200 only while
         the database and the broker answer (the readiness probe), else 503 with which check failed.
         ``/metrics`` serves the counters in Prometheus' text format.
@@ -402,7 +402,11 @@ class ServiceRuntime:
             description=description,
             version="0.1.0",
             lifespan=lifespan,
-            openapi_url="/openapi.json" if public_docs else None,  # without it, no /docs and no /redoc either
+            openapi_url="/openapi.json" if public_docs else None,
+            # FastAPI's own pages load their scripts from a CDN (blank with no internet): the public API serves
+            # /docs itself, from bundled files (the gateway's console).
+            docs_url=None,
+            redoc_url=None,
             # FastAPI's own server span per request, in this service's provider: its name, route, status and
             # the request's trace context, and no request header. Not its metrics (``/metrics`` has ours), nor
             # its logs, nor a span per dependency, endpoint and serialization (each costs as much as the span),

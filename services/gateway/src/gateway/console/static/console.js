@@ -1,0 +1,641 @@
+// The operator's console: one page, plain JavaScript, talking only to the public API with the person's token.
+//
+// Everything shown comes from the API and is put in the page as text (never as HTML: proposals are written by
+// agents). Everything kind-specific comes from the pending item (its labels, its decision path and words) or, for
+// an item that does not carry them, from the kind registry at /console/kinds.json.
+
+const TOKEN_KEY = "assent.console.token";
+const main = document.getElementById("main");
+const announcer = document.getElementById("announce");
+let registry = { sections: [], kinds: {} };
+let leaving = () => {}; // what the current view stops (its live stream) when another view opens
+
+// --- small helpers ------------------------------------------------------------------------------------------
+
+/** An element: h("button", {type: "button", onclick}, "text", child...). Strings become text nodes. */
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name.startsWith("on")) el.addEventListener(name.slice(2), value);
+    else if (name === "class") el.className = value;
+    else if (name === "dataset") Object.assign(el.dataset, value);
+    else el.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+function announce(text) {
+  announcer.textContent = "";
+  // A new text node after a tick, so that a screen reader reads a repeated message again.
+  setTimeout(() => { announcer.textContent = text; }, 50);
+}
+
+function token() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super(typeof body?.detail === "string" ? body.detail : `HTTP ${status}`);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+/** Call the public API with the token; the parsed JSON body, or ApiError. A refused token signs out. */
+async function api(method, path, body, headers = {}) {
+  const response = await fetch(path, {
+    method,
+    headers: {
+      Authorization: `Bearer ${token()}`,
+      Accept: "application/json",
+      ...(body === undefined ? {} : { "Content-Type": "application/json" }),
+      ...headers,
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  let parsed = null;
+  try { parsed = text ? JSON.parse(text) : null; } catch { parsed = { detail: text }; }
+  if (response.status === 401) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    location.hash = "#/sign-in";
+    throw new ApiError(401, parsed);
+  }
+  if (!response.ok) throw new ApiError(response.status, parsed);
+  return parsed;
+}
+
+function detailOf(error) {
+  if (!(error instanceof ApiError)) return String(error);
+  const detail = error.body?.detail;
+  if (Array.isArray(detail)) return detail.map((d) => `${(d.loc || []).join(".")}: ${d.msg}`).join("; ");
+  return `${error.message} (${error.status})`;
+}
+
+function idempotencyKey() {
+  return crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random().toString(16).slice(2)}`;
+}
+
+function when(value) {
+  if (!value) return "";
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? String(value) : date.toLocaleString();
+}
+
+function plural(n, one, many = `${one}s`) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+/** A unified diff as coloured lines: additions, removals, hunk headers and context, each marked for a reader. */
+function diffBlock(diff, label) {
+  const lines = (diff || "").replace(/\n$/, "").split("\n");
+  const pre = h("pre", { class: "diff", tabindex: "0", "aria-label": label });
+  for (const line of lines) {
+    let cls = "ctx";
+    if (line.startsWith("+++") || line.startsWith("---")) cls = "file";
+    else if (line.startsWith("@@")) cls = "hunk";
+    else if (line.startsWith("+")) cls = "add";
+    else if (line.startsWith("-")) cls = "del";
+    const sign = { add: "added: ", del: "removed: " }[cls];
+    pre.append(h("span", { class: `line ${cls}` }, sign ? h("span", { class: "visually-hidden" }, sign) : null, line || " "));
+  }
+  return pre;
+}
+
+function counts(lines) {
+  if (!lines) return "";
+  return `+${lines.added ?? 0} −${lines.removed ?? 0}`;
+}
+
+function labelOf(target) {
+  if (!target) return "";
+  return target.label || target.ref || target.id || JSON.stringify(target);
+}
+
+function errorBox(error) {
+  return h("p", { class: "error", role: "alert" }, detailOf(error));
+}
+
+function heading(text) {
+  document.title = `${text} · Assent console`;
+  return h("h1", { id: "page-title" }, text);
+}
+
+function show(...children) {
+  main.replaceChildren(...children);
+  main.focus({ preventScroll: true });
+}
+
+// --- sign in ------------------------------------------------------------------------------------------------
+
+function signIn(message) {
+  const input = h("input", { id: "token", name: "token", type: "password", autocomplete: "off", required: true });
+  const status = h("p", { class: "hint", id: "token-hint" },
+    "Paste a bearer token (an access token of the organisation's identity provider). It is kept in this tab only.");
+  input.setAttribute("aria-describedby", "token-hint");
+  const form = h("form", {
+    class: "card narrow",
+    onsubmit: async (event) => {
+      event.preventDefault();
+      sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+      try {
+        await api("GET", "/api/activity?limit=1"); // any read proves the token
+        announce("Signed in");
+        location.hash = "#/sessions";
+      } catch (error) {
+        sessionStorage.removeItem(TOKEN_KEY);
+        status.replaceWith(errorBox(error));
+      }
+    },
+  },
+  h("label", { for: "token" }, "Access token"), input, status,
+  h("button", { type: "submit", class: "primary" }, "Sign in"));
+  show(heading("Sign in"), message ? h("p", { class: "error", role: "alert" }, message) : null, form);
+}
+
+// --- sessions and pending across them -----------------------------------------------------------------------
+
+async function sessionsView() {
+  const open = h("form", {
+    class: "inline",
+    onsubmit: (event) => {
+      event.preventDefault();
+      const id = new FormData(event.target).get("session_id").trim();
+      if (id) location.hash = `#/sessions/${encodeURIComponent(id)}`;
+    },
+  },
+  h("label", { for: "open-session" }, "Open a session by id"),
+  h("input", { id: "open-session", name: "session_id", required: true }),
+  h("button", { type: "submit" }, "Open"));
+  const list = h("section", { "aria-labelledby": "sessions-title" }, h("h2", { id: "sessions-title" }, "Recent sessions"));
+  const across = h("section", { "aria-labelledby": "across-title" }, h("h2", { id: "across-title" }, "Waiting across sessions"));
+  show(heading("Sessions"), open, list, across);
+  try {
+    const page = await api("GET", "/api/studio/sessions?page_size=50");
+    if (!page.items.length) list.append(h("p", {}, "No sessions yet."));
+    else {
+      list.append(h("table", {},
+        h("caption", { class: "visually-hidden" }, `${plural(page.total, "session")}, newest first`),
+        h("thead", {}, h("tr", {}, ["Session", "Operator", "Source guild", "State", "Waiting on", "Opened"].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, page.items.map((s) => h("tr", {},
+          h("td", {}, h("a", { href: `#/sessions/${encodeURIComponent(s.session_id)}` }, s.session_id)),
+          h("td", {}, s.operator_id), h("td", {}, s.source_guild_id), h("td", {}, s.state),
+          h("td", { class: "num" }, s.waiting_on), h("td", {}, when(s.opened_at)))))));
+    }
+  } catch (error) {
+    list.append(error.status === 404 || error.status === 405
+      ? h("p", {}, "This gateway does not list sessions; open one by its id.") : errorBox(error));
+  }
+  try {
+    const page = await api("GET", "/api/studio/pending?page_size=50");
+    if (!page.items.length) across.append(h("p", {}, "Nothing waits on a decision."));
+    else across.append(h("ul", { class: "plain" }, page.items.map((item) => h("li", {},
+      h("a", { href: `#/sessions/${encodeURIComponent(item.session_id)}` }, labelOf(item.target)),
+      ` · ${item.section} · ${item.apply_label} or ${item.decline_label}`))));
+  } catch (error) {
+    across.append(error.status === 404 || error.status === 405
+      ? h("p", {}, "This gateway does not list pending items across sessions.") : errorBox(error));
+  }
+}
+
+// --- a session's desk ---------------------------------------------------------------------------------------
+
+/** How an item is decided: its own decision path and words, else the registry's endpoint and decisions. */
+function decisionOf(sessionId, item) {
+  const kind = registry.kinds[item.kind] || {};
+  const endpoint = kind.endpoint || "edits";
+  return {
+    endpoint,
+    path: item.decision_path || `/api/studio/sessions/${encodeURIComponent(sessionId)}/${endpoint}/${item.seq}`,
+    apply: item.decisions?.apply || kind.apply || "apply",
+    decline: item.decisions?.decline || kind.decline || "decline",
+    hasCard: endpoint === "edits",
+    onProposalsPage: endpoint === "proposals",
+  };
+}
+
+async function sessionView(sessionId) {
+  const base = `/api/studio/sessions/${encodeURIComponent(sessionId)}`;
+  const summary = h("p", { id: "summary", class: "summary" }, "Loading…");
+  const sectionList = h("ul", { class: "chips", "aria-label": "Waiting per section" });
+  const agentList = h("ul", { class: "chips", "aria-label": "Waiting per agent" });
+  const result = h("div", { id: "bulk-result", role: "status", "aria-live": "polite" });
+  const items = h("div", { id: "items" });
+  const loginsButton = h("button", { type: "button", id: "logins-button", "aria-expanded": "false", "aria-controls": "logins-panel" }, "Logins");
+  const loginsPanel = h("section", { id: "logins-panel", class: "popover", hidden: true, "aria-labelledby": "logins-title" });
+  const state = { items: new Map(), agent: null, open: new Set() };
+
+  const bulk = (which) => async (event) => {
+    const button = event.currentTarget;
+    button.disabled = true;
+    try {
+      const answer = await api("POST", `${base}/${which}`, undefined, { "Idempotency-Key": idempotencyKey() });
+      result.replaceChildren(...bulkReport(which, answer));
+      announce(answer.message || `${which} done`);
+    } catch (error) {
+      result.replaceChildren(errorBox(error));
+    } finally {
+      button.disabled = false;
+      await refresh();
+    }
+  };
+
+  const toolbar = h("div", { class: "toolbar", role: "group", "aria-label": "Decide every request" },
+    h("button", { type: "button", id: "apply-all", class: "primary", onclick: bulk("apply-all") }, "Apply all"),
+    h("button", { type: "button", id: "decline-all", onclick: bulk("decline-all") }, "Decline all"),
+    loginsButton,
+    h("button", { type: "button", id: "continue", onclick: async () => {
+      try {
+        const answer = await api("POST", `${base}/continue`);
+        result.replaceChildren(h("p", {}, `Continuation sent (${plural(answer.sends, "time")}).`));
+      } catch (error) { result.replaceChildren(errorBox(error)); }
+    } }, "Continue"));
+
+  loginsButton.addEventListener("click", async () => {
+    const opening = loginsPanel.hidden;
+    loginsPanel.hidden = !opening;
+    loginsButton.setAttribute("aria-expanded", String(opening));
+    if (opening) { await renderLogins(); loginsPanel.querySelector("button, a")?.focus(); }
+  });
+  loginsPanel.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") {
+      loginsPanel.hidden = true;
+      loginsButton.setAttribute("aria-expanded", "false");
+      loginsButton.focus();
+    }
+  });
+
+  async function renderLogins() {
+    loginsPanel.replaceChildren(h("h2", { id: "logins-title" }, "Logins"));
+    let listed;
+    try { listed = await api("GET", `${base}/connections`); } catch (error) { loginsPanel.append(errorBox(error)); return; }
+    if (!listed.connections.length) { loginsPanel.append(h("p", {}, "No login is reachable from this session.")); return; }
+    loginsPanel.append(h("ul", { class: "plain" }, listed.connections.map((c) => {
+      const name = `${c.name} (${c.account})`;
+      return h("li", { class: "login", dataset: { connection: c.connection_id } },
+        h("strong", {}, c.name), ` as ${c.account} · ${c.scope}${c.scope_id ? ` ${c.scope_id}` : ""} · `,
+        c.connected ? "connected" : "not connected", c.verified ? " · verified" : "",
+        h("br"),
+        h("span", { class: "hint" }, c.granted ? `Granted by ${c.granted_by} ${when(c.granted_at)}`
+          : c.revoked_by ? `Revoked by ${c.revoked_by} ${when(c.revoked_at)}` : "Not granted"),
+        " ",
+        h("button", {
+          type: "button",
+          "aria-label": `${c.granted ? "Revoke" : "Grant"} ${name}`,
+          disabled: listed.closed || (!c.granted && !c.connected),
+          onclick: async () => {
+            try {
+              await api("PUT", `${base}/connections/${encodeURIComponent(c.connection_id)}`, { granted: !c.granted });
+              announce(`${c.granted ? "Revoked" : "Granted"} ${name}`);
+            } catch (error) { loginsPanel.append(errorBox(error)); return; }
+            await renderLogins();
+            loginsPanel.querySelector(`[data-connection="${CSS.escape(c.connection_id)}"] button`)?.focus();
+            await refresh();
+          },
+        }, c.granted ? "Revoke" : "Grant"));
+    })));
+  }
+
+  function itemElement(item) {
+    const how = decisionOf(sessionId, item);
+    const id = `item-${item.seq}`;
+    const card = h("div", { class: "card-body", id: `${id}-card`, hidden: true });
+    const message = h("p", { class: "message", "aria-live": "polite" });
+    const decide = (decision) => async (event) => {
+      const buttons = event.currentTarget.parentElement.querySelectorAll("button");
+      buttons.forEach((b) => { b.disabled = true; });
+      try {
+        await api("POST", how.path, { decision }, { "Idempotency-Key": idempotencyKey() });
+        announce(`${labelOf(item.target)}: ${decision} done`);
+        await refresh();
+      } catch (error) {
+        message.replaceChildren(detailOf(error));
+        buttons.forEach((b) => { b.disabled = false; });
+      }
+    };
+    const actions = h("div", { class: "actions" });
+    if (how.hasCard) {
+      const toggle = h("button", { type: "button", class: "quiet", "aria-expanded": "false", "aria-controls": card.id,
+        onclick: async () => {
+          const opening = card.hidden;
+          card.hidden = !opening;
+          toggle.setAttribute("aria-expanded", String(opening));
+          toggle.textContent = opening ? "Hide changes" : "Show changes";
+          if (opening) { state.open.add(item.seq); await renderCard(card, `${base}/edits/${item.seq}`); }
+          else state.open.delete(item.seq);
+        } }, "Show changes");
+      actions.append(toggle);
+    }
+    if (how.onProposalsPage) {
+      actions.append(h("a", { class: "button", href: `#/agents/${encodeURIComponent(item.agent_id)}/proposals` }, "Review on the Proposals page"));
+    } else {
+      actions.append(
+        h("button", { type: "button", class: "primary", onclick: decide(how.apply) }, item.apply_label),
+        h("button", { type: "button", onclick: decide(how.decline) }, item.decline_label));
+    }
+    const badges = [
+      item.stale ? h("span", { class: "badge warn" }, "Stale") : null,
+      item.widens ? h("span", { class: "badge warn" }, "Widens access") : null,
+      item.decided_alone || registry.kinds[item.kind]?.decided_alone ? h("span", { class: "badge" }, "Decided alone") : null,
+    ];
+    const el = h("li", { class: "item", id, dataset: { seq: item.seq } },
+      h("article", { "aria-labelledby": `${id}-title` },
+        h("h3", { id: `${id}-title` }, labelOf(item.target), " ", ...badges),
+        h("p", { class: "meta" }, `${item.kind} · ${item.action}`, item.agent_id ? ` · agent ${item.agent_id}` : "",
+          item.lines ? ` · ${counts(item.lines)}` : "", item.proposed_at ? ` · ${when(item.proposed_at)}` : ""),
+        item.reason ? h("p", { class: "reason" }, item.reason) : null,
+        actions, message, card));
+    if (state.open.has(item.seq) && how.hasCard) actions.querySelector("button")?.click();
+    return el;
+  }
+
+  /** Put the tray's items in the page by seq: gone ones leave, new ones arrive, the rest stay as they are (an
+   * open card and the focus are kept). */
+  function renderItems(pending) {
+    const sections = [...new Set([...registry.sections, ...Object.keys(pending.sections || {})])];
+    const wanted = pending.items.filter((i) => !state.agent || i.agent_id === state.agent);
+    const focusedSeq = document.activeElement?.closest?.(".item")?.dataset.seq;
+    for (const [seq, el] of state.items) {
+      if (!pending.items.some((i) => String(i.seq) === String(seq))) { el.remove(); state.items.delete(seq); }
+    }
+    for (const name of sections) {
+      const ofSection = wanted.filter((i) => i.section === name);
+      const sid = `section-${name.toLowerCase().replace(/[^a-z0-9]+/g, "-")}`;
+      let section = document.getElementById(sid);
+      if (!ofSection.length) { section?.remove(); continue; }
+      if (!section) {
+        section = h("section", { id: sid, "aria-labelledby": `${sid}-title` }, h("h2", { id: `${sid}-title` }), h("ul", { class: "items" }));
+        items.append(section);
+      }
+      section.querySelector("h2").textContent = `${name} (${ofSection.length})`;
+      const list = section.querySelector("ul");
+      for (const item of ofSection) {
+        let el = state.items.get(item.seq);
+        if (!el) { el = itemElement(item); state.items.set(item.seq, el); }
+        if (el.parentElement !== list) list.append(el);
+      }
+      for (const el of [...list.children]) {
+        if (!ofSection.some((i) => String(i.seq) === el.dataset.seq)) el.remove();
+      }
+    }
+    // Keep the sections in the registry's order.
+    for (const name of sections) {
+      const section = document.getElementById(`section-${name.toLowerCase().replace(/[^a-z0-9]+/g, "-")}`);
+      if (section) items.append(section);
+    }
+    if (focusedSeq && !state.items.has(Number(focusedSeq)) && !items.contains(document.activeElement)) summary.focus();
+    if (!wanted.length) items.replaceChildren(h("p", { class: "empty" }, "Nothing waits on a decision."));
+    else items.querySelector(".empty")?.remove();
+  }
+
+  async function refresh() {
+    let pending;
+    try { pending = await api("GET", `${base}/pending`); } catch (error) { summary.replaceChildren(detailOf(error)); return; }
+    summary.textContent = pending.summary || `Waiting on ${plural(pending.waiting_on, "decision")}`;
+    sectionList.replaceChildren(...Object.entries(pending.sections || {}).map(([name, n]) =>
+      h("li", { class: n ? "" : "zero" }, `${name} `, h("span", { class: "count" }, n))));
+    agentList.replaceChildren(
+      h("li", {}, h("button", { type: "button", class: "chip", "aria-pressed": String(!state.agent),
+        onclick: () => { state.agent = null; refresh(); } }, "All agents")),
+      ...Object.entries(pending.agents || {}).map(([agent, n]) => h("li", {},
+        h("button", { type: "button", class: "chip", "aria-pressed": String(state.agent === agent),
+          onclick: () => { state.agent = agent; refresh(); } }, `${agent} `, h("span", { class: "count" }, n)))));
+    renderItems(pending);
+  }
+
+  show(
+    heading(`Session ${sessionId}`),
+    h("section", { class: "tray", "aria-label": "Tray" }, summary, sectionList, agentList, toolbar, result, loginsPanel),
+    items);
+  summary.setAttribute("tabindex", "-1");
+  await refresh();
+  leaving = follow(`${base}/events`, refresh);
+}
+
+function bulkReport(which, answer) {
+  const resolved = answer.resolved || [];
+  const skipped = answer.skipped || [];
+  const parts = [h("p", { class: "bulk-summary" },
+    answer.message || `${which}: ${plural(resolved.length, "request")} resolved, ${skipped.length} skipped.`)];
+  parts.push(h("p", { id: "skipped-count" }, `Skipped: ${skipped.length}`));
+  if (skipped.length) parts.push(h("ul", { class: "plain" }, skipped.map((s) => h("li", {}, `seq ${s.seq} (${s.kind}): ${s.reason}`))));
+  if (answer.stopped) parts.push(h("p", { class: "error" }, `Stopped at seq ${answer.stopped.seq}: ${answer.stopped.status}, ${answer.stopped.detail}`));
+  return parts;
+}
+
+/** A card: per field its diff (one per changed field), the before and after texts, what applying does, notes. */
+async function renderCard(container, path) {
+  container.replaceChildren(h("p", {}, "Loading the card…"));
+  let card;
+  try { card = await api("GET", path); } catch (error) { container.replaceChildren(errorBox(error)); return; }
+  const parts = [];
+  if (card.stale) parts.push(h("p", { class: "badge warn" }, "Stale: the target changed since it was proposed."));
+  const changed = (card.fields || []).filter((f) => f.diff);
+  for (const field of changed) {
+    parts.push(h("h4", {}, `${field.name} `, h("span", { class: "count" }, counts(field.lines))));
+    parts.push(diffBlock(field.diff, `Changes to ${field.name}`));
+  }
+  if (!changed.length && card.diff) parts.push(diffBlock(card.diff, "Changes"));
+  const texts = (card.fields || []).filter((f) => f.live !== null || f.proposal !== null);
+  if (texts.length) {
+    parts.push(h("details", {}, h("summary", {}, "Before and after"),
+      ...texts.map((f) => h("div", { class: "side-by-side" },
+        h("figure", {}, h("figcaption", {}, `${f.name}: now`), h("pre", { tabindex: "0" }, f.live ?? "(none)")),
+        h("figure", {}, h("figcaption", {}, `${f.name}: proposed`), h("pre", { tabindex: "0" }, f.proposal ?? "(none)"))))));
+  }
+  if (card.effects?.length) parts.push(h("h4", {}, "What applying does"), h("ul", {}, card.effects.map((e) => h("li", {}, e))));
+  if (card.notes?.length) parts.push(h("ul", { class: "notes" }, card.notes.map((n) => h("li", {}, n))));
+  container.replaceChildren(...parts);
+}
+
+/** Follow a server-sent event stream with the token (EventSource cannot send one): each event re-reads. */
+function follow(path, onEvent) {
+  const controller = new AbortController();
+  let retry = 0;
+  (async () => {
+    while (!controller.signal.aborted) {
+      try {
+        const response = await fetch(path, { headers: { Authorization: `Bearer ${token()}`, Accept: "text/event-stream" }, signal: controller.signal });
+        if (!response.ok) throw new Error(`events: HTTP ${response.status}`);
+        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = "";
+        retry = 0;
+        await onEvent(); // what happened while the stream was down
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += value;
+          let cut;
+          let changed = false;
+          while ((cut = buffer.indexOf("\n\n")) >= 0) {
+            const block = buffer.slice(0, cut);
+            buffer = buffer.slice(cut + 2);
+            const name = /^event: (.*)$/m.exec(block)?.[1];
+            if (name && name !== "ready") changed = true;
+          }
+          if (changed) await onEvent();
+        }
+      } catch (error) {
+        if (controller.signal.aborted) return;
+      }
+      retry = Math.min(retry + 1, 5);
+      await new Promise((resolve) => setTimeout(resolve, 500 * retry));
+    }
+  })();
+  return () => controller.abort();
+}
+
+// --- the Proposals page -------------------------------------------------------------------------------------
+
+function agentForm(current) {
+  return h("form", {
+    class: "inline",
+    onsubmit: (event) => {
+      event.preventDefault();
+      const id = new FormData(event.target).get("agent_id").trim();
+      if (id) location.hash = `#/agents/${encodeURIComponent(id)}/proposals`;
+    },
+  },
+  h("label", { for: "agent-id" }, "Agent"),
+  h("input", { id: "agent-id", name: "agent_id", required: true, value: current || "" }),
+  h("button", { type: "submit" }, "Show proposals"));
+}
+
+async function proposalsView(agentId) {
+  if (!agentId) {
+    show(heading("Proposals"), agentForm(), h("p", { class: "hint" }, "An agent's source proposals: waiting and decided."));
+    return;
+  }
+  const base = `/api/agents/${encodeURIComponent(agentId)}/proposals`;
+  const waiting = h("section", { "aria-labelledby": "waiting-title" });
+  const decided = h("section", { "aria-labelledby": "decided-title" });
+  const feed = h("section", { "aria-labelledby": "activity-title" });
+  show(heading(`Proposals of ${agentId}`), agentForm(agentId), waiting, decided, feed);
+
+  // A hosted source has one branch (approving commits and deploys); an external one offers the branch choice.
+  let repository = null;
+  try { repository = await api("GET", `/api/workspace/agents/${encodeURIComponent(agentId)}/repository`); } catch { /* none yet */ }
+  const branches = repository?.mode === "external";
+
+  async function refresh() {
+    let page;
+    try { page = await api("GET", base); } catch (error) { waiting.replaceChildren(errorBox(error)); return; }
+    waiting.replaceChildren(h("h2", { id: "waiting-title" }, `Waiting (${page.counts.waiting})`),
+      page.waiting.length ? h("ul", { class: "items" }, page.waiting.map((p) => proposalElement(p, true))) : h("p", {}, "No proposal waits."));
+    decided.replaceChildren(h("h2", { id: "decided-title" }, `Decided (${page.counts.decided})`),
+      page.decided.length ? h("ul", { class: "items" }, page.decided.map((p) => proposalElement(p, false))) : h("p", {}, "None decided yet."));
+    let activity;
+    try { activity = await api("GET", `/api/activity?agent_id=${encodeURIComponent(agentId)}&limit=50`); } catch (error) { feed.replaceChildren(errorBox(error)); return; }
+    feed.replaceChildren(h("h2", { id: "activity-title" }, "Activity"),
+      activity.entries.length ? h("ol", { class: "feed" }, activity.entries.map((e) => h("li", {},
+        h("strong", {}, e.what), ` by ${e.who ?? "someone"} · ${when(e.when)}`,
+        e.reason ? ` · ${e.reason}` : "", e.detail ? h("span", { class: "hint" }, ` — ${e.detail}`) : "",
+        e.links?.commit ? h("span", { class: "hint" }, ` · commit ${String(e.links.commit).slice(0, 10)}`) : ""))) : h("p", {}, "No activity yet."));
+  }
+
+  function proposalElement(p, open) {
+    const id = `proposal-${p.proposal_id}`;
+    const message = h("p", { class: "message", "aria-live": "polite" });
+    const parts = [
+      h("h3", { id: `${id}-title` }, p.reason),
+      h("p", { class: "meta" }, [p.from_builder_chat ? "From the builder chat" : `from ${p.origin}`, p.model,
+        p.asked_by ? `asked by ${p.asked_by}` : null, when(p.proposed_at),
+        p.source_version ? `on ${p.source_version.slice(0, 10)}` : null].filter(Boolean).join(" · ")),
+      p.fix_for_issue ? h("p", { class: "meta" }, p.fix_for_issue.label || "Fix for an issue") : null,
+    ];
+    if (p.changed_since?.length) parts.push(h("p", { class: "badge warn" }, `Changed since: ${p.changed_since.join(", ")}`));
+    for (const file of p.files || []) {
+      parts.push(h("h4", {}, `${file.path} `, h("span", { class: "count" }, `${file.action} · ${counts(file.lines)}`)));
+      parts.push(diffBlock(file.diff, `Changes to ${file.path}`));
+    }
+    if (open) {
+      parts.push(decisionForm(p, message), message);
+    } else {
+      parts.push(h("p", { class: "meta" }, [p.status, p.resolved_by ? `by ${p.resolved_by}` : null, when(p.resolved_at),
+        p.branch ? `branch ${p.branch}` : null, p.commit ? `commit ${p.commit.slice(0, 10)}` : null].filter(Boolean).join(" · ")));
+      if (p.link) parts.push(h("p", {}, h("a", { href: p.link }, "Pull request")));
+    }
+    return h("li", { class: "item", id, dataset: { proposal: p.proposal_id } }, h("article", { "aria-labelledby": `${id}-title` }, ...parts));
+  }
+
+  function decisionForm(p, message) {
+    const name = (suffix) => `${p.proposal_id}-${suffix}`;
+    const branchName = h("input", { id: name("branch-name"), name: "branch_name", disabled: true });
+    const radios = [["production", "Production branch (commit and deploy)"], ["new", "A new branch"], ["existing", "An existing branch"]]
+      .map(([value, text], i) => h("div", { class: "radio" },
+        h("input", { type: "radio", id: name(`branch-${value}`), name: "branch", value, checked: i === 0,
+          onchange: () => { branchName.disabled = value === "production"; } }),
+        h("label", { for: name(`branch-${value}`) }, text)));
+    const decide = (decision) => async (event) => {
+      event.preventDefault();
+      const form = event.target.closest("form");
+      const data = new FormData(form);
+      const body = { decision };
+      if (decision === "approve") {
+        const kind = data.get("branch");
+        if (kind && kind !== "production") body.branch = { kind, name: (data.get("branch_name") || "").trim() };
+        const text = (data.get("message") || "").trim();
+        if (text) body.message = text;
+      }
+      form.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+      try {
+        const answer = await api("POST", `${base}/${encodeURIComponent(p.proposal_id)}`, body, { "Idempotency-Key": idempotencyKey() });
+        announce(`${p.reason}: ${answer?.outcome || decision}`);
+        await refresh();
+        document.getElementById("waiting-title")?.setAttribute("tabindex", "-1");
+        document.getElementById("waiting-title")?.focus();
+      } catch (error) {
+        message.replaceChildren(detailOf(error));
+        form.querySelectorAll("button").forEach((b) => { b.disabled = false; });
+      }
+    };
+    const actions = p.actions || [];
+    const approving = actions.includes("approve");
+    return h("form", { class: "decide", onsubmit: (e) => e.preventDefault() },
+      approving && branches ? h("fieldset", {}, h("legend", {}, `Commit onto (production: ${repository.branch})`), ...radios,
+        h("label", { for: name("branch-name") }, "Branch name"), branchName) : null,
+      approving && !branches ? h("p", { class: "hint" }, "Approving commits the next source version and deploys it.") : null,
+      approving ? [h("label", { for: name("message") }, "Commit message (the reason when empty)"),
+        h("input", { id: name("message"), name: "message" })] : null,
+      h("div", { class: "actions" },
+        approving ? h("button", { type: "submit", class: "primary", onclick: decide("approve") }, branches ? "Approve" : "Approve and deploy") : null,
+        actions.includes("discard") ? h("button", { type: "button", onclick: decide("discard") }, "Discard") : null));
+  }
+
+  await refresh();
+}
+
+// --- routing ------------------------------------------------------------------------------------------------
+
+async function route() {
+  leaving();
+  leaving = () => {};
+  const signedIn = Boolean(token());
+  document.getElementById("sign-out").hidden = !signedIn;
+  const hash = location.hash.replace(/^#/, "") || "/sessions";
+  const parts = hash.split("/").filter(Boolean).map(decodeURIComponent);
+  for (const link of document.querySelectorAll("header nav a")) {
+    const current = link.getAttribute("href") === `#/${parts[0]}` || (parts[0] === "agents" && link.getAttribute("href") === "#/proposals");
+    if (current) link.setAttribute("aria-current", "page"); else link.removeAttribute("aria-current");
+  }
+  if (!signedIn || parts[0] === "sign-in") return signIn();
+  if (parts[0] === "sessions" && parts[1]) return sessionView(parts[1]);
+  if (parts[0] === "sessions") return sessionsView();
+  if (parts[0] === "agents" && parts[2] === "proposals") return proposalsView(parts[1]);
+  if (parts[0] === "proposals") return proposalsView(null);
+  return show(heading("Not found"), h("p", {}, "No such page. "), h("a", { href: "#/sessions" }, "Sessions"));
+}
+
+document.getElementById("sign-out").addEventListener("click", () => {
+  sessionStorage.removeItem(TOKEN_KEY);
+  location.hash = "#/sign-in";
+});
+window.addEventListener("hashchange", route);
+registry = await fetch("/console/kinds.json").then((r) => r.json()).catch(() => registry);
+await route();

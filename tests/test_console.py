@@ -1,0 +1,290 @@
+"""The web console in a real headless Chromium (Debian's, driven by Playwright) against the real services: sign in,
+the tray and its counts, a card's diff, a decision that vanishes from a second page, the Logins popover, Apply all,
+a source proposal approved onto a new branch, and the API docs, with no request leaving the gateway. axe-core
+checks each page (no serious or critical violation); each page's screenshot goes to docs/screenshots/."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
+
+from assent.coach import CoachClient
+from tests.conftest import OPERATOR, Stack, World, new_world, wait_for
+from tests.test_source_proposals import FILES, chat, deploy, git, page, projected, proposal_id, propose, put_repository
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = Path("/usr/bin/chromium")
+AXE = Path(__file__).parent / "assets" / "axe-core" / "axe.min.js"
+AXE_SOURCE = AXE.read_text()
+CHROMIUM_PRESENT = CHROMIUM.exists()
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+TOKEN_KEY = "assent.console.token"
+UNREACHABLE = "http://127.0.0.1:9/mcp"
+"""A login's server: nothing here calls it (granting a login in the popover does not reach its server)."""
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    if not CHROMIUM_PRESENT:
+        pytest.fail("Debian's chromium is missing: apt-get install -y chromium (.ci/system-packages does it)")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield launched
+        await launched.close()
+
+
+async def local_only(browser: Browser, stack: Stack) -> tuple[BrowserContext, list[str]]:
+    """A browser context whose every request must go to the gateway: any other is aborted and listed."""
+    context = await browser.new_context(base_url=stack.gateway_url, viewport={"width": 1280, "height": 900})
+    gateway, elsewhere = urlsplit(stack.gateway_url).netloc, []
+
+    async def guard(route: Any) -> None:
+        if urlsplit(route.request.url).netloc == gateway:
+            await route.continue_()
+        else:
+            elsewhere.append(route.request.url)
+            await route.abort()
+
+    await context.route("**/*", guard)
+    return context, elsewhere
+
+
+async def axe(page: Page) -> None:
+    """Run axe-core on the page as it is now; no serious or critical violation. (Evaluated through the debugging
+    protocol, which the console's Content-Security-Policy does not govern.)"""
+    await page.evaluate(AXE_SOURCE)
+    violations = await page.evaluate(
+        "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
+        ".map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.target.join(' '))}))"
+    )
+    bad = [v for v in violations if v["impact"] in ("serious", "critical")]
+    assert bad == [], json.dumps(bad, indent=1)
+
+
+async def shot(page: Page, name: str) -> None:
+    await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+async def sign_in(page: Page, token: str) -> None:
+    await page.goto("/console")
+    await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    await page.get_by_label("Access token").fill(token)
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("heading", name="Sessions", exact=True)).to_be_visible()
+
+
+async def create_login(http: httpx.AsyncClient, login_id: str, name: str) -> None:
+    body = {
+        "login_id": login_id,
+        "name": name,
+        "scope": "org",
+        "server_url": UNREACHABLE,
+        "account": "desk@acme.example",
+    }
+    response = await http.post("/api/workspace/logins", json=body)
+    assert response.status_code == 201, response.text
+
+
+async def public_route(http: httpx.AsyncClient, method: str, path: str) -> bool:
+    document = (await http.get("/openapi.json")).json()
+    return method in document["paths"].get(path, {})
+
+
+async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: Stack, browser: Browser) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        token = http.headers["Authorization"].removeprefix("Bearer ")
+        suffix = world.org_id.removeprefix("org_")
+        await create_login(http, f"desk_{suffix}", "Desk")
+        await create_login(http, f"crm_{suffix}", "CRM")
+        sid, seqs = await three_requests(coach, http, world, f"desk_{suffix}")
+        can_apply_all = await public_route(http, "post", "/api/studio/sessions/{session_id}/apply-all")
+
+        context, elsewhere = await local_only(browser, stack)
+        one = await context.new_page()
+        await sign_in(one, token)
+        await axe(one)
+        await shot(one, "sessions")
+
+        await one.goto(f"/console#/sessions/{sid}")
+        await expect(one.locator("#summary")).to_have_text("Waiting on 3 decisions")
+        sections = one.get_by_role("list", name="Waiting per section")
+        for section, n in (("Agents", 1), ("Guild", 1), ("Logins", 1)):
+            await expect(sections.get_by_role("listitem").filter(has_text=section)).to_have_text(f"{section} {n}")
+        agents = one.get_by_role("list", name="Waiting per agent")
+        await expect(agents.get_by_role("button", name=world.agent_id)).to_have_text(f"{world.agent_id} 1")
+        memory, guild, login = (one.locator(f"#item-{seq}") for seq in seqs)
+        await expect(memory.get_by_role("button", name="Apply edit")).to_be_visible()
+        await expect(login.get_by_role("button", name="Grant read access")).to_be_visible()
+        await expect(login.get_by_role("button", name="Decline")).to_be_visible()
+
+        # The guild card: one diff per changed field, the added lines marked.
+        await guild.get_by_role("button", name="Show changes").click()
+        diffs = guild.locator("pre.diff")
+        await expect(diffs).to_have_count(2)
+        await expect(guild.get_by_role("heading", name="about +1 \u22120")).to_be_visible()
+        await expect(diffs.first.locator(".line.add")).to_have_text(["added: +We answer within a day."])
+        await axe(one)
+        await shot(one, "desk")
+
+        # A decision here vanishes from a second page, through its live stream.
+        two = await context.new_page()
+        await two.goto("/console")
+        await two.evaluate(f"sessionStorage.setItem({TOKEN_KEY!r}, {token!r})")
+        await two.goto(f"/console#/sessions/{sid}")
+        await expect(two.locator(f"#item-{seqs[0]}")).to_be_visible()
+        await expect(two.locator("#summary")).to_have_text("Waiting on 3 decisions")
+        await memory.get_by_role("button", name="Apply edit").click()
+        await expect(one.locator(f"#item-{seqs[0]}")).to_have_count(0)
+        await expect(two.locator(f"#item-{seqs[0]}")).to_have_count(0)
+        await expect(two.locator("#summary")).to_have_text("Waiting on 2 decisions")
+        assert (
+            (await http.get(f"/api/workspace/agents/{world.agent_id}/memory"))
+            .json()["content"]
+            .endswith("Quote the order.\n")
+        )
+
+        # The Logins popover: grant another login than the one asked for; the request stays.
+        await one.get_by_role("button", name="Logins").click()
+        grant = one.get_by_role("button", name="Grant CRM (desk@acme.example)")
+        await expect(grant).to_be_focused()
+        await grant.click()
+        await expect(one.get_by_role("button", name="Revoke CRM (desk@acme.example)")).to_be_focused()
+        held = (await http.get(f"/api/studio/sessions/{sid}/connections")).json()["connections"]
+        assert [(c["connection_id"], c["granted_by"]) for c in held if c["granted"]] == [(f"crm_{suffix}", OPERATOR)]
+        await axe(one)
+        await shot(one, "logins")
+        await one.keyboard.press("Escape")
+        await expect(one.get_by_role("button", name="Logins")).to_be_focused()
+
+        if can_apply_all:
+            # Apply all applies the guild text and leaves the login request (decided alone).
+            await one.get_by_role("button", name="Apply all").click()
+            await expect(one.locator("#skipped-count")).to_have_text("Skipped: 1")
+            await expect(one.locator(f"#item-{seqs[1]}")).to_have_count(0)
+            await expect(two.locator(f"#item-{seqs[1]}")).to_have_count(0)
+            await expect(one.locator("#summary")).to_have_text("Waiting on 1 decision")
+            await axe(one)
+            await shot(one, "apply-all")
+        assert elsewhere == []
+        await context.close()
+
+
+async def three_requests(
+    coach: CoachClient, http: httpx.AsyncClient, world: World, login_id: str
+) -> tuple[str, list[int]]:
+    """A memory edit, a guild text edit and a login request in one step; the session id and their seqs."""
+    session = await coach.open_session(org_id=world.org_id, source_guild_id=world.guild_id, operator_user_id=OPERATOR)
+    turn = session.begin_turn()
+    memory = await turn.call("studio_read_memory", {"agent_id": world.agent_id})
+    assert memory.ok and memory.output is not None, memory.error
+    results = [
+        await turn.call(
+            "studio_edit_memory",
+            {
+                "agent_id": world.agent_id,
+                "content": memory.output["content"] + "Quote the order.\n",
+                "base_version": memory.output["version"],
+                "reason": "orders come up often",
+            },
+        ),
+        await turn.call(
+            "studio_edit_guild",
+            {"about": "We answer within a day.", "description": "Support.\nRefunds.\n", "reason": "clearer"},
+        ),
+        await turn.call("studio_request_connection_access", {"connection_id": login_id, "reason": "check orders"}),
+    ]
+    assert all(r.ok for r in results), results
+    await turn.end_step()
+
+    async def waiting() -> bool:
+        response = await http.get(f"/api/studio/sessions/{session.session_id}/pending")
+        return response.status_code == 200 and response.json()["waiting_on"] == 3
+
+    await wait_for(waiting)
+    return session.session_id, [turn.calls[r.tool_call_id].seq for r in results]
+
+
+def external_remote(tmp_path: Path) -> Path:
+    """A bare repository with the agent's files on ``trunk``, reached as ``file://`` (an external source)."""
+    remote, work = tmp_path / "remote.git", tmp_path / "work"
+    git("init", "--quiet", "--bare", "--initial-branch", "trunk", str(remote))
+    git("clone", "--quiet", str(remote), str(work))
+    for path, text in FILES.items():
+        (work / path).parent.mkdir(parents=True, exist_ok=True)
+        (work / path).write_text(text)
+    who = ("-c", "user.name=t", "-c", "user.email=t@example.com")
+    git(*who, "add", "-A", cwd=work)
+    git(*who, "commit", "--quiet", "-m", "first", cwd=work)
+    git("push", "--quiet", "origin", "HEAD:trunk", cwd=work)
+    return remote
+
+
+async def test_the_proposals_page_approves_onto_a_new_branch_and_the_docs_need_no_internet(
+    stack: Stack, browser: Browser, tmp_path: Path
+) -> None:
+    remote = external_remote(tmp_path)
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        await put_repository(
+            http, world.agent_id, {"mode": "external", "url": f"file://{remote}", "provider": "github"}
+        )
+        await deploy(http, world.agent_id)
+        token = http.headers["Authorization"].removeprefix("Bearer ")
+        session = await chat(coach, world)
+        result = await propose(session, world.agent_id, {"knowledge/policy.md": "Refunds take 3 days.\n"}, "faster")
+        pid = proposal_id(result)
+        await projected(http, session.session_id, pid)
+
+        context, elsewhere = await local_only(browser, stack)
+        tab = await context.new_page()
+        await sign_in(tab, token)
+        await tab.goto(f"/console#/agents/{world.agent_id}/proposals")
+        await expect(tab.get_by_role("heading", name="Waiting (1)")).to_be_visible()
+        await expect(tab.get_by_role("heading", name="Decided (0)")).to_be_visible()
+        card = tab.locator(f"#proposal-{pid}")
+        await expect(card.locator(".line.del")).to_have_text(["removed: -Refunds take 5 days."])
+        await expect(card.locator(".line.add")).to_have_text(["added: +Refunds take 3 days."])
+        await axe(tab)
+        await shot(tab, "proposals")
+
+        await card.get_by_label("A new branch").check()
+        await card.get_by_label("Branch name").fill("faster-refunds")
+        await card.get_by_label("Commit message (the reason when empty)").fill("Refunds take 3 days")
+        await card.get_by_role("button", name="Approve").click()
+        await expect(tab.get_by_role("heading", name="Decided (1)")).to_be_visible()
+        await expect(tab.get_by_role("heading", name="Waiting (0)")).to_be_visible()
+        await expect(tab.get_by_role("region", name="Activity").get_by_role("listitem")).to_have_count(1)
+        await expect(tab.get_by_role("region", name="Activity").get_by_role("listitem")).to_contain_text("approved by")
+        decided = (await page(http, world.agent_id))["decided"]
+        assert [(p["proposal_id"], p["status"], p["branch"]) for p in decided] == [(pid, "approved", "faster-refunds")]
+        branch = git("--git-dir", str(remote), "log", "-1", "--format=%s", "refs/heads/faster-refunds").strip()
+        assert branch == "Refunds take 3 days"
+        await expect(tab.locator(f"#proposal-{pid}")).to_contain_text("branch faster-refunds")
+        await axe(tab)
+        await shot(tab, "proposals-decided")
+
+        await tab.goto("/docs")
+        await expect(tab.get_by_role("heading", name="Assent")).to_be_visible()
+        await expect(tab.locator(".opblock-summary-path").first).to_be_visible()
+        await shot(tab, "api-docs")
+        assert elsewhere == []
+        await context.close()
+
+
+def test_the_vendored_files_are_the_pinned_ones() -> None:
+    """The bundled front-end files are the versions their VERSION files name (a replaced file is noticed)."""
+    swagger = Path(__file__).resolve().parents[1] / "services/gateway/src/gateway/console/static/vendor/swagger-ui"
+    assert (swagger / "VERSION").read_text().startswith("swagger-ui-dist 5.35.0 ")
+    assert '"5.35.0"' in (swagger / "swagger-ui-bundle.js").read_text()
+    assert (AXE.parent / "VERSION").read_text().startswith("axe-core 4.14.1 ")
+    assert AXE_SOURCE.startswith("/*! axe v4.14.1")
