@@ -408,6 +408,17 @@ ENDPOINTS = [
         lambda s: {"decision": "grant"},
         404,
     ),
+    Endpoint(  # the message at seq is a Memory request, not a Task draft
+        "GET", f"{S}/drafts/{{seq}}", lambda s: f"/api/studio/sessions/{s.session_id}/drafts/{s.seq}", "read", None, 404
+    ),
+    Endpoint(
+        "PUT",
+        f"{S}/drafts/{{seq}}",
+        lambda s: f"/api/studio/sessions/{s.session_id}/drafts/{s.seq}",
+        "write",
+        lambda s: {"content": "Mine.\n"},
+        404,
+    ),
     Endpoint(  # last: discarding ends the proposal the routes above read
         "POST",
         f"{AG}/proposals/{{proposal_id}}",
