@@ -9,6 +9,11 @@ A connection tool can be used only while its connection is on too.
 
 The resolved access rendered as text (:meth:`Access.text`) names, per line, every scope's binding, so a binding
 moved at any scope, or a tool the catalog adds or removes, changes the text and its hash: what a proposal binds.
+
+A connection tool's binding names the connection it goes through (``<connection id>/<tool>``). When a request names
+a tool alone and several of the agent's connections list it, :func:`wanted_changes` keeps the connection a binding of
+that tool already goes through, so on and off write the agent's binding on the connection the guild or the
+organisation chose.
 """
 
 from __future__ import annotations
