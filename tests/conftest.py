@@ -255,7 +255,8 @@ async def running_stack(
         log_dir=log_dir,
         topic_prefix=f"t{name}.",
         api_tokens=API_TOKENS,
-        extra_env={**test_issuer().env(), **(extra_env or {})},
+        # The trail: a log line per message and request, in its trace (tests/test_json_logs.py reads a round's).
+        extra_env={**test_issuer().env(), "ASSENT_LOG_TRAIL": "true", **(extra_env or {})},
     )
     SECRETS.add(system.env["ASSENT_SERVICE_KEY"])
     SECRETS.add(system.env["ASSENT_CREDENTIALS_KEY"])

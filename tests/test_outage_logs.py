@@ -8,6 +8,7 @@ per interval (``ASSENT_LOG_REPEAT_SECONDS``, 60 s by default) saying how many mo
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import secrets
 import signal
@@ -25,6 +26,12 @@ pytestmark = pytest.mark.integration
 
 UNABLE = "aiokafka: Unable connect to node with id"
 NOTE = re.compile(r" \(and [\d,]+ more like it in the last \d+ s\)$")
+
+
+def readable(line: str) -> str:
+    """A JSON log line as ``<logger>: <message>``."""
+    entry = json.loads(line)
+    return f"{entry['logger']}: {entry['message']}"
 
 
 async def test_a_service_that_lost_its_broker_logs_a_line_per_kind_a_minute_and_stops_at_once(
@@ -57,8 +64,11 @@ async def test_a_service_that_lost_its_broker_logs_a_line_per_kind_a_minute_and_
 
             await wait_for(unready, timeout=60, interval=0.5)
 
-        def lines() -> list[str]:
+        def entries() -> list[str]:
             return deployer.log_path.read_text().splitlines()[before:]
+
+        def lines() -> list[str]:
+            return [readable(line) for line in entries()]
 
         # The first connection failure after the interval is written, with the count of those left out.
         await wait_for(lambda: any(UNABLE in line and NOTE.search(line) for line in lines()), timeout=150, interval=1)
@@ -68,6 +78,7 @@ async def test_a_service_that_lost_its_broker_logs_a_line_per_kind_a_minute_and_
         assert len(plain) == 1, plain  # the first failure, then nothing of its kind until the note
         left_out = int(re.search(r"and ([\d,]+) more", written[noted]).group(1).replace(",", ""))  # type: ignore[union-attr]
         assert left_out > 100, written[noted]  # many a second: without the filter the log held every one
+        assert json.loads(entries()[noted])["repeated"] == left_out  # the count as a field of its own too
         assert len(written[: noted + 1]) < 60, "\n".join(written)
 
         assert deployer.process is not None

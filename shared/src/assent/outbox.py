@@ -13,6 +13,9 @@ order; rows recovered by a sweep may arrive after younger rows.
 
 Each row keeps the trace context that was current when it was written, and the relay publishes under that
 context, so one trace spans the whole chain across services.
+
+The relay's backlog (rows committed, not yet acknowledged by Kafka), its latency and what it published are
+Prometheus metrics (:mod:`assent.metrics`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import contextlib
 import json
 import logging
 import secrets
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -49,6 +53,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from .contracts import Message
 from .db import driver_connection
 from .http import database_unavailable
+from .metrics import OUTBOX_PUBLISHED, OUTBOX_RELAY_SECONDS, count_backlog
 from .telemetry import attach_carrier, current_carrier, detach
 from .topics import Topic
 
@@ -110,6 +115,8 @@ class Outbox:
         self.table = table
         self.topic_prefix = topic_prefix
         self.committed: deque[list[Envelope]] = deque()
+        self.committed_since: float | None = None
+        """When (``time.monotonic``) the oldest batch in ``committed`` was handed over; None while it is empty."""
         self.wake = asyncio.Event()
         self.relay_key = _relay_key()
         """Written into each row: the key of the relay (of this process) that publishes it."""
@@ -222,6 +229,8 @@ class Outbox:
 
     def _hand_over(self, envelopes: list[Envelope]) -> None:
         if envelopes:
+            if not self.committed:
+                self.committed_since = time.monotonic()
             self.committed.append(envelopes)
             self.wake.set()
 
@@ -270,6 +279,8 @@ class OutboxRelay:
         self.batch_size = batch_size
         self._task: asyncio.Task[None] | None = None
         self._retry: deque[list[Envelope]] = deque()
+        self._retry_since: float | None = None
+        self._in_flight = 0
         self._published: list[int] = []
         self._lock_conn: AsyncConnection | None = None
         self._lock_wanted = False
@@ -283,6 +294,11 @@ class OutboxRelay:
             "  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())))"
             " ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED"
         )
+        count_backlog(self)
+
+    def backlog(self) -> int:
+        """Rows this process committed that Kafka has not acknowledged yet: waiting, being published, or to retry."""
+        return sum(map(len, self.outbox.committed)) + sum(map(len, self._retry)) + self._in_flight
 
     async def claim(self) -> None:
         """Take this relay's lock, on a connection held until :meth:`stop`; call it before anything writes rows.
@@ -395,14 +411,25 @@ class OutboxRelay:
                 await self._forget_published()
             return
         batches = [*self._retry, *self.outbox.committed]
+        since = min(
+            (t for t in (self._retry_since, self.outbox.committed_since) if t is not None), default=time.monotonic()
+        )
         self._retry.clear()
+        self._retry_since = None
         self.outbox.committed.clear()
+        self.outbox.committed_since = None
         envelopes = [envelope for batch in batches for envelope in batch]
+        self._in_flight = len(envelopes)
         try:
             await self._publish(envelopes)
         except BaseException:
             self._retry.append(envelopes)
+            self._retry_since = since
             raise
+        finally:
+            self._in_flight = 0
+        OUTBOX_RELAY_SECONDS.observe(time.monotonic() - since)
+        OUTBOX_PUBLISHED.labels("fast").inc(len(envelopes))
         self._published += [envelope.id for envelope in envelopes]
         if delete:
             await self._forget_published()
@@ -433,6 +460,7 @@ class OutboxRelay:
                     ]
                 )
                 await pg.execute(self._delete, [row["id"] for row in rows])
+        OUTBOX_PUBLISHED.labels("sweep").inc(len(rows))
         return len(rows)
 
     async def _publish(self, envelopes: Sequence[Envelope]) -> None:

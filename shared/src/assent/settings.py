@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import SettingsConfigDict
@@ -117,6 +117,10 @@ class ServiceSettings(KafkaSecuritySettings):
     log_level: str = "INFO"
     log_repeat_seconds: float = Field(60.0, ge=0)
     """After a line of a kind (logger, level, template), how long repeats of it are only counted (0: never)."""
+    log_format: Literal["json", "console"] = Field("json", validation_alias=_env("LOG_FORMAT"))
+    """``json``: one JSON object per line (for a log collector); ``console``: one readable line (``make run``)."""
+    log_trail: bool = False
+    """One log line per message handled and per HTTP request answered (``assent.trail``; see :mod:`assent.logs`)."""
     service_key: SecretStr | None = Field(
         None,
         description="The deployment's service key (ASSENT_SERVICE_KEY, at least 32 bytes): services sign and verify "

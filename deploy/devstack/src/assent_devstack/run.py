@@ -420,6 +420,7 @@ def _start_and_play(args: argparse.Namespace, state_dir: Path, port: int, cleanu
         api_tokens=json.dumps({TOKEN: {"user": OPERATOR, "org": "acme", "roles": ["admin"]}}),
         kafka_idempotence=idempotent,
         gateway_port=port,
+        extra_env={"ASSENT_LOG_FORMAT": "console"},  # read in a terminal; deployed services log JSON lines
     )
     cleanup.callback(system.stop)
     logs.mkdir(parents=True, exist_ok=True)

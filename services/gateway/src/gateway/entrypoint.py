@@ -14,6 +14,7 @@ from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, STUDIO_SESSION
 
 from . import api, console, desk, handlers
 from .adapters import tables
+from .adapters.metrics import PendingDecisions
 from .adapters.notify import EventFeed
 from .adapters.owners import Owners
 from .settings import GatewaySettings
@@ -34,6 +35,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     runtime.consume_batch(PROPOSALS_OUTCOMES, projection.on_outcome, after_commit=projection.outcome)
     runtime.consume_batch(STUDIO_TURNS, projection.on_step_ended, after_commit=projection.step_ended)
     runtime.keep_workspace_copy()
+    runtime.on_scrape(PendingDecisions(runtime.engine).refresh)
 
     @asynccontextmanager
     async def feed_and_owners() -> AsyncIterator[None]:

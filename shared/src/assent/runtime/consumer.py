@@ -19,7 +19,9 @@ the inbox). What happens when a message cannot be handled:
   reports the outage meanwhile.
 
 ``assent_messages_dead_lettered_total`` and ``assent_handler_retries_total`` (Prometheus, at ``/metrics``)
-count what this policy did, by topic and reason.
+count what this policy did, by topic and reason; the messages handled and failed, the handlers' latency and the
+consumer's lag are counted too (:mod:`assent.metrics`). While a message is handled, every log line names its
+topic and id (:func:`assent.logs.message_context`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import asyncio
 import functools
 import logging
 import random
+import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -47,8 +50,10 @@ from prometheus_client import Counter, Histogram
 
 from ..contracts import MalformedMessage, Message, parse_message
 from ..db import database_unavailable
+from ..logs import TRAIL, name_message, unname_message
+from ..metrics import HANDLER_SECONDS, MESSAGES_FAILED, MESSAGES_HANDLED, LagMeter
 from ..settings import GroupTimeouts
-from ..telemetry import attach_carrier, detach
+from ..telemetry import attach_carrier, detach, trace_id_of
 from ..topics import Topic
 
 log = logging.getLogger(__name__)
@@ -87,6 +92,7 @@ class Received:
             return
         token = attach_carrier(self.carrier)
         spanned = _SPANNED.set(self)
+        named = name_message(self.source, self.message.id)
         try:
             parent = trace.get_current_span().get_span_context()
             if parent.is_valid and not parent.trace_flags.sampled:
@@ -103,6 +109,7 @@ class Received:
             ):
                 yield
         finally:
+            unname_message(named)
             _SPANNED.reset(spanned)
             detach(token)
 
@@ -156,6 +163,36 @@ BATCH_SIZE = Histogram(
 )
 
 
+class _Meters:
+    """One topic's handler's series, looked up once (a ``labels`` call per message would cost more than the count)."""
+
+    def __init__(self, topic: str, handler: str) -> None:
+        self.topic = topic
+        self.handler = handler
+        self.handled = MESSAGES_HANDLED.labels(topic, handler)
+        self.seconds = HANDLER_SECONDS.labels(topic, handler)
+        self.failures = {
+            reason: MESSAGES_FAILED.labels(topic, handler, reason) for reason in ("malformed", "error", "outage")
+        }
+
+    def done(self, items: Sequence[Received], started: float) -> None:
+        seconds = time.perf_counter() - started
+        self.seconds.observe(seconds)
+        self.handled.inc(len(items))
+        if TRAIL.isEnabledFor(logging.INFO):
+            for item in items:
+                fields = {"topic": self.topic, "message_id": str(item.message.id), "handler": self.handler}
+                trace_id = trace_id_of(item.carrier.get("traceparent"))
+                if trace_id is not None:
+                    fields["trace_id"] = trace_id
+                TRAIL.info("handled %s", item.message.type, extra={**fields, "seconds": round(seconds, 6)})
+
+    def failed(self, reason: str, count: int, started: float | None = None) -> None:
+        if started is not None:
+            self.seconds.observe(time.perf_counter() - started)
+        self.failures[reason].inc(count)
+
+
 @dataclass(frozen=True)
 class FailurePolicy:
     """How often and how patiently a failing handler is tried again."""
@@ -199,6 +236,7 @@ def subscribe(
     max_records: int = 256,
     tracer_provider: TracerProvider | None = None,
     timeouts: GroupTimeouts | None = None,
+    names: Mapping[Topic, str] | None = None,
     answer_malformed: Mapping[Topic, MalformedAnswer] | None = None,
 ) -> Offsets:
     """Consume the topics of ``routes`` with one consumer in group ``group_id``; what a fetch returns of each topic
@@ -220,12 +258,14 @@ def subscribe(
     ``timeouts`` say how soon the group notices a member that is gone, and so how long a killed replica's
     partitions wait for another (:class:`~assent.settings.GroupTimeouts`; its defaults when None). The topics
     must exist already (:func:`~assent.messaging.ensure_topics`): FastStream is told not to create them, which
-    it would do with one partition. ``answer_malformed`` answers what a topic's consumers cannot read, where it
+    it would do with one partition. ``names`` name each topic's handler in the metrics (the topic's name when
+    none is given). ``answer_malformed`` answers what a topic's consumers cannot read, where it
     can (the module's docstring).
     """
     answers = answer_malformed or {}
     by_name = {topic.full_name(prefix): (topic, handler) for topic, handler in routes.items()}
     tracer = trace.get_tracer("assent.runtime", tracer_provider=tracer_provider)
+    meters = {topic: _Meters(topic.name, (names or {}).get(topic, topic.name)) for topic in routes}
 
     async def dead_letter(topic: Topic, record: Any, reason: str, error: str, attempts: int) -> None:
         headers = {k: v.decode(errors="replace") for k, v in record.headers or ()}
@@ -245,16 +285,21 @@ def subscribe(
 
     async def one_by_one(topic: Topic, handler: BatchHandler, record: Any, item: Received) -> None:
         attempt = 0
+        meter = meters[topic]
         while True:
             attempt += 1
+            started = time.perf_counter()
             try:
                 await handler([item])
+                meter.done([item], started)
                 return
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 parsed = item.message
-                if is_outage(exc):
+                outage = is_outage(exc)
+                meter.failed("outage" if outage else "error", 1, started)
+                if outage:
                     RETRIES.labels(topic.name, "outage").inc()
                     log.warning(
                         "handling %s %s: the infrastructure is down (%s); retrying", parsed.type, parsed.id, exc
@@ -296,6 +341,7 @@ def subscribe(
                         detach(token)
                     continue
                 log.warning("dead-lettering %s[%s]@%s: %s", record.topic, record.partition, record.offset, exc)
+                meters[topic].failed("malformed", 1)
                 await dead_letter(topic, record, "malformed", str(exc), 0)
                 continue
             carrier = {k: v.decode(errors="replace") for k, v in record.headers or () if k in _TRACE_HEADERS}
@@ -304,12 +350,16 @@ def subscribe(
             return
         BATCH_SIZE.labels(topic.name).observe(len(batch))
         if len(batch) > 1:
+            items = [item for _, item in batch]
+            started = time.perf_counter()
             try:
-                await handler([item for _, item in batch])
+                await handler(items)
+                meters[topic].done(items, started)
                 return
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                meters[topic].failed("outage" if is_outage(exc) else "error", len(items), started)
                 RETRIES.labels(topic.name, "batch").inc()
                 log.warning(
                     "a batch of %d from %s failed (%r); handling each on its own", len(batch), record.topic, exc
@@ -336,7 +386,7 @@ def subscribe(
         **(timeouts or GroupTimeouts()).consumer_kwargs(),
     )
     subscriber(on_batch)
-    _poll_without_pause(subscriber)
+    _poll_without_pause(subscriber, prefix)
     offsets = Offsets(subscriber)
     return offsets
 
@@ -442,17 +492,21 @@ class Offsets:
 _POLL_MS = 500
 
 
-def _poll_without_pause(subscriber: Any) -> None:
+def _poll_without_pause(subscriber: Any, prefix: str) -> None:
     """Make a batch subscriber wait for its next fetch without pausing in between.
 
     FastStream's batch subscriber waits up to ``batch_timeout_ms`` for records and, when none came, sleeps
     ``batch_timeout_ms`` more before it asks again: a message arriving during that sleep waits for it (up to
     half a second here), on every hop. aiokafka's ``getmany`` already returns as soon as a record arrives and
     blocks otherwise, so asking again at once costs one wake-up per ``_POLL_MS`` while idle.
+
+    After each fetch, the consumer's lag per partition is read (:class:`assent.metrics.LagMeter`).
     """
+    lag = LagMeter(prefix)
 
     async def get_msg(consumer: Any) -> tuple[Any, ...]:
         fetched = await consumer.getmany(timeout_ms=subscriber.batch_timeout_ms, max_records=subscriber.max_records)
+        lag.update(consumer)
         return tuple(chain.from_iterable(fetched.values()))
 
     subscriber.get_msg = get_msg

@@ -35,8 +35,9 @@ from ..db import create_engine, driver_connection, migrate, session_key
 from ..faults import crash_point
 from ..http import PathId, install_guards
 from ..kinds import WORKSPACE_OWNER
-from ..logs import RepeatFilter
+from ..logs import TRAIL, setup_logging
 from ..messaging import broker_answers, ensure_topics, make_broker, start_broker
+from ..metrics import READY, HttpMetrics
 from ..outbox import Outbox, OutboxRelay
 from ..service_auth import InvalidServiceToken, ServiceSigner, ServiceVerifier, service_keys
 from ..settings import ServiceSettings
@@ -118,6 +119,8 @@ class ServiceRuntime:
         self.kit: OwnerKit | None = None
         self._routers: list[APIRouter] = []
         self._routes: dict[Topic, Callable[[Sequence[Received]], Coroutine[Any, Any, None]]] = {}
+        self._names: dict[Topic, str] = {}
+        self._scrapes: list[Callable[[], Awaitable[None]]] = []
         self._answers: dict[Topic, MalformedAnswer] = {}
 
     @property
@@ -247,6 +250,7 @@ class ServiceRuntime:
         if topic in self._routes:
             raise ValueError(f"{topic.name} is consumed once per service")
         self._routes[topic] = handle
+        self._names[topic] = label
 
     def consume_in_one_statement(
         self,
@@ -297,6 +301,7 @@ class ServiceRuntime:
         if topic in self._routes:
             raise ValueError(f"{topic.name} is consumed once per service")
         self._routes[topic] = handle
+        self._names[topic] = label
 
     def serve_kinds(self, kit: OwnerKit) -> None:
         """Serve an owner's kinds: its tool calls, the decisions on them, the sessions, the live-view API."""
@@ -374,6 +379,7 @@ class ServiceRuntime:
                         policy=self.policy,
                         tracer_provider=self.provider,
                         timeouts=self.group_timeouts,
+                        names=self._names,
                         answer_malformed=self._answers,
                     )
                 await self.relay.claim()  # before anything writes an outbox row: the rows name this relay
@@ -421,6 +427,7 @@ class ServiceRuntime:
         )
         app.state.runtime = self  # for ``python -m <service> migrate`` (:func:`serve`)
         install_guards(app, body_timeout_seconds=self.settings.http_body_timeout_seconds)
+        app.add_middleware(HttpMetrics, trail=_http_trail)
         for router in self._routers:
             app.include_router(router)
         if not public_docs:
@@ -450,12 +457,23 @@ class ServiceRuntime:
 
         @app.get("/metrics", include_in_schema=False)
         async def metrics() -> Response:
+            for refresh in self._scrapes:
+                try:
+                    async with asyncio.timeout(SCRAPE_REFRESH_SECONDS):
+                        await refresh()
+                except Exception as exc:  # the other metrics are still worth serving
+                    log.warning("a metric could not be read for this scrape (%s: %s)", type(exc).__name__, exc)
             return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
         return app
 
+    def on_scrape(self, refresh: Callable[[], Awaitable[None]]) -> None:
+        """Run ``refresh`` before each ``/metrics`` answer (up to :data:`SCRAPE_REFRESH_SECONDS`): for a gauge read
+        from the database, such as the gateway's pending decisions, rather than kept on the hot path."""
+        self._scrapes.append(refresh)
+
     async def readiness(self, timeout: float = 2.0) -> dict[str, bool]:
-        """Whether the database and the broker answer within ``timeout`` seconds each."""
+        """Whether the database and the broker answer within ``timeout`` seconds each (``assent_ready`` too)."""
 
         async def database() -> bool:
             try:
@@ -476,6 +494,8 @@ class ServiceRuntime:
                 return False
 
         db_ok, kafka_ok = await asyncio.gather(database(), broker())
+        READY.labels("database").set(db_ok)
+        READY.labels("kafka").set(kafka_ok)
         return {"database": db_ok, "kafka": kafka_ok}
 
     async def _prune_inbox(self) -> None:
@@ -488,6 +508,17 @@ class ServiceRuntime:
             except Exception:
                 log.warning("could not prune the inbox; trying again later", exc_info=True)
             await asyncio.sleep(3600)
+
+
+SCRAPE_REFRESH_SECONDS = 2.0
+"""How long a scrape waits for a metric read at scrape time (:meth:`ServiceRuntime.on_scrape`)."""
+
+
+def _http_trail(method: str, route: str, status: int, seconds: float) -> None:
+    if TRAIL.isEnabledFor(logging.INFO):
+        TRAIL.info(
+            "%s %s %d", method, route, status, extra={"route": route, "status": status, "seconds": round(seconds, 6)}
+        )
 
 
 @asynccontextmanager
@@ -523,7 +554,8 @@ def serve(app: FastAPI, settings: ServiceSettings) -> None:
     """Run ``app`` until SIGTERM or Ctrl-C (gone within :data:`STOP_DEADLINE_SECONDS` of it), logging as
     ``settings.log_level``; exits with 3 when the app does not start.
 
-    Every logger, uvicorn's too, writes through the root logger's handler, which collapses repeated lines
+    Every logger, uvicorn's too, writes through the root logger's handler (:func:`~assent.logs.setup_logging`):
+    one JSON object per line, or the readable form (``settings.log_format``), collapsing repeated lines
     (:class:`~assent.logs.RepeatFilter`, ``settings.log_repeat_seconds``): while a server is down, the clients'
     failures, many a second, take a line per kind and interval.
 
@@ -535,12 +567,13 @@ def serve(app: FastAPI, settings: ServiceSettings) -> None:
         runtime: ServiceRuntime = app.state.runtime
         asyncio.run(runtime.migrate_and_close())
         return
-    logging.basicConfig(
+    setup_logging(
+        settings.service_name,
         level=settings.log_level,
-        format=f"%(asctime)s {settings.service_name} %(levelname)s %(name)s: %(message)s",
+        log_format=settings.log_format,
+        repeat_seconds=settings.log_repeat_seconds,
+        trail=settings.log_trail,
     )
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(RepeatFilter(settings.log_repeat_seconds))
     config = uvicorn.Config(
         app,
         host=settings.http_host,
