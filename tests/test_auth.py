@@ -192,6 +192,63 @@ ENDPOINTS = [
     Endpoint(
         "DELETE", f"{W}/orgs/{{org_id}}/note", lambda s: f"{W}/orgs/{s.world.org_id}/note?path=org/scratch.md", "write"
     ),
+    # Collections (the scene holds none of its own: a collection's routes answer an allowed caller 404 for an unknown
+    # one; tests/test_collections.py reads and writes real ones).
+    Endpoint("GET", f"{W}/orgs/{{org_id}}/collections", lambda s: f"{W}/orgs/{s.world.org_id}/collections", "read"),
+    Endpoint(
+        "POST",
+        f"{W}/orgs/{{org_id}}/collections",
+        lambda s: f"{W}/orgs/{s.world.org_id}/collections",
+        "write",
+        lambda s: {
+            "name": f"t_{uuid.uuid4().hex[:8]}",
+            "purpose": "P",
+            "scope": "org",
+            "columns": [{"name": "a", "type": "text"}],
+        },
+        201,
+    ),
+    *(
+        Endpoint(method, f"{W}/orgs/{{org_id}}/collections/{{collection_id}}{tail}", path, access, body, 404)
+        for method, tail, path, access, body in (
+            ("GET", "", lambda s: f"{W}/orgs/{s.world.org_id}/collections/col_unknown", "read", None),
+            (
+                "PATCH",
+                "",
+                lambda s: f"{W}/orgs/{s.world.org_id}/collections/col_unknown",
+                "write",
+                lambda s: {"purpose": "X"},
+            ),
+            ("DELETE", "", lambda s: f"{W}/orgs/{s.world.org_id}/collections/col_unknown", "write", None),
+            (
+                "POST",
+                "/records",
+                lambda s: f"{W}/orgs/{s.world.org_id}/collections/col_unknown/records",
+                "write",
+                lambda s: {"records": [{"a": "x"}]},
+            ),
+            (
+                "PATCH",
+                "/records/{record_id}",
+                lambda s: f"{W}/orgs/{s.world.org_id}/collections/col_unknown/records/1",
+                "write",
+                lambda s: {"values": {"a": "y"}},
+            ),
+            (
+                "PUT",
+                "/access",
+                lambda s: f"{W}/orgs/{s.world.org_id}/collections/col_unknown/access",
+                "write",
+                lambda s: {"kind": "org", "mode": "read"},
+            ),
+        )
+    ),
+    Endpoint(  # the change log of a collection that never was is empty
+        "GET",
+        f"{W}/orgs/{{org_id}}/collections/{{collection_id}}/changes",
+        lambda s: f"{W}/orgs/{s.world.org_id}/collections/col_unknown/changes",
+        "read",
+    ),
     # Source proposals, the builder chat, the activity feed, repositories and issues.
     Endpoint("GET", f"{AG}/proposals", lambda s: f"/api/agents/{s.world.agent_id}/proposals", "read"),
     Endpoint(
@@ -460,6 +517,7 @@ async def snapshot(admin: httpx.AsyncClient, scene: Scene) -> dict[str, Any]:
         "guild": await body(f"{W}/guilds/{world.guild_id}"),
         "guild_changes": len(await body(f"{W}/guilds/{world.guild_id}/changes")),
         "notes": await body(f"{W}/orgs/{world.org_id}/notes"),
+        "collections": await body(f"{W}/orgs/{world.org_id}/collections"),
         "repository": await body(f"{agent}/repository"),
         "issues": await body(f"{agent}/issues"),
         "deploy_settings": await body(f"{agent}/deploy-settings"),

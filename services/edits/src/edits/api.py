@@ -34,6 +34,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from assent.api import Caller, routes_of, serve
+from assent.api.collections import AccessIn, CollectionIn, CollectionPatch, Page, RecordPatch, RecordsIn
 from assent.api.drafts import DraftEdit
 from assent.api.workspace import (
     OWNER,
@@ -51,7 +52,7 @@ from assent.api.workspace import (
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
 
-from . import draft_workspace, note_workspace, workspace
+from . import collection_workspace, draft_workspace, note_workspace, workspace
 from .settings import EditsSettings
 
 T = TypeVar("T")
@@ -190,6 +191,83 @@ class Notes(Resource):
         return await self.run(lambda uow: note_workspace.note_history(uow, org_id, query.path, caller_org=caller.org))
 
 
+class Collections(Resource):
+    async def list_collections(self, caller: Caller, org_id: str) -> list[dict[str, Any]]:
+        return await self.run(lambda uow: collection_workspace.list_collections(uow, org_id, caller_org=caller.org))
+
+    async def create_collection(self, caller: Caller, org_id: str, body: CollectionIn) -> dict[str, Any]:
+        columns = [c.model_dump() for c in body.columns]
+        return await self.run(
+            lambda uow: collection_workspace.create_collection(
+                uow,
+                org_id,
+                body.name,
+                body.purpose,
+                body.scope,
+                body.guild_id,
+                columns,
+                caller.actor,
+                caller_org=caller.org,
+            )
+        )
+
+    async def read_collection(self, caller: Caller, org_id: str, collection_id: str, query: Page) -> dict[str, Any]:
+        return await self.run(
+            lambda uow: collection_workspace.read_collection(
+                uow, org_id, collection_id, query.offset, query.limit, caller_org=caller.org
+            )
+        )
+
+    async def update_collection(
+        self, caller: Caller, org_id: str, collection_id: str, body: CollectionPatch
+    ) -> dict[str, Any]:
+        changes = body.model_dump(exclude_unset=True)
+        return await self.run(
+            lambda uow: collection_workspace.update_collection(
+                uow, org_id, collection_id, changes, caller.actor, caller_org=caller.org
+            )
+        )
+
+    async def delete_collection(self, caller: Caller, org_id: str, collection_id: str) -> dict[str, Any]:
+        return await self.run(
+            lambda uow: collection_workspace.delete_collection(
+                uow, org_id, collection_id, caller.actor, caller_org=caller.org
+            )
+        )
+
+    async def add_collection_records(
+        self, caller: Caller, org_id: str, collection_id: str, body: RecordsIn
+    ) -> dict[str, Any]:
+        return await self.run(
+            lambda uow: collection_workspace.add_records(
+                uow, org_id, collection_id, body.records, caller.actor, caller_org=caller.org
+            )
+        )
+
+    async def update_collection_record(
+        self, caller: Caller, org_id: str, collection_id: str, record_id: int, body: RecordPatch
+    ) -> dict[str, Any]:
+        return await self.run(
+            lambda uow: collection_workspace.update_record(
+                uow, org_id, collection_id, record_id, body.values, caller.actor, caller_org=caller.org
+            )
+        )
+
+    async def set_collection_access(
+        self, caller: Caller, org_id: str, collection_id: str, body: AccessIn
+    ) -> dict[str, Any]:
+        return await self.run(
+            lambda uow: collection_workspace.set_access(
+                uow, org_id, collection_id, body.kind, body.subject_id, body.mode, caller.actor, caller_org=caller.org
+            )
+        )
+
+    async def collection_changes(self, caller: Caller, org_id: str, collection_id: str) -> list[dict[str, Any]]:
+        return await self.run(
+            lambda uow: collection_workspace.collection_changes(uow, org_id, collection_id, caller_org=caller.org)
+        )
+
+
 class Drafts(Resource):
     async def read_draft(self, caller: Caller, session_id: str, seq: int) -> dict[str, Any]:
         return await self.run(lambda uow: draft_workspace.read_draft(uow, session_id, seq, caller_org=caller.org))
@@ -203,7 +281,7 @@ class Drafts(Resource):
         )
 
 
-RESOURCES = (Orgs, Guilds, Agents, Memory, Notes, Drafts)
+RESOURCES = (Orgs, Guilds, Agents, Memory, Notes, Collections, Drafts)
 """The classes that handle the edits service's declared routes, one per resource."""
 
 

@@ -10,9 +10,11 @@ from assent.runtime import OwnerKit, ServiceRuntime
 
 from . import api
 from .adapters import tables
+from .adapters.collections import CollectionsRepository
 from .adapters.drafts import DraftsRepository
 from .adapters.notes import NotesRepository
 from .adapters.repository import EditsRepository
+from .kinds.collection import CollectionKind
 from .kinds.draft import DraftKind
 from .kinds.guild import GuildKind
 from .kinds.memory import MemoryKind
@@ -28,12 +30,13 @@ def create_app(settings: EditsSettings) -> FastAPI:
         tables=tables.shared,
         migrations=MIGRATIONS,
         schema=tables.SCHEMA,
-        stores=[EditsRepository, NotesRepository, DraftsRepository],
+        stores=[EditsRepository, NotesRepository, CollectionsRepository, DraftsRepository],
     )
     kinds = [
         MemoryKind(settings.memory_max_bytes),
         NoteKind(settings.note_max_bytes),
         GuildKind(),
+        CollectionKind(),
         DraftKind(settings.task_max_bytes),
     ]
     runtime.serve_kinds(OwnerKit(settings.service_name, kinds, max_result_bytes=settings.max_message_bytes))

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from . import access, connections, deploys, drafts, routines, source, workspace
+from . import access, collections, connections, deploys, drafts, routines, source, workspace
 from .declare import (
     ORG_HEADER,
     ROLES_HEADER,
@@ -34,6 +34,7 @@ from .serve import Caller, caller, caller_headers, endpoint, expected_parameters
 
 ROUTES: tuple[PublicRoute, ...] = (
     *workspace.ROUTES,
+    *collections.ROUTES,
     *source.ROUTES,
     *deploys.ROUTES,
     *routines.ROUTES,

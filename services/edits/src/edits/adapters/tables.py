@@ -15,6 +15,7 @@ from sqlalchemy import (
     UniqueConstraint,
     func,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 
 from assent.runtime import service_metadata
 
@@ -82,6 +83,72 @@ guild_changes = Table(
     Index("ix_guild_changes_guild_id", "guild_id"),
 )
 """The guild text's change log: who changed which field, never the text itself (guild text keeps no history)."""
+
+collections = Table(
+    "collections",
+    metadata,
+    Column("collection_id", Text, primary_key=True),
+    Column("org_id", Text, ForeignKey(orgs.c.org_id), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("purpose", Text, nullable=False),
+    Column("scope", Text, nullable=False),
+    Column("guild_id", Text, ForeignKey(guilds.c.guild_id)),
+    Column("columns", JSONB, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("updated_by", Text, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    UniqueConstraint("org_id", "name"),
+    CheckConstraint("scope IN ('guild', 'org')", name="ck_collections_scope"),
+    CheckConstraint("(scope = 'org') = (guild_id IS NULL)", name="ck_collections_owner"),
+)
+"""One row per collection: its column list (the dialect of :mod:`edits.domain.collections`) as JSON; the name is
+unique in its organisation. ``updated_at`` moves with every change of the definition or the access list."""
+
+collection_records = Table(
+    "collection_records",
+    metadata,
+    Column("record_id", BigInteger, Identity(), primary_key=True),
+    Column("collection_id", Text, ForeignKey(collections.c.collection_id, ondelete="CASCADE"), nullable=False),
+    Column("data", JSONB, nullable=False),
+    Column("updated_by", Text, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_collection_records_collection_id", "collection_id", "record_id"),
+)
+"""A collection's records, one JSON object each (column name to value), changed set-wise on a retype or removal."""
+
+collection_access = Table(
+    "collection_access",
+    metadata,
+    Column("collection_id", Text, ForeignKey(collections.c.collection_id, ondelete="CASCADE"), primary_key=True),
+    Column("kind", Text, primary_key=True),
+    Column("subject_id", Text, primary_key=True),
+    Column("mode", Text, nullable=False),
+    CheckConstraint("kind IN ('org', 'guild', 'agent')", name="ck_collection_access_kind"),
+    CheckConstraint("mode IN ('read', 'write', 'none')", name="ck_collection_access_mode"),
+)
+"""A collection's access list: at most one row per subject (the organisation, a guild, an agent)."""
+
+collection_changes = Table(
+    "collection_changes",
+    metadata,
+    Column("change_id", BigInteger, Identity(), primary_key=True),
+    Column("collection_id", Text, nullable=False),
+    Column("org_id", Text, nullable=False),
+    Column("change", Text, nullable=False),
+    Column("kind", Text),
+    Column("subject_id", Text),
+    Column("mode", Text),
+    Column("detail", JSONB, nullable=False),
+    Column("actor_user_id", Text, nullable=False),
+    Column("tool_call_id", Text),
+    Column("tool_name", Text),
+    Column("studio_session_id", Text),
+    Column("studio_seq", Integer),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_collection_changes_collection_id", "collection_id", "change_id"),
+)
+"""Every change of a collection, logged against it: create, update, delete, and each access row written
+(``mode`` null: removed), with the request behind it (``studio_session_id``, ``studio_seq``)."""
 
 notes = Table(
     "notes",

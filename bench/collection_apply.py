@@ -1,0 +1,158 @@
+"""Applying a collection edit to a collection of many records, measured on a real PostgreSQL.
+
+    uv run python bench/collection_apply.py [--records 100000] [--runs 3]
+
+A fresh database gets the edits service's tables (its migrations), an organisation, a guild and a collection of
+``--records`` records (columns ``order_id`` text, ``amount`` text, ``note`` text, ``code`` text; about one amount in
+five does not convert to an integer). Each run then times, on a fresh copy of the records:
+
+- **card**: the counts a proposal's card shows (``CollectionsRepository.counts``: one aggregate query, and one
+  more for a column that becomes unique), as ``studio_edit_collection`` reads them when it proposes;
+- **apply**: the writes an apply makes, in one transaction through to its commit: the definition
+  (``CollectionsRepository.update``), the records (``transform``: ``note`` leaves, ``code`` becomes ``ref``,
+  ``amount`` becomes an integer where it converts), the change log entry; then checks the records as the card said.
+
+These are the very repository calls the collection kind's apply makes inside the decision's transaction (the
+session lock, the proposal row and the outbox row around them are the approval round's, measured by
+``approval_round.py``). The database comes from ``DATABASE_URL`` (the devstack's by default: ``make up``); it is
+dropped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from assent.db import create_engine, migrate
+from assent.runtime.tables import MIGRATIONS as SHARED_MIGRATIONS
+from assent.runtime.tables import VERSION_TABLE
+from edits.adapters.collections import CollectionsRepository
+from edits.domain.collections import Column, ColumnPlan, ColumnSpec, plan_columns
+
+ROOT = Path(__file__).resolve().parents[1]
+EDITS_MIGRATIONS = ROOT / "services" / "edits" / "migrations"
+COLUMNS = (
+    ColumnSpec("order_id", "text", True, True),
+    ColumnSpec("amount", "text"),
+    ColumnSpec("note", "text"),
+    ColumnSpec("code", "text"),
+)
+WANTED = [
+    Column(name="order_id", type="text", required=True, unique=True),
+    Column(name="amount", type="integer", required=True),
+    Column(name="ref", type="text", rename_from="code", unique=True),
+]
+
+
+def database_url() -> str:
+    if "DATABASE_URL" in os.environ:
+        return os.environ["DATABASE_URL"]
+    env = ROOT / ".devstack" / "env"
+    for line in env.read_text().splitlines():
+        if line.startswith("DATABASE_URL="):
+            return line.split("=", 1)[1].strip().strip('"')
+    raise SystemExit("set DATABASE_URL, or start the devstack (make up)")
+
+
+async def admin(url: str, sql: str) -> None:
+    u = make_url(url)
+    conn = await asyncpg.connect(host=u.host, port=u.port, user=u.username, password=u.password, database=u.database)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+async def run(records: int, runs: int) -> None:
+    base = database_url()
+    name = f"bench_collections_{uuid.uuid4().hex[:8]}"
+    await admin(base, f'CREATE DATABASE "{name}"')
+    url = make_url(base).set(database=name).render_as_string(hide_password=False)
+    engine = create_engine(url)
+    try:
+        await migrate(engine, SHARED_MIGRATIONS, "edits", version_table=VERSION_TABLE)
+        await migrate(engine, EDITS_MIGRATIONS, "edits")
+        async with engine.begin() as conn:
+            await conn.execute(text("INSERT INTO edits.orgs (org_id, name) VALUES ('acme', 'Acme')"))
+            await conn.execute(
+                text("INSERT INTO edits.guilds (guild_id, org_id, name) VALUES ('support', 'acme', 'S')")
+            )
+        plan = plan_columns(COLUMNS, WANTED, edit=True)
+        assert isinstance(plan, ColumnPlan)
+        cards, applies = [], []
+        for i in range(runs):
+            async with engine.begin() as conn:
+                store = CollectionsRepository(conn)
+                cid = await store.create(
+                    "acme", f"refunds_{i}", "Track refunds", "guild", "support", COLUMNS, (), actor="bench"
+                )
+                assert cid is not None
+                # The records, set-wise: one amount in five is not a whole number; every third has no note.
+                await conn.execute(
+                    text(
+                        "INSERT INTO edits.collection_records (collection_id, data, updated_by) "
+                        "SELECT :cid, jsonb_strip_nulls(jsonb_build_object('order_id', 'A' || n, 'amount', "
+                        "CASE WHEN n % 5 = 0 THEN 'n/a' ELSE (n % 1000)::text END, 'note', "
+                        "CASE WHEN n % 3 = 0 THEN NULL ELSE 'note ' || n END, 'code', 'c' || (n % 50000))), 'bench' "
+                        "FROM generate_series(1, :records) AS n"
+                    ),
+                    {"cid": cid, "records": records},
+                )
+            await asyncio.sleep(0)
+            async with engine.connect() as conn:
+                await conn.execute(text("ANALYZE edits.collection_records"))
+                await conn.commit()
+            started = time.perf_counter()
+            async with engine.begin() as conn:
+                counts = await CollectionsRepository(conn).counts(cid, plan)
+            cards.append(time.perf_counter() - started)
+            assert counts.total == records and counts.unconvertible[("amount", "integer")] == records // 5
+            started = time.perf_counter()
+            async with engine.begin() as conn:
+                store = CollectionsRepository(conn)
+                await store.get(cid, for_update=True)
+                await store.update(cid, f"returns_{i}", "Track refunds", plan.after, actor="bench")
+                changed = await store.transform(cid, plan, actor="bench")
+                await store.log(cid, "acme", "update", {"records_changed": changed}, actor="bench")
+            applies.append(time.perf_counter() - started)
+            assert changed == records
+            async with engine.connect() as conn:
+                wrong = await conn.execute(
+                    text(
+                        "SELECT count(*) FROM edits.collection_records WHERE collection_id = :cid AND "
+                        "(data ? 'note' OR data ? 'code' OR NOT data ? 'ref' OR "
+                        "(jsonb_typeof(data -> 'amount') <> 'number' AND data ->> 'amount' <> 'n/a'))"
+                    ),
+                    {"cid": cid},
+                )
+                assert wrong.scalar_one() == 0, "the records are not as the card said"
+            print(f"run {i + 1}: card {cards[-1] * 1000:.0f} ms, apply {applies[-1] * 1000:.0f} ms ({changed} records)")
+        print(
+            f"{records} records, {runs} runs: card counts median {statistics.median(cards) * 1000:.0f} ms; "
+            f"apply (one transaction, to its commit) median {statistics.median(applies) * 1000:.0f} ms, "
+            f"max {max(applies) * 1000:.0f} ms"
+        )
+    finally:
+        await engine.dispose()
+        await admin(base, f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    asyncio.run(run(args.records, args.runs))
+
+
+if __name__ == "__main__":
+    main()
