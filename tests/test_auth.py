@@ -457,11 +457,13 @@ ENDPOINTS = [
         lambda s: {"granted": True},
         404,
     ),
-    Endpoint(  # the message at seq is a Memory request, not a login request
+    # The message at seq is a Memory request, decided at …/edits/{seq}: another endpoint does not know it (404 to
+    # every caller of the organisation, before any role is asked).
+    Endpoint(
         "POST",
         f"{S}/logins/{{seq}}",
         lambda s: f"/api/studio/sessions/{s.session_id}/logins/{s.seq}",
-        "write",
+        "read",
         lambda s: {"decision": "grant"},
         404,
     ),
@@ -474,6 +476,14 @@ ENDPOINTS = [
         lambda s: f"/api/studio/sessions/{s.session_id}/drafts/{s.seq}",
         "write",
         lambda s: {"content": "Mine.\n"},
+        404,
+    ),
+    Endpoint(
+        "POST",
+        f"{S}/drafts/{{seq}}",
+        lambda s: f"/api/studio/sessions/{s.session_id}/drafts/{s.seq}",
+        "read",
+        lambda s: {"decision": "discard"},
         404,
     ),
     Endpoint(  # last: discarding ends the proposal the routes above read

@@ -128,6 +128,18 @@ async def read(turn: CoachTurn, login_id: str, tool: str, timeout: float = 15.0,
     )
 
 
+async def stored_decision(stack: Stack, decision_id: str) -> asyncpg.Record:
+    """The gateway's record of a decision: who, what, from where, when, and its outcome."""
+    conn = await asyncpg.connect(stack.database_url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+        row = await conn.fetchrow("SELECT * FROM gateway.decisions WHERE decision_id = $1", decision_id)
+    finally:
+        await conn.close()
+    assert row is not None
+    return row
+
+
 def refused(result: ToolResult) -> str:
     assert not result.ok and result.error is not None, result
     assert TOKEN not in result.error.message
@@ -194,13 +206,31 @@ async def test_a_login_request_is_answered_on_its_card_with_every_status(cstack:
         assert (await http.patch(login, json={"connected": False})).status_code == 200
         offline = await http.post(f"{logins}/{seq}", json={"decision": "grant"})
         assert offline.status_code == 409 and "is not connected" in offline.json()["detail"]
-        assert (await http.patch(login, json={"connected": True})).status_code == 200
+        assert offline.json()["outcome"] == "refused"
+        assert (await http.patch(login, json={"connected": True, "account": "other@acme.example"})).status_code == 200
+        moved = await http.post(f"{logins}/{seq}", json={"decision": "grant"})
+        assert moved.status_code == 409 and moved.json()["outcome"] == "stale", moved.text
+        assert (await http.patch(login, json={"account": "support@acme.example"})).status_code == 200
+        waiting = (await http.get(f"/api/studio/sessions/{sid}/pending")).json()
+        assert waiting["waiting_on"] == 2 and waiting["sections"]["Logins"] == 1  # refusals leave it pending
 
-        granted = await http.post(f"{logins}/{seq}", json={"decision": "grant"})
+        granted = await http.post(f"{logins}/{seq}", json={"decision": "grant", "via": "tray"})
         assert granted.status_code == 200, granted.text
-        assert granted.json()["granted_connection_ids"] == [desk["login_id"]]
+        answer = granted.json()
+        assert (answer["outcome"], answer["resolved_by"], answer["seq"]) == ("granted", OPERATOR, seq)
+        session_now = answer["answer"]
+        assert (session_now["session_id"], session_now["closed"]) == (sid, False)
+        held = [c for c in session_now["connections"] if c["granted"]]
+        assert [(c["connection_id"], c["granted_by"]) for c in held] == [(desk["login_id"], OPERATOR)]
+        assert held[0]["granted_at"] is not None and answer["resolved_at"] is not None
+        # The answer came once the gateway held the outcome: the pending items show it answered at once.
+        after = (await http.get(f"/api/studio/sessions/{sid}/pending")).json()
+        assert (after["waiting_on"], [item["seq"] for item in after["items"]]) == (1, [edit_seq])
+        row = await stored_decision(cstack, answer["decision_id"])
+        assert (row["actor"], row["decision"], row["via"], row["seq"]) == (OPERATOR, "grant", "tray", seq)
+        assert row["outcome"]["outcome"] == "granted" and row["decided_at"] <= row["outcome_at"]
         again = await http.post(f"{logins}/{seq}", json={"decision": "decline"})
-        assert again.status_code == 409 and "already granted by" in again.json()["detail"]
+        assert again.status_code == 409 and f"already granted by {OPERATOR} at " in again.json()["detail"]
         assert (await http.post(f"{edits}/{edit_seq}", json={"decision": "apply"})).status_code == 200
 
         continuation = await turn.continuation()

@@ -65,8 +65,11 @@ def test_each_kind_is_a_whole_row(spec: KindSpec) -> None:
 
 
 def test_the_gateway_decides_each_kind_at_one_endpoint_with_the_registry_decisions() -> None:
-    from gateway.api import DecisionBody
+    from gateway.decisions import DECISION_BODIES
 
-    assert get_args(DecisionBody.model_fields["decision"].annotation) == decisions_at("edits") == ("apply", "decline")
+    assert set(DECISION_BODIES) == {spec.endpoint for spec in KINDS.values()} - {"proposals"}
+    for endpoint, body in DECISION_BODIES.items():
+        assert get_args(body.model_fields["decision"].annotation) == decisions_at(endpoint)
+    assert decisions_at("edits") == ("apply", "decline")
     assert decisions_at("logins") == ("grant", "decline")
     assert KINDS["login"].decided_alone and not KINDS["memory"].decided_alone

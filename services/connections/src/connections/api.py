@@ -1,6 +1,7 @@
-"""The connections service's side of its public routes (:mod:`assent.api.connections`): logins, a session's
-connections and the answer to a login request. Each declared route has its handler here, found by name; only the
-gateway calls them, with its service credential, on ``/internal`` + the route's path.
+"""The connections service's side of its public routes (:mod:`assent.api.connections`): logins and a session's
+connections. Each declared route has its handler here, found by name; only the gateway calls them, with its service
+credential, on ``/internal`` + the route's path. (A login request is decided at the gateway, which sends the decision
+to the kit, :mod:`connections.kinds.login`, and answers with ``session_connections``.)
 
 Organisations are walls: with ``X-Assent-Org`` (the person's organisation) another organisation's login or session
 answers 404 with the words a missing one gets, and nothing is read or written. Without the header the call is a
@@ -16,7 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from assent.api import Caller, routes_of, serve
-from assent.api.connections import OWNER, GrantIn, LoginDecision, LoginIn, LoginPatch
+from assent.api.connections import OWNER, GrantIn, LoginIn, LoginPatch
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
 
@@ -76,18 +77,6 @@ class Sessions(Resource):
         return await self.run(
             lambda uow: workspace.set_grant(uow, self.kit, session_id, connection_id, body.granted, caller.org, actor)
         )
-
-    async def answer_login_request(
-        self, caller: Caller, session_id: str, seq: int, body: LoginDecision
-    ) -> dict[str, Any]:
-        actor = caller.actor
-        session, outcome = await self.run(
-            lambda uow: workspace.answer_request(uow, self.kit, session_id, seq, body.decision, caller.org, actor)
-        )
-        if outcome.status != 200:
-            # Committed first: a stale or refused answer is recorded (the request stays pending), then told.
-            raise Problem(outcome.status, outcome.detail)
-        return session
 
 
 RESOURCES = (Logins, Sessions)

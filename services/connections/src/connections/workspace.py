@@ -1,6 +1,6 @@
-"""The connections service's use cases behind its routes: logins (create, change, delete, read), a session's
-connections (list, grant, revoke) and the answer to a login request; and what it does as it starts (the platform's
-logins, credentials encrypted again under a new key).
+"""The connections service's use cases behind its routes: logins (create, change, delete, read) and a session's
+connections (list, grant, revoke); and what it does as it starts (the platform's logins, credentials encrypted again
+under a new key).
 
 Each takes the unit of work of its request (:mod:`connections.api`). Organisations are walls: with ``org`` (the
 person's organisation) another organisation's login or session is :class:`NotFound`, in the words a missing one gets.
@@ -243,8 +243,9 @@ async def decide(
     actor: str,
     via: str,
 ) -> ProposalOutcome:
-    """Decide one login request through the kit, as a decision from the gateway would be: resolved once, its
-    outcome on ``proposals.outcomes`` (the turn barrier counts it)."""
+    """Decide one login request through the kit, as a decision from the gateway is (a popover grant answers each
+    waiting request of the login so): resolved once, its outcome on ``proposals.outcomes`` (the turn barrier counts
+    it, and the gateway's projection resolves the request)."""
     outcome = await kit.on_decision(
         DecisionMade(
             decision_id=f"dec_{uuid.uuid4().hex}",
@@ -293,23 +294,6 @@ async def set_grant(
     else:
         await store(uow).revoke(session_id, login.login_id, actor, now)
     return session_view(session, await store(uow).grants_of(session_id))
-
-
-async def answer_request(
-    uow: UnitOfWork, kit: ConnectionsKit, session_id: str, seq: int, decision: str, org: str | None, actor: str
-) -> tuple[dict[str, Any], ProposalOutcome]:
-    """Answer the login request at ``seq``: the session as it is after, and the outcome (whose status says whether
-    the answer was taken: 200, or 409 when granting is refused now and the request stays pending)."""
-    await uow.lock_session(session_id)
-    await session_in(uow, session_id, org)
-    request = await uow.proposals.at_seq(session_id, seq)
-    if request is None or request.kind != "login":
-        raise NotFound(f"session {session_id!r} has no login request at seq {seq}")
-    if request.status != "pending":
-        when = f" at {request.resolved_at:%Y-%m-%d %H:%M:%S} UTC" if request.resolved_at else ""
-        raise Problem(409, f"this login request was already {request.status} by {request.resolved_by}{when}")
-    outcome = await decide(kit, uow, session_id, request.proposal_id, seq, decision, actor, "card")
-    return session_view(await session_in(uow, session_id, org), await store(uow).grants_of(session_id)), outcome
 
 
 # --- start-up ---------------------------------------------------------------------------------------------------

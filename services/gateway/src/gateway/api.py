@@ -10,20 +10,20 @@ kind registry, the owners' routes from :data:`assent.api.ROUTES`.
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 
-from assent.api import ROUTES, Error, Identity, Permission, RequestModel
+from assent.api import ROUTES, Error, Identity, Permission
 from assent.hashing import line_counts, unified_diff
 from assent.http import RETRY_AFTER_SECONDS, PathId
-from assent.kinds import KINDS, decisions_at
+from assent.kinds import KINDS
 
-from . import handlers, owner_routes, proposals
+from . import decisions, handlers, owner_routes, proposals
 from .adapters.owners import Owners, OwnerUnavailable
-from .answers import DECISION_ANSWERS, PERSON_ERRORS, decided
+from .answers import PERSON_ERRORS
 from .auth import AgentNotFound, Authenticator, Gate
 from .handlers import Deps
 
@@ -33,13 +33,6 @@ KEEP_ALIVE_SECONDS = 15.0
 NO_SESSION: dict[int | str, dict[str, Any]] = {
     404: {"model": Error, "description": "No such session in the caller's organisation"}
 }
-
-
-class DecisionBody(RequestModel):
-    """A decision on an edit-like request (memory, note, guild text, collection, routine, access)."""
-
-    decision: Literal[decisions_at("edits")]  # type: ignore[valid-type]  # the values come from the registry, at import
-    via: Literal["card", "tray", "item", "chat"] = "card"
 
 
 class FieldDiff(BaseModel):
@@ -100,18 +93,20 @@ def _resolution(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
-    """Add the public routes to ``app``: the studio's, the Proposals page's decisions and the activity feed
-    (:mod:`gateway.proposals`), and every owner's declared route."""
+    """Add the public routes to ``app``: the studio's, the decision route of each endpoint of the kind registry
+    (:mod:`gateway.decisions`), the Proposals page's decisions and the activity feed (:mod:`gateway.proposals`), and
+    every owner's declared route."""
     gate = Gate(Authenticator(deps.settings), lambda agent_id: handlers.agent_copy(deps, agent_id))
     user = Annotated[Identity, Depends(gate.person)]
     app.include_router(studio_router(deps, owners, user))
+    app.include_router(decisions.router(deps, owners, user))
     app.include_router(proposals.router(deps, owners, user))
     owner_routes.mount(app, ROUTES, gate, owners)
     errors(app)
 
 
 def studio_router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
-    """The studio's routes: a session's live events, a card, a decision, Continue (the tray: :mod:`gateway.desk`)."""
+    """The studio's routes: a session's live events, a card, Continue (the tray: :mod:`gateway.desk`)."""
     studio = APIRouter(prefix="/api/studio/sessions", tags=["studio"], responses={**PERSON_ERRORS, **NO_SESSION})
 
     @studio.get(
@@ -144,17 +139,6 @@ def studio_router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
         if live is None:
             raise OwnerUnavailable(f"the owner of {request['proposal_id']!r} does not know it")
         return card(session_id, seq, request, live)
-
-    @studio.post("/{session_id}/edits/{seq}", responses=DECISION_ANSWERS)
-    async def decide_proposal(session_id: PathId, seq: SeqPath, body: DecisionBody, person: user) -> JSONResponse:
-        """Apply or decline one request. Answers when the owning service has applied or refused it."""
-        request = await handlers.request_at(deps, session_id, seq, person.org_id)
-        if not person.may_decide(request["owners"], request["editors"]):
-            raise HTTPException(
-                403,
-                f"deciding a {request['kind']} request needs the admin or developer role, or to own or edit its agent",
-            )
-        return decided(await handlers.decide(deps, request, body.decision, person.user_id, body.via))
 
     @studio.post(
         "/{session_id}/continue",

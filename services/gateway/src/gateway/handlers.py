@@ -390,16 +390,19 @@ async def check_session(deps: Deps, session_id: str, org_id: str) -> None:
         raise NotFound(f"session {session_id!r} does not exist")
 
 
-async def request_at(deps: Deps, session_id: str, seq: int, org_id: str | None = None) -> dict[str, Any]:
-    """The edit-like request at ``seq`` of a session, with its agent's ``owners`` and ``editors`` (from the workspace
-    copy), in one read. With ``org_id``, another organisation's session is :class:`NotFound`, as a missing one is; so
-    is a request of a kind decided at another endpoint (a login request, at ``…/logins/{seq}``)."""
+async def request_at(
+    deps: Deps, session_id: str, seq: int, org_id: str | None = None, endpoint: str = "edits"
+) -> dict[str, Any]:
+    """The request at ``seq`` of a session decided at ``…/{endpoint}/{seq}``, with its agent's ``owners`` and
+    ``editors`` (from the workspace copy), in one read. With ``org_id``, another organisation's session is
+    :class:`NotFound`, as a missing one is; so is a request of a kind decided at another endpoint (a login request is
+    not at ``…/edits/{seq}``, an edit not at ``…/logins/{seq}``)."""
     async with deps.engine.connect() as conn:
         row = await (await ProjectionStore.over(conn)).request_at(session_id, seq)
-    if row is None or KINDS[row["kind"]].endpoint != "edits" or (org_id is not None and row["session_org"] != org_id):
+    if row is None or KINDS[row["kind"]].endpoint != endpoint or (org_id is not None and row["session_org"] != org_id):
         if org_id is not None:
             await check_session(deps, session_id, org_id)  # tell "no session" from "no request"
-        raise NotFound(f"session {session_id!r} has no edit request at seq {seq}")
+        raise NotFound(f"session {session_id!r} has no request at seq {seq} decided at …/{endpoint}/{{seq}}")
     request = dict(row)
     request["owners"], request["editors"] = tuple(row["owners"] or ()), tuple(row["editors"] or ())
     return request
@@ -416,13 +419,14 @@ async def decide(
     """Send one decision on ``request`` (from :func:`request_at`) to its owner and return its outcome (a
     ``ProposalOutcome`` as JSON). ``options`` are the decision's choices (a source approval's branch and message).
 
-    Raises :class:`Refused` (already resolved, or a decision that does not fit), or :class:`OutcomePending`
-    when the owner has not answered within the configured time.
+    Raises :class:`Refused` (already resolved: the status its kind's :attr:`~assent.kinds.Answer.answered` says; or a
+    decision that does not fit: 422), or :class:`OutcomePending` when the owner has not answered within the configured
+    time.
     """
     session_id, seq = request["session_id"], request["seq"]
     if request["status"] != "pending":
         raise Refused(
-            422,
+            KINDS[request["kind"]].answer.answered,
             f"this request was already {request['status']} by {request['resolved_by']} at "
             f"{request['resolved_at']:%Y-%m-%d %H:%M:%S} UTC",
         )

@@ -1,5 +1,7 @@
-"""Logins on the public API, owned by the connections service: the workspace's logins, a session's connections
-(the Logins popover) and the answer to a login request.
+"""Logins on the public API, owned by the connections service: the workspace's logins and a session's connections
+(the Logins popover). A login request is decided like every request, at the gateway's ``POST …/logins/{seq}``
+(:mod:`gateway.decisions`), which answers with the session's connections (``session_connections``, the login kind's
+:attr:`~assent.kinds.Answer.route`).
 
 A login is a connection to an external service (an MCP server, the account it acts as, its credentials, whether it
 is connected, whether its connector is verified, its tool manifest) at the organisation's, a guild's or an agent's
@@ -17,16 +19,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import Path
 from pydantic import BaseModel, Field
 
 from ..http import Identifier, NoNul, Omissible, OneLine
-from ..kinds import decisions_at, kind
+from ..kinds import kind
 from .declare import Matching, PublicRoute, RequestModel
 from .roles import Permission
 
 OWNER = kind("login").owner
-ENDPOINT = kind("login").endpoint
 SERVER_URL = r"^https?://[^/?#@\x00-\x20\x7f]+(?:[/?#][^\x00-\x20\x7f]*)?$"
 """An MCP server's address: http or https, a host, and no user or password in it (credentials go in
 ``credentials``, which no answer shows)."""
@@ -45,7 +45,6 @@ Secret = Annotated[str, Field(min_length=8, max_length=4096), OneLine]
 which is redacted against every credential)."""
 HEADER_NAME = r"^[!#$%&'*+.^_`|~0-9A-Za-z\-]+$"
 HeaderName = Annotated[str, Field(min_length=1, max_length=100, pattern=HEADER_NAME)]
-SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
 
 
 class ToolIn(RequestModel):
@@ -131,12 +130,6 @@ class GrantIn(RequestModel):
     """Grant (true) or revoke (false) the login for the session."""
 
     granted: bool
-
-
-class LoginDecision(RequestModel):
-    """The answer to a login request."""
-
-    decision: Literal[decisions_at(ENDPOINT)]  # type: ignore[valid-type]  # the values come from the registry
 
 
 # --- answers --------------------------------------------------------------------------------------------------
@@ -314,23 +307,6 @@ SESSIONS = (
         errors={
             404: "No such session, or no such login reachable from its source guild, in the caller's organisation",
             409: "The session is closed, or the login is not connected (granting)",
-        },
-    ),
-    _route(
-        "POST",
-        f"/sessions/{{session_id}}/{ENDPOINT}/{{seq}}",
-        "answer_login_request",
-        "Grant or decline the login request at that message; answers with the session",
-        Permission.CHANGE_WORKSPACE,
-        "studio",
-        prefix="/api/studio",
-        body=LoginDecision,
-        response=StudioSession,
-        params={"seq": SeqPath},
-        errors={
-            404: "No such session, or no login request at that message, in the caller's organisation",
-            409: "The request was answered already; or granting is refused now (the session closed, the login is "
-            "not connected, its server or account changed since the request: the request stays pending)",
         },
     ),
 )
