@@ -113,7 +113,7 @@ async def test_a_migration_job_lets_the_service_run_without_rights_to_change_the
     try:
         for statement in (
             f"CREATE ROLE {role} LOGIN PASSWORD '{password}'",
-            'REVOKE CREATE ON SCHEMA public FROM PUBLIC',
+            "REVOKE CREATE ON SCHEMA public FROM PUBLIC",
             f'GRANT USAGE ON SCHEMA "{schema}" TO {role}',
             f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{schema}" TO {role}',
             f'GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA "{schema}" TO {role}',
