@@ -460,8 +460,12 @@ def _json(document: Mapping[str, Any]) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
+DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+"""libyaml's emitter where PyYAML has it (the same text as the pure one, several times faster)."""
+
+
 def _yaml(document: Mapping[str, Any]) -> str:
-    return f"# {HEADER}\n" + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=120)
+    return f"# {HEADER}\n" + yaml.dump(document, Dumper=DUMPER, sort_keys=False, allow_unicode=True, width=120)
 
 
 def render() -> dict[Path, str]:

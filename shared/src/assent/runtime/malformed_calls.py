@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..contracts import Id, MalformedMessage, Seq, ToolError, ToolResult
+from ..contracts import Id, MalformedMessage, Seq, ToolCall, ToolError, ToolResult
 from ..topics import TOOL_RESULTS, Topic
 
 MALFORMED_TOOL_CALL = "malformed_tool_call"
@@ -39,14 +39,26 @@ class _CallEnvelope(BaseModel):
     tool: Id
 
 
-def problems(error: MalformedMessage) -> str:
-    """What is wrong with a message, each bad field named by its path (``session.org_id: Field required``)."""
+def _fields(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(part) for part in err['loc']) or 'message'}: {err['msg']}"
+        for err in exc.errors(include_url=False)
+    )
+
+
+def problems(data: dict[str, Any], error: MalformedMessage) -> str:
+    """What is wrong with the call ``data``, each bad field named by its path (``session.org_id: Field required``).
+
+    A call without ``type`` is read as a ``ToolCall`` to name its other bad fields too."""
     cause = error.__cause__
     if isinstance(cause, ValidationError):
-        return "; ".join(
-            f"{'.'.join(str(part) for part in err['loc']) or 'message'}: {err['msg']}"
-            for err in cause.errors(include_url=False)
-        )
+        return _fields(cause)
+    if "type" not in data:
+        try:
+            ToolCall.model_validate({**data, "type": "ToolCall"})
+        except ValidationError as exc:
+            return f"type: Field required; {_fields(exc)}"
+        return "type: Field required"
     return str(error)
 
 
@@ -72,7 +84,7 @@ def answer_malformed_call(raw: bytes, error: MalformedMessage, origin: str) -> t
         error=ToolError(
             status=422,
             code=MALFORMED_TOOL_CALL,
-            message=f"the tool call cannot be read: {problems(error)}"[:4000],
+            message=f"the tool call cannot be read: {problems(data, error)}"[:4000],
         ),
         causation_id=call_id,
         correlation_id=call_id,
