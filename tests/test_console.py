@@ -106,7 +106,7 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         suffix = world.org_id.removeprefix("org_")
         await create_login(http, f"desk_{suffix}", "Desk")
         await create_login(http, f"crm_{suffix}", "CRM")
-        sid, seqs = await three_requests(coach, http, world, f"desk_{suffix}")
+        sid, seqs = await four_requests(coach, http, world, f"desk_{suffix}")
         can_apply_all = await public_route(http, "post", "/api/studio/sessions/{session_id}/apply-all")
 
         context, elsewhere = await local_only(browser, stack)
@@ -116,13 +116,14 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         await shot(one, "sessions")
 
         await one.goto(f"/console#/sessions/{sid}")
-        await expect(one.locator("#summary")).to_have_text("Waiting on 3 decisions")
+        await expect(one.locator("#summary")).to_have_text("Waiting on 4 decisions")
         sections = one.get_by_role("list", name="Waiting per section")
-        for section, n in (("Agents", 1), ("Guild", 1), ("Logins", 1)):
+        for section, n in (("Agents", 2), ("State", 0), ("Tools", 0), ("Guild", 1), ("Logins", 1)):
             await expect(sections.get_by_role("listitem").filter(has_text=section)).to_have_text(f"{section} {n}")
         agents = one.get_by_role("list", name="Waiting per agent")
         await expect(agents.get_by_role("button", name=world.agent_id)).to_have_text(f"{world.agent_id} 1")
-        memory, guild, login = (one.locator(f"#item-{seq}") for seq in seqs)
+        await expect(agents.get_by_role("button", name=world.other_agent_id)).to_have_text(f"{world.other_agent_id} 1")
+        memory, guild, login, draft = (one.locator(f"#item-{seq}") for seq in seqs)
         await expect(memory.get_by_role("button", name="Apply edit")).to_be_visible()
         await expect(login.get_by_role("button", name="Grant read access")).to_be_visible()
         await expect(login.get_by_role("button", name="Decline")).to_be_visible()
@@ -136,17 +137,31 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         await axe(one)
         await shot(one, "desk")
 
+        # The Draft: its diff, and the operator's own version (the next one), published by Apply all below.
+        await expect(draft.get_by_role("button", name="Publish")).to_be_visible()
+        await expect(draft.get_by_role("button", name="Discard")).to_be_visible()
+        await draft.get_by_role("button", name="Show changes").click()
+        await expect(draft.locator(".line.add")).to_have_text(["added: +Ask how we can help."])
+        await draft.get_by_role("button", name="Edit").click()
+        await expect(draft.get_by_label("Your version")).to_be_focused()
+        await draft.get_by_label("Your version").fill("Greet by name.\nAsk how we can help today.\n")
+        await draft.get_by_role("button", name="Save as the next version").click()
+        await expect(draft.locator(".version")).to_contain_text("Version 2 of 2")
+        await expect(draft.locator(".line.add")).to_have_text(["added: +Ask how we can help today."])
+        await axe(one)
+        await shot(one, "draft")
+
         # A decision here vanishes from a second page, through its live stream.
         two = await context.new_page()
         await two.goto("/console")
         await two.evaluate(f"sessionStorage.setItem({TOKEN_KEY!r}, {token!r})")
         await two.goto(f"/console#/sessions/{sid}")
         await expect(two.locator(f"#item-{seqs[0]}")).to_be_visible()
-        await expect(two.locator("#summary")).to_have_text("Waiting on 3 decisions")
+        await expect(two.locator("#summary")).to_have_text("Waiting on 4 decisions")
         await memory.get_by_role("button", name="Apply edit").click()
         await expect(one.locator(f"#item-{seqs[0]}")).to_have_count(0)
         await expect(two.locator(f"#item-{seqs[0]}")).to_have_count(0)
-        await expect(two.locator("#summary")).to_have_text("Waiting on 2 decisions")
+        await expect(two.locator("#summary")).to_have_text("Waiting on 3 decisions")
         assert (
             (await http.get(f"/api/workspace/agents/{world.agent_id}/memory"))
             .json()["content"]
@@ -167,26 +182,35 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         await expect(one.get_by_role("button", name="Logins")).to_be_focused()
 
         if can_apply_all:
-            # Apply all applies the guild text and leaves the login request (decided alone).
+            # Apply all applies the guild text, publishes the draft and leaves the login request (decided alone).
             await one.get_by_role("button", name="Apply all").click()
             await expect(one.locator("#skipped-count")).to_have_text("Skipped: 1")
             await expect(one.locator(f"#item-{seqs[1]}")).to_have_count(0)
             await expect(two.locator(f"#item-{seqs[1]}")).to_have_count(0)
+            await expect(one.locator(f"#item-{seqs[3]}")).to_have_count(0)
             await expect(one.locator("#summary")).to_have_text("Waiting on 1 decision")
+            agent = (await http.get(f"/api/workspace/agents/{world.other_agent_id}")).json()
+            assert agent["task"] == "Greet by name.\nAsk how we can help today.\n"
             await axe(one)
             await shot(one, "apply-all")
         assert elsewhere == []
         await context.close()
 
 
-async def three_requests(
+async def four_requests(
     coach: CoachClient, http: httpx.AsyncClient, world: World, login_id: str
 ) -> tuple[str, list[int]]:
-    """A memory edit, a guild text edit and a login request in one step; the session id and their seqs."""
+    """A memory edit, a guild text edit, a login request and a Task draft in one step; the session id and their
+    seqs."""
+    response = await http.patch(f"/api/workspace/agents/{world.other_agent_id}", json={"task": "Greet by name.\n"})
+    assert response.status_code == 200, response.text
     session = await coach.open_session(org_id=world.org_id, source_guild_id=world.guild_id, operator_user_id=OPERATOR)
     turn = session.begin_turn()
     memory = await turn.call("studio_read_memory", {"agent_id": world.agent_id})
     assert memory.ok and memory.output is not None, memory.error
+    read = await turn.call("studio_read_task", {"agent_id": world.other_agent_id})
+    assert read.ok and read.output is not None, read.error
+    task = read.output
     results = [
         await turn.call(
             "studio_edit_memory",
@@ -202,13 +226,22 @@ async def three_requests(
             {"about": "We answer within a day.", "description": "Support.\nRefunds.\n", "reason": "clearer"},
         ),
         await turn.call("studio_request_connection_access", {"connection_id": login_id, "reason": "check orders"}),
+        await turn.call(
+            "studio_create_task_draft",
+            {
+                "agent_id": world.other_agent_id,
+                "content": "Greet by name.\nAsk how we can help.\n",
+                "base_hash": task["hash"],
+                "rationale": "warmer",
+            },
+        ),
     ]
     assert all(r.ok for r in results), results
     await turn.end_step()
 
     async def waiting() -> bool:
         response = await http.get(f"/api/studio/sessions/{session.session_id}/pending")
-        return response.status_code == 200 and response.json()["waiting_on"] == 3
+        return response.status_code == 200 and response.json()["waiting_on"] == 4
 
     await wait_for(waiting)
     return session.session_id, [turn.calls[r.tool_call_id].seq for r in results]

@@ -8,6 +8,7 @@ const TOKEN_KEY = "assent.console.token";
 const main = document.getElementById("main");
 const announcer = document.getElementById("announce");
 let registry = { sections: [], kinds: {} };
+let operations = {}; // path template -> methods, from the public API's own document (/openapi.json)
 let leaving = () => {}; // what the current view stops (its live stream) when another view opens
 
 // --- small helpers ------------------------------------------------------------------------------------------
@@ -215,7 +216,10 @@ function decisionOf(sessionId, item) {
     path: item.decision_path || `/api/studio/sessions/${encodeURIComponent(sessionId)}/${endpoint}/${item.seq}`,
     apply: item.decisions?.apply || kind.apply || "apply",
     decline: item.decisions?.decline || kind.decline || "decline",
-    hasCard: endpoint === "edits",
+    // A card is whatever its endpoint answers to GET (an edit's diff, a draft's versions); an endpoint that takes
+    // PUT there is edited by the operator (a draft's next version). The API's own document says which.
+    hasCard: Boolean(operations[`/api/studio/sessions/{session_id}/${endpoint}/{seq}`]?.includes("get")),
+    editable: Boolean(operations[`/api/studio/sessions/{session_id}/${endpoint}/{seq}`]?.includes("put")),
     onProposalsPage: endpoint === "proposals",
   };
 }
@@ -327,7 +331,7 @@ async function sessionView(sessionId) {
           card.hidden = !opening;
           toggle.setAttribute("aria-expanded", String(opening));
           toggle.textContent = opening ? "Hide changes" : "Show changes";
-          if (opening) { state.open.add(item.seq); await renderCard(card, `${base}/edits/${item.seq}`); }
+          if (opening) { state.open.add(item.seq); await renderCard(card, how.path, how.editable); }
           else state.open.delete(item.seq);
         } }, "Show changes");
       actions.append(toggle);
@@ -429,13 +433,19 @@ function bulkReport(which, answer) {
   return parts;
 }
 
-/** A card: per field its diff (one per changed field), the before and after texts, what applying does, notes. */
-async function renderCard(container, path) {
+/** A card: per field its diff (one per changed field), the before and after texts, what applying does, notes; a
+ * draft's versions, the notes it needs, and its editor (each save is the next version). */
+async function renderCard(container, path, editable = false) {
   container.replaceChildren(h("p", {}, "Loading the card…"));
   let card;
   try { card = await api("GET", path); } catch (error) { container.replaceChildren(errorBox(error)); return; }
   const parts = [];
   if (card.stale) parts.push(h("p", { class: "badge warn" }, "Stale: the target changed since it was proposed."));
+  if (card.version !== undefined) {
+    parts.push(h("p", { class: "meta version" }, `Version ${card.version}`,
+      card.versions?.length ? ` of ${card.versions.length} (${card.versions.map((v) => `${v.version} by ${v.author}`).join(", ")})` : ""));
+  }
+  if (card.missing_notes?.length) parts.push(h("p", { class: "badge warn" }, `Needs notes that do not exist yet: ${card.missing_notes.join(", ")}`));
   const changed = (card.fields || []).filter((f) => f.diff);
   for (const field of changed) {
     parts.push(h("h4", {}, `${field.name} `, h("span", { class: "count" }, counts(field.lines))));
@@ -451,7 +461,35 @@ async function renderCard(container, path) {
   }
   if (card.effects?.length) parts.push(h("h4", {}, "What applying does"), h("ul", {}, card.effects.map((e) => h("li", {}, e))));
   if (card.notes?.length) parts.push(h("ul", { class: "notes" }, card.notes.map((n) => h("li", {}, n))));
+  if (editable && typeof card.content === "string" && card.status === "pending") parts.push(editor(container, path, card));
   container.replaceChildren(...parts);
+}
+
+/** The operator's own version of a card's text: PUT at the card's path, bound to the version shown. */
+function editor(container, path, card) {
+  const id = `${container.id}-edit`;
+  const area = h("textarea", { id, rows: Math.min(20, card.content.split("\n").length + 2), cols: 80 }, card.content);
+  const message = h("p", { class: "message", "aria-live": "polite" });
+  const form = h("form", {
+    class: "decide",
+    hidden: true,
+    onsubmit: async (event) => {
+      event.preventDefault();
+      try {
+        await api("PUT", path, { content: area.value, expected_version: card.version });
+        announce(`Saved version ${card.version + 1}`);
+        await renderCard(container, path, true);
+        container.querySelector(".version")?.setAttribute("tabindex", "-1");
+        container.querySelector(".version")?.focus();
+      } catch (error) { message.replaceChildren(detailOf(error)); }
+    },
+  },
+  h("label", { for: id }, "Your version"), area,
+  h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Save as the next version"),
+    h("button", { type: "button", onclick: () => { form.hidden = true; toggle.focus(); } }, "Cancel")),
+  message);
+  const toggle = h("button", { type: "button", onclick: () => { form.hidden = false; area.focus(); } }, "Edit");
+  return h("div", {}, toggle, form);
 }
 
 /** Follow a server-sent event stream with the token (EventSource cannot send one): each event re-reads. */
@@ -638,4 +676,7 @@ document.getElementById("sign-out").addEventListener("click", () => {
 });
 window.addEventListener("hashchange", route);
 registry = await fetch("/console/kinds.json").then((r) => r.json()).catch(() => registry);
+operations = await fetch("/openapi.json").then((r) => r.json())
+  .then((doc) => Object.fromEntries(Object.entries(doc.paths).map(([path, item]) => [path, Object.keys(item)])))
+  .catch(() => operations);
 await route();
