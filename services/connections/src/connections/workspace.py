@@ -30,7 +30,7 @@ from .kinds.login import ConnectionsKit, not_connected, reachable_login
 
 log = logging.getLogger(__name__)
 
-CATALOG_FIELDS = frozenset({"name", "tools", "verified"})
+CATALOG_FIELDS = frozenset({"name", "tools", "verified", "server_url"})
 """The fields whose change changes a login's catalog."""
 PLATFORM_FIELDS = ("name", "server_url", "account", "connected", "verified", "tools")
 """The fields of a platform login that the deployment lists."""

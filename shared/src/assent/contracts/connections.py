@@ -30,8 +30,13 @@ class CatalogTool(BaseModel):
 
 class ConnectionCatalog(Message):
     """A login was created or deleted, or what its catalog depends on changed (its tools, whether its connector is
-    verified, its scope or its name). ``org_id`` None: a platform login, reachable from every organisation;
-    ``scope_id`` is the guild or agent of a guild or agent login."""
+    verified, its scope, its name or its server). ``org_id`` None: a platform login, reachable from every
+    organisation; ``scope_id`` is the guild or agent of a guild or agent login.
+
+    ``server`` is the identity of the login's MCP server: its URL normalized (lower-case scheme and host, the port
+    unless it is the scheme's default, the path without a trailing slash; no user, query or fragment), so several
+    logins reaching one server carry the same ``server``. A reader keys the server's bindings by it. None (the
+    default) comes from a producer that predates the field; a reader then takes the login as its own server."""
 
     type: Literal["ConnectionCatalog"] = "ConnectionCatalog"
     v: Literal[1] = 1
@@ -43,3 +48,4 @@ class ConnectionCatalog(Message):
     revision: int
     deleted: bool = False
     tools: tuple[CatalogTool, ...] = ()
+    server: Text | None = None

@@ -22,6 +22,7 @@ from assent.domain import Agent, Refusal, Session
 from assent.hashing import content_hash
 
 from .policy import ToolSpec, Verdict, classify
+from .servers import server_identity
 
 Scope = Literal["platform", "org", "guild", "agent"]
 Reason = Annotated[Text, StringConstraints(min_length=1, max_length=4000, strip_whitespace=True)]
@@ -136,9 +137,11 @@ def reaches(session: Session, login: Login, agent: Agent | None) -> bool:
 
 
 def catalog(login: Login, *, deleted: bool = False) -> ConnectionCatalog:
-    """The login's catalog now: each tool with whether it changes data by the read-only policy."""
+    """The login's catalog now: each tool with whether it changes data by the read-only policy, and the identity of
+    its server (:func:`server_identity`), which logins reaching one server share."""
     return ConnectionCatalog(
         connection_id=login.login_id,
+        server=server_identity(login.server_url),
         org_id=login.org_id,
         scope=login.scope,
         scope_id=login.scope_id,
