@@ -21,6 +21,7 @@ from assent.topics import PROPOSALS_DECIDED, PROPOSALS_OUTCOMES, PROPOSALS_PROPO
 from gateway.adapters.metrics import org_label
 from tests.conftest import Stack, wait_for
 from tests.test_memory_edits import memory, new_world, open_turn, propose, wait_pending
+from tests.test_monitoring import monitored_names
 
 pytestmark = pytest.mark.integration
 
@@ -188,3 +189,7 @@ async def test_each_family_moves_by_what_a_round_did(stack: Stack) -> None:
 
     # The decided request is no longer pending: its series is gone.
     assert not [key for key in after["gateway"].get("assent_pending_decisions", {}) if ("org", org) in key]
+
+    # Every metric the alert rules and the dashboard (deploy/monitoring) name is one the services serve.
+    served = {name for scrape in [*after.values(), pending] for name, series in scrape.items() if series}
+    assert monitored_names() - served == set()

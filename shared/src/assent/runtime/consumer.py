@@ -266,6 +266,11 @@ def subscribe(
     by_name = {topic.full_name(prefix): (topic, handler) for topic, handler in routes.items()}
     tracer = trace.get_tracer("assent.runtime", tracer_provider=tracer_provider)
     meters = {topic: _Meters(topic.name, (names or {}).get(topic, topic.name)) for topic in routes}
+    for topic in routes:  # every series from the start: a rate over one that appears later misses its first count
+        for reason in ("malformed", "handler_failed"):
+            DEAD_LETTERED.labels(topic.name, group_id, reason)
+        for kind in ("outage", "handler", "batch"):
+            RETRIES.labels(topic.name, kind)
 
     async def dead_letter(topic: Topic, record: Any, reason: str, error: str, attempts: int) -> None:
         headers = {k: v.decode(errors="replace") for k, v in record.headers or ()}
