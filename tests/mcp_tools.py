@@ -2,7 +2,8 @@
 and a tool for each branch of the read-only policy and of what the proxy does to a result.
 
 ``python -m tests.mcp_tools --port N`` serves it at ``http://127.0.0.1:N/mcp``. ``list_calls`` tells which tools it
-was asked to run, so a test proves that a refused call never reached it.
+was asked to run, so a test proves that a refused call never reached it; ``held_lookup`` answers only when the test
+says so (over plain HTTP beside ``/mcp``), so a test holds a call in the server for as long as it needs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import json
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import TextContent, ToolAnnotations
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
 
 from assent_devstack.mcp_demo import demo_server, main
 
@@ -81,6 +84,28 @@ def tools_server() -> MCPServer:
         called("slow_lookup")
         await asyncio.sleep(seconds)
         return "late"
+
+    entered: dict[str, asyncio.Event] = {}
+    released: dict[str, asyncio.Event] = {}
+
+    @server.tool()
+    async def held_lookup(key: str) -> str:
+        """Answers once the test releases ``key`` (``POST /release/{key}``); ``GET /entered/{key}`` answers once this
+        call waits for it."""
+        called("held_lookup")
+        entered.setdefault(key, asyncio.Event()).set()
+        await released.setdefault(key, asyncio.Event()).wait()
+        return f"released {key}"
+
+    @server.custom_route("/entered/{key}", methods=["GET"])
+    async def has_entered(request: Request) -> Response:
+        await entered.setdefault(request.path_params["key"], asyncio.Event()).wait()
+        return PlainTextResponse("entered")
+
+    @server.custom_route("/release/{key}", methods=["POST"])
+    async def release(request: Request) -> Response:
+        released.setdefault(request.path_params["key"], asyncio.Event()).set()
+        return PlainTextResponse("released")
 
     return server
 

@@ -488,3 +488,47 @@ async def test_organisations_are_walls_on_every_new_route(cstack: Stack, mcp: Mc
         assert refused(mine) == "unknown_connection"
         assert (await http.get(f"{studio}/connections")).status_code == 200
         assert (await http.get(login)).json()["name"] == "Desk"
+
+
+async def test_a_slow_call_holds_up_neither_the_sessions_other_calls_nor_its_decisions(
+    stack: Stack, mcp: McpServerProcess
+) -> None:
+    """A call the server holds (until the test releases it) is outstanding while the same session's next call, a login
+    request and its decision are all answered; it is answered after them, once released."""
+    tools = {**TOOLS, "held_lookup": {}}
+    async with (
+        stack.http() as http,
+        stack.coach() as coach,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{mcp.port}", timeout=60) as server,
+    ):
+        world = await new_world(http)
+        desk = await create_login(http, mcp.url, ids("desk"), "org", tools=tools)
+        other = await create_login(http, mcp.url, ids("other"), "org", tools=tools)
+        session = await open_session(coach, http, world)
+        assert (await grant(http, session, desk["login_id"])).status_code == 200
+        turn, key = session.begin_turn(), uuid.uuid4().hex
+        held = await turn.send(
+            "studio_call_connection_tool",
+            {"connection_id": desk["login_id"], "tool": "held_lookup", "arguments": {"key": key}},
+        )
+        answered = coach.expect_result(held.tool_call_id)
+        assert (await server.get(f"/entered/{key}")).status_code == 200  # the server holds the call now
+
+        assert "A-5512" in evidence(await read(turn, desk["login_id"], "list_orders", customer="c-1001"))
+        asked = await turn.call(
+            "studio_request_connection_access", {"connection_id": other["login_id"], "reason": "read orders"}
+        )
+        assert asked.ok, asked
+        seq, sid = turn.calls[asked.tool_call_id].seq, session.session_id
+
+        async def listed() -> bool:
+            body = (await http.get(f"/api/studio/sessions/{sid}/pending")).json()
+            return seq in [item["seq"] for item in body["items"]]
+
+        await wait_for(listed)
+        decided = await http.post(f"/api/studio/sessions/{sid}/logins/{seq}", json={"decision": "grant"})
+        assert decided.status_code == 200, decided.text
+        assert not answered.done()  # all of that while the held call was still outstanding
+
+        assert (await server.post(f"/release/{key}")).status_code == 200
+        assert f"released {key}" in evidence(await turn.result(held, timeout=30))

@@ -4,9 +4,11 @@ requests, their answers and the popover's grant, and every refusal of the proxy 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -27,6 +29,7 @@ from connections import workspace
 from connections.adapters.crypto import CredentialBox
 from connections.adapters.mcp import ConnectionFailed
 from connections.adapters.repository import Grant, LoginsRepository, StoredCredentials
+from connections.calls import CallRunner
 from connections.domain.evidence import RESULT_CAP_BYTES, CallOutcome
 from connections.domain.logins import Credentials, Login
 from connections.domain.policy import ToolSpec
@@ -69,6 +72,8 @@ class FakeLogins:
     logins: dict[str, Login] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict)
     grants: dict[tuple[str, str], Grant] = field(default_factory=dict)
+    calls: dict[uuid.UUID, tuple[dict[str, Any], dict[str, str]]] = field(default_factory=dict)
+    """Proxied calls admitted and not answered yet."""
 
     def add(self, held: Login, credentials: Credentials | None = None) -> None:
         self.logins[held.login_id] = held
@@ -102,6 +107,19 @@ class FakeLogins:
     async def end_grants(self, session_id: str) -> None:
         self.grants = {key: grant for key, grant in self.grants.items() if key[0] != session_id}
 
+    async def add_call(self, call_id: uuid.UUID, session_id: str, call: dict[str, Any], trace: dict[str, str]) -> None:
+        self.calls.setdefault(call_id, (call, trace))
+
+    async def take_call(self, call_id: uuid.UUID, now: datetime, until: datetime) -> Any | None:
+        held = self.calls.get(call_id)
+        return None if held is None else SimpleNamespace(call=held[0], trace=held[1])
+
+    async def calls_due(self, now: datetime, limit: int) -> list[uuid.UUID]:
+        return list(self.calls)[:limit]
+
+    async def finish_call(self, call_id: uuid.UUID) -> bool:
+        return self.calls.pop(call_id, None) is not None
+
     async def pending_requests(self, session_id: str, login_id: str) -> list[str]:
         return [
             p.proposal_id
@@ -120,12 +138,16 @@ class FakeServer:
 
     answer: CallOutcome = field(default_factory=lambda: CallOutcome(("ok",)))
     failure: Exception | None = None
+    meanwhile: Callable[[], Awaitable[None]] | None = None
+    """What happens elsewhere while the server works on a call."""
     calls: list[tuple[str, str, dict[str, str], str, dict[str, Any]]] = field(default_factory=list)
 
     async def call(
         self, login_id: str, url: str, headers: Mapping[str, str], tool: str, arguments: dict[str, Any]
     ) -> CallOutcome:
         self.calls.append((login_id, url, dict(headers), tool, arguments))
+        if self.meanwhile is not None:
+            await self.meanwhile()
         if self.failure is not None:
             raise self.failure
         return self.answer
@@ -134,16 +156,24 @@ class FakeServer:
 @dataclass
 class World:
     kit: ConnectionsKit
+    runner: CallRunner
     uow: FakeUnitOfWork
     logins: FakeLogins
     server: FakeServer
     seq: int = 0
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
-        """Send one call; the one ToolResult it emitted."""
-        self.seq += 1
+        """Send one call; the one ToolResult it emitted (a proxied call's once its transaction committed)."""
         before = len(self.uow.messages(ToolResult))
-        message = ToolCall(
+        await self.kit.on_tool_call(self.tool_call(tool, arguments), self.uow)
+        await self.uow.commit()  # a proxied call's runner starts once the call's transaction has committed
+        await self.runner.wait()
+        [result] = self.uow.messages(ToolResult, TOOL_RESULTS.name)[before:]
+        return result
+
+    def tool_call(self, tool: str, arguments: dict[str, Any]) -> ToolCall:
+        self.seq += 1
+        return ToolCall(
             session_id=SESSION,
             seq=self.seq,
             turn_id="turn1",
@@ -153,9 +183,6 @@ class World:
             arguments=arguments,
             session=CONTEXT,
         )
-        await self.kit.on_tool_call(message, self.uow)
-        [result] = self.uow.messages(ToolResult, TOOL_RESULTS.name)[before:]
-        return result
 
     async def request(self, connection_id: str) -> ToolResult:
         return await self.call(
@@ -204,7 +231,15 @@ async def new_world(*, result_max_bytes: int = RESULT_CAP_BYTES) -> World:
     uow.stores[LoginsRepository] = logins
     await uow.sessions.ensure(SESSION, CONTEXT)
     server = FakeServer()
-    kit = ConnectionsKit("connections", [LoginKind(box, server, result_max_bytes=result_max_bytes)])
+    kind = LoginKind(box, server, result_max_bytes=result_max_bytes)
+
+    @asynccontextmanager
+    async def unit_of_work() -> AsyncIterator[FakeUnitOfWork]:
+        yield uow
+        await uow.commit()
+
+    runner = CallRunner(unit_of_work, kind, lease_seconds=60, max_result_bytes=900_000)
+    kit = ConnectionsKit("connections", kind, runner.start)
     logins.add(login("helpdesk"), Credentials(TOKEN))
     logins.add(login("verified", verified=True))
     logins.add(login("offline", connected=False))
@@ -214,7 +249,7 @@ async def new_world(*, result_max_bytes: int = RESULT_CAP_BYTES) -> World:
     logins.add(login("rita_login", scope="agent", scope_id="retired"))
     logins.add(login("sales_login", scope="guild", scope_id="sales"))
     logins.add(login("foreign", org_id="other"))
-    return World(kit, uow, logins, server)
+    return World(kit, runner, uow, logins, server)
 
 
 async def test_a_login_request_is_a_connection_access_widget_in_the_logins_section() -> None:
@@ -429,3 +464,41 @@ async def test_a_server_that_does_not_answer_is_an_error_result(failure: Excepti
     result = await world.read("helpdesk")
     assert result.error is not None and (result.error.status, result.error.code) == (status, code)
     assert TOKEN not in result.error.message
+
+
+async def test_a_call_is_made_after_its_transaction_and_checked_again_as_it_is_answered() -> None:
+    """Admitted under the session's lock and recorded; the server is called once that transaction has committed, and
+    a revoke while it works refuses the answer."""
+    world = await new_world()
+    world.grant("helpdesk")
+    call = world.tool_call(
+        "studio_call_connection_tool", {"connection_id": "helpdesk", "tool": "list_orders", "arguments": {}}
+    )
+    await world.kit.on_tool_call(call, world.uow)
+    assert (world.uow.messages(ToolResult), world.server.calls, list(world.logins.calls)) == ([], [], [call.id])
+
+    async def revoke() -> None:
+        await workspace.set_grant(world.uow, world.kit, SESSION, "helpdesk", False, ORG, "olga")
+
+    world.server.meanwhile = revoke
+    await world.uow.commit()
+    await world.runner.wait()
+    [result] = world.uow.messages(ToolResult)
+    assert result.error is not None and result.error.code == "grant_revoked" and "olga" in result.error.message
+    assert (len(world.server.calls), world.logins.calls) == (1, {})
+
+
+async def test_a_call_left_by_a_stopped_runner_is_answered_by_a_sweep_once() -> None:
+    world = await new_world()
+    world.grant("helpdesk")
+    call = world.tool_call(
+        "studio_call_connection_tool", {"connection_id": "helpdesk", "tool": "list_orders", "arguments": {}}
+    )
+    await world.kit.on_tool_call(call, world.uow)
+    world.uow.committed.clear()  # the process stopped before its runner started
+    await world.runner.sweep()
+    await world.runner.wait()
+    await world.runner.sweep()  # nothing left
+    await world.runner.wait()
+    [result] = world.uow.messages(ToolResult)
+    assert result.ok and result.tool_call_id == call.tool_call_id and len(world.server.calls) == 1

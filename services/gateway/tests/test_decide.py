@@ -73,20 +73,28 @@ def outcome_of(message: DecisionMade) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("given", "decision", "refusal"),
+    ("given", "decision", "status", "refusal"),
     [
-        (request(status="applied"), "apply", "this request was already applied by olga at 2026-12-01 12:00:00 UTC"),
-        (request(), "grant", "a memory request is decided with apply or decline, not 'grant'"),
-        (request(kind="source"), "apply", "a source request is decided with approve or discard, not 'apply'"),
+        (request("applied"), "apply", 422, "this request was already applied by olga at 2026-12-01 12:00:00 UTC"),
+        # The status of an answered request is its kind's (Answer.answered): the seed's …/logins/{seq} says 409.
+        (
+            request("granted", "login"),
+            "grant",
+            409,
+            "this request was already granted by olga at 2026-12-01 12:00:00 UTC",
+        ),
+        (request(), "grant", 422, "a memory request is decided with apply or decline, not 'grant'"),
+        (request(kind="login"), "apply", 422, "a login request is decided with grant or decline, not 'apply'"),
+        (request(kind="source"), "apply", 422, "a source request is decided with approve or discard, not 'apply'"),
     ],
 )
 async def test_a_decision_that_does_not_fit_is_refused_before_anything_is_sent(
-    given: dict[str, Any], decision: str, refusal: str
+    given: dict[str, Any], decision: str, status: int, refusal: str
 ) -> None:
     decisions, feed = FakeDecisions(), FakeFeed()
     with pytest.raises(Refused) as refused:
         await decide(deps(decisions, feed), given, decision, "olga", "card")
-    assert (refused.value.status, refused.value.detail) == (422, refusal)
+    assert (refused.value.status, refused.value.detail) == (status, refusal)
     assert decisions.recorded == [] and feed.waiting == {}
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert
@@ -258,3 +259,42 @@ class LoginsRepository:
             .order_by(p.c.seq)
         )
         return list((await self.conn.execute(query)).scalars())
+
+    # --- proxied calls ----------------------------------------------------------------------------------------------
+
+    async def add_call(self, call_id: UUID, session_id: str, call: dict[str, Any], trace: dict[str, str]) -> None:
+        """Record an admitted call for its runner (a call recorded already stays as it is)."""
+        statement = (
+            insert(t.calls)
+            .values(call_id=call_id, session_id=session_id, call=call, trace=trace)
+            .on_conflict_do_nothing(index_elements=[t.calls.c.call_id])
+        )
+        await self.conn.execute(statement)
+
+    async def take_call(self, call_id: UUID, now: datetime, until: datetime) -> Any | None:
+        """Take the call until ``until`` (its ``call`` and ``trace``); None when it was answered, or another runner
+        holds it (until its time is up)."""
+        c = t.calls.c
+        statement = (
+            update(t.calls)
+            .where(c.call_id == call_id, or_(c.taken_until.is_(None), c.taken_until < now))
+            .values(taken_until=until)
+            .returning(c.call, c.trace)
+        )
+        return (await self.conn.execute(statement)).first()
+
+    async def calls_due(self, now: datetime, limit: int) -> list[UUID]:
+        """Calls no runner holds: left by a process that stopped, or never started (oldest first)."""
+        c = t.calls.c
+        query = (
+            select(c.call_id)
+            .where(or_(c.taken_until.is_(None), c.taken_until < now))
+            .order_by(c.created_at)
+            .limit(limit)
+        )
+        return list((await self.conn.execute(query)).scalars())
+
+    async def finish_call(self, call_id: UUID) -> bool:
+        """Delete the call as it is answered; False when another runner answered it first."""
+        statement = delete(t.calls).where(t.calls.c.call_id == call_id).returning(t.calls.c.call_id)
+        return (await self.conn.execute(statement)).first() is not None

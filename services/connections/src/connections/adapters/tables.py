@@ -1,7 +1,7 @@
 """The connections service's tables, all in its own schema ``connections``. The shared tables (inbox, outbox,
 sessions, proposals and the read copy of the workspace directory) come from the shared history."""
 
-from sqlalchemy import Boolean, Column, DateTime, Index, Integer, Table, Text, func
+from sqlalchemy import Boolean, Column, DateTime, Index, Integer, Table, Text, Uuid, func
 from sqlalchemy.dialects.postgresql import JSONB
 
 from assent.runtime import service_metadata
@@ -50,3 +50,17 @@ grants = Table(
 """A session's grants of logins: one row per login it was ever granted; revoked ones keep who revoked them and when
 (a call after a revoke says so). ``via`` is ``request`` (the login request at ``seq``) or ``popover``. A session's
 rows go when it closes."""
+
+calls = Table(
+    "calls",
+    metadata,
+    Column("call_id", Uuid, primary_key=True),
+    Column("session_id", Text, nullable=False),
+    Column("call", JSONB, nullable=False),
+    Column("trace", JSONB, nullable=False),
+    Column("taken_until", DateTime(timezone=True), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+"""Proxied calls admitted and not answered yet: ``call`` is the ``ToolCall`` (``call_id``, its message id), ``trace``
+the trace it goes on in. A runner takes one until ``taken_until`` (another replica takes it again past that), calls the
+login's MCP server with no transaction open, and deletes the row in the transaction that answers the call."""

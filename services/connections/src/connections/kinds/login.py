@@ -1,20 +1,24 @@
 """The ``login`` kind: ``studio_request_connection_access`` asks for read access to one login, and
 ``studio_call_connection_tool`` reads through a login the session holds.
 
-A request binds the login's server and account (what the card shows). Granting it (``POST …/logins/{seq}``, or
-granting the login in the Logins popover, :mod:`connections.api`) adds the login to the session's grants; a grant
-ends when the session closes. A call goes to the login's MCP server only for a granted, connected login, a tool
-listed on it that the read-only policy (:mod:`connections.domain.policy`) lets through; its result is redacted
-against the login's stored credentials, capped, and wrapped as untrusted evidence
-(:mod:`connections.domain.evidence`).
+A request binds the login's server and account (what the card shows). Granting it (the gateway's
+``POST …/logins/{seq}``, whose ``DecisionMade`` the kit applies here, or granting the login in the Logins popover,
+:mod:`connections.api`) adds the login to the session's grants; a grant ends when the session closes. A call goes
+to the login's MCP server only for a granted, connected login, a tool listed on it that the read-only policy
+(:mod:`connections.domain.policy`) lets through; its result is redacted against the login's stored credentials,
+capped, and wrapped as untrusted evidence (:mod:`connections.domain.evidence`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
+from uuid import UUID
+
+from pydantic import ValidationError
 
 from assent.contracts import (
     CardField,
@@ -24,8 +28,9 @@ from assent.contracts import (
     ProposalTarget,
     SessionClosed,
     SessionOpened,
+    ToolCall,
 )
-from assent.domain import Refusal, Session
+from assent.domain import Refusal, Session, invalid_arguments
 from assent.runtime import (
     Applied,
     Call,
@@ -34,17 +39,21 @@ from assent.runtime import (
     OwnerKit,
     Proposal,
     ProposalKind,
+    Received,
     Stale,
     StoredProposal,
     Tool,
 )
 from assent.runtime.uow import UnitOfWork
+from assent.telemetry import current_carrier
+from assent.topics import TOOL_RESULTS
 
 from ..adapters.crypto import CredentialBox, UnreadableCredentials
 from ..adapters.mcp import ConnectionFailed
 from ..adapters.repository import LoginsRepository
 from ..domain.evidence import RESULT_CAP_BYTES, CallOutcome, evidence, redact
 from ..domain.logins import CallTool, Credentials, Login, RequestAccess, check_reach, tool_names
+from ..domain.policy import ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +90,22 @@ def not_connected(login: Login) -> Refusal:
         "connection_not_connected",
         f"connection {login.login_id!r} ({login.name}) is not connected; it must be connected in the workspace first",
     )
+
+
+PROXIED = Output({"proxied": True})
+"""What :meth:`LoginKind.call_tool` answers the kit for a call it admitted and recorded: no result yet (the call's
+runner answers it, :class:`connections.calls.CallRunner`)."""
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """One call to make on a login's MCP server, with the credentials it goes with."""
+
+    login_id: str
+    server_url: str
+    credentials: Credentials
+    tool: str
+    arguments: dict[str, Any]
 
 
 class LoginKind(ProposalKind):
@@ -133,6 +158,21 @@ class LoginKind(ProposalKind):
         )
 
     async def call_tool(self, call: Call, args: CallTool, uow: UnitOfWork) -> Output | Refusal:
+        """Admit the call under the session's lock and record it for its runner (:mod:`connections.calls`), which
+        calls the server with no transaction and no lock held and answers it then: :data:`PROXIED`. A call the rules
+        refuse is answered at once."""
+        admitted = await self.admit(call, args, uow)
+        if isinstance(admitted, Refusal):
+            return admitted
+        await store(uow).add_call(
+            call.message.id, call.message.session_id, call.message.model_dump(mode="json"), current_carrier()
+        )
+        return PROXIED
+
+    async def admit(self, call: Call, args: CallTool, uow: UnitOfWork) -> tuple[Login, ToolSpec] | Refusal:
+        """The login and its tool, when the session may call it now: the login reachable, granted and not revoked,
+        connected, the tool listed on it and read-only by the policy. Checked as the call comes, and again as its
+        answer goes (a revoke, a close or a change meanwhile refuses it)."""
         found = await reachable_login(call.session, args.connection_id, uow)
         if isinstance(found, Refusal):
             return found
@@ -167,27 +207,39 @@ class LoginKind(ProposalKind):
             return Refusal(
                 403, "tool_not_read_only", f"{tool.name} is not called through a login grant: {verdict.reason}"
             )
+        return login, tool
+
+    async def prepare(self, args: CallTool, uow: UnitOfWork) -> PreparedCall | Refusal:
+        """What calling the server takes: its address and the login's credentials, read now (no lock needed)."""
+        login = await store(uow).get(args.connection_id)
+        if login is None:
+            return Refusal(404, "unknown_connection", f"connection {args.connection_id!r} does not exist any more")
         try:
             credentials = await self.credentials_of(login.login_id, uow)
         except UnreadableCredentials as exc:
             return Refusal(503, "credentials_unreadable", f"connection {login.login_id!r}: {exc}")
+        return PreparedCall(login.login_id, login.server_url, credentials, args.tool, args.arguments)
+
+    async def invoke(self, prepared: PreparedCall) -> Output | Refusal:
+        """Call the tool on the server (bounded by the pool's timeout) and make its result evidence: redacted
+        against the credentials the call was made with, capped, marked untrusted. Runs with no transaction open."""
+        secrets = prepared.credentials.secrets()
         try:
             outcome = await self.caller.call(
-                login.login_id, login.server_url, credentials.http_headers(), tool.name, args.arguments
+                prepared.login_id,
+                prepared.server_url,
+                prepared.credentials.http_headers(),
+                prepared.tool,
+                prepared.arguments,
             )
         except ConnectionFailed as failed:
-            return Refusal(failed.status, failed.code, redact([failed.message], credentials.secrets())[0])
-        except Exception as exc:  # never a handler that fails, and a turn that waits on a retried call
-            log.warning("a call of %s on connection %s failed: %s", tool.name, login.login_id, type(exc).__name__)
-            return Refusal(502, "connection_failed", f"the call of {tool.name} failed ({type(exc).__name__})")
+            return Refusal(failed.status, failed.code, redact([failed.message], secrets)[0])
+        except Exception as exc:  # never a runner that fails, and a turn that waits on a call never answered
+            failure = type(exc).__name__
+            log.warning("a call of %s on connection %s failed: %s", prepared.tool, prepared.login_id, failure)
+            return Refusal(502, "connection_failed", f"the call of {prepared.tool} failed ({type(exc).__name__})")
         return Output(
-            evidence(
-                outcome,
-                credentials.secrets(),
-                connection_id=login.login_id,
-                tool=tool.name,
-                limit=self.result_max_bytes,
-            )
+            evidence(outcome, secrets, connection_id=prepared.login_id, tool=prepared.tool, limit=self.result_max_bytes)
         )
 
     async def credentials_of(self, login_id: str, uow: UnitOfWork) -> Credentials:
@@ -232,8 +284,78 @@ class LoginKind(ProposalKind):
         )
 
 
+CALL_TOOL = "studio_call_connection_tool"
+
+
 class ConnectionsKit(OwnerKit):
-    """The owner kit, and a session's grants end when it closes."""
+    """The owner kit, with two turns of its own: a proxied call the login kind admits is answered by its runner once
+    this transaction has committed (``start``, :class:`connections.calls.CallRunner`), not here under the session's
+    lock; and a session's grants end when it closes."""
+
+    def __init__(
+        self,
+        service: str,
+        login: LoginKind,
+        start: Callable[[UUID], None],
+        *,
+        max_result_bytes: int = 900_000,
+    ) -> None:
+        super().__init__(service, [login], max_result_bytes=max_result_bytes)
+        self.login = login
+        self.start = start
+
+    async def on_tool_calls(self, batch: Sequence[Received], uow: UnitOfWork) -> None:
+        """The kit's answers to every call but the proxied ones, which :meth:`proxy` admits (or refuses) one by one."""
+        proxied = [item for item in batch if item.message.tool == CALL_TOOL]  # type: ignore[attr-defined]  # ToolCalls
+        if len(proxied) < len(batch):
+            await super().on_tool_calls([item for item in batch if item.message.tool != CALL_TOOL], uow)  # type: ignore[attr-defined]  # ToolCalls
+        if not proxied:
+            return
+        calls: list[ToolCall] = [item.message for item in proxied]  # type: ignore[misc]  # the topic carries only these
+        contexts = await uow.call_contexts([(call.session_id, call.seq, call.tool_call_id) for call in calls])
+        for item, call, context in zip(proxied, calls, contexts, strict=True):
+            with item.span():
+                await self.proxy(call, context.session, uow)
+
+    async def on_tool_call(self, call: ToolCall, uow: UnitOfWork) -> None:
+        if call.tool != CALL_TOOL:
+            await super().on_tool_call(call, uow)
+            return
+        [context] = await uow.call_contexts([(call.session_id, call.seq, call.tool_call_id)])
+        await self.proxy(call, context.session, uow)
+
+    async def proxy(self, call: ToolCall, session: Session | None, uow: UnitOfWork) -> None:
+        """Admit a proxied call and have its runner answer it after commit; or refuse it now, as the kit would."""
+        if session is None and call.session is not None:
+            await uow.sessions.ensure(call.session_id, call.session)
+            session = await uow.sessions.get(call.session_id)
+        answer: Output | Refusal
+        if session is None:
+            answer = Refusal(404, "unknown_session", f"session {call.session_id!r} is not open")
+        elif call.session is not None and (call.session.org_id, call.session.source_guild_id) != (
+            session.org_id,
+            session.source_guild_id,
+        ):
+            answer = Refusal(409, "session_mismatch", f"the call does not match session {call.session_id!r}")
+        elif session.closed:
+            answer = Refusal(409, "session_closed", f"session {call.session_id!r} is closed")
+        else:
+            try:
+                args = CallTool.model_validate(call.arguments)
+            except ValidationError as exc:
+                answer = invalid_arguments(call.tool, exc)
+            else:
+                answer = await self.login.call_tool(Call(call, session), args, uow)
+        if answer is PROXIED:
+            call_id, start = call.id, self.start
+
+            async def started() -> None:
+                start(call_id)
+
+            uow.on_commit(started)
+            return
+        assert isinstance(answer, Refusal)  # call_tool answers PROXIED or a refusal
+        await uow.emit(TOOL_RESULTS, call.session_id, self._error(call, answer))
 
     async def on_session_event(self, message: SessionOpened | SessionClosed, uow: UnitOfWork) -> None:
         await super().on_session_event(message, uow)
