@@ -106,8 +106,8 @@ ENDPOINTS = [
     ),
     Endpoint("POST", f"{S}/continue", lambda s: f"/api/studio/sessions/{s.session_id}/continue", "write"),
     # The desk: the organisation's sessions and pending items; Apply all and Decline all (nothing left to decide).
-    Endpoint("GET", "/api/studio/sessions", lambda s: "/api/studio/sessions", "read"),
-    Endpoint("GET", "/api/studio/pending", lambda s: "/api/studio/pending", "read"),
+    Endpoint("GET", "/api/studio/sessions", lambda s: "/api/studio/sessions", "org"),
+    Endpoint("GET", "/api/studio/pending", lambda s: "/api/studio/pending", "org"),
     Endpoint("POST", f"{S}/apply-all", lambda s: f"/api/studio/sessions/{s.session_id}/apply-all", "write"),
     Endpoint("POST", f"{S}/decline-all", lambda s: f"/api/studio/sessions/{s.session_id}/decline-all", "write"),
     Endpoint(
@@ -669,6 +669,8 @@ async def test_every_endpoint_answers_each_caller_as_the_roles_say_and_a_refusal
                     assert response.json()["resolved_by"] == f"{caller}@example.com"
                 if endpoint.route == "/api/activity" and caller == "other_org":
                     assert response.json() == {"entries": []}
+                if endpoint.route in ("/api/studio/sessions", "/api/studio/pending") and caller == "other_org":
+                    assert (response.json()["items"], response.json()["total"]) == ([], 0), name
             assert await snapshot(admin, scene) == before, (caller, refused)
 
 

@@ -214,3 +214,20 @@ async def test_sessions_and_pending_across_them_are_the_organisations_own_and_pa
             call = theirs.get if path.endswith("pending") else theirs.post
             assert (await call(path)).status_code == 404, path
         assert (await listed())["items"][1]["waiting_on"] == 2
+
+        # The document says which routes take an Idempotency-Key: every decision route, Apply all, Decline all.
+        paths = (await http.get("/openapi.json")).json()["paths"]
+        keyed = {
+            (method, path)
+            for path, item in paths.items()
+            for method, operation in item.items()
+            if any(p["name"] == "Idempotency-Key" for p in operation.get("parameters", []))
+        }
+        assert {path.removeprefix(f"{S}/{{session_id}}") for method, path in keyed if method == "post"} == {
+            "/edits/{seq}",
+            "/logins/{seq}",
+            "/apply-all",
+            "/decline-all",
+            "/api/agents/{agent_id}/proposals/{proposal_id}",
+        } | ({"/drafts/{seq}"} if f"{S}/{{session_id}}/drafts/{{seq}}" in paths else set())
+        assert {method for method, _ in keyed} == {"post"}

@@ -29,7 +29,7 @@ from .answers import PERSON_ERRORS
 from .auth import Authenticator, Gate
 from .domain import desk as rules
 from .handlers import Deps, OutcomePending, Refused
-from .idempotency import Idempotency
+from .idempotency import HEADER, KEY_PATTERN, Idempotency
 
 NO_SESSION: dict[int | str, dict[str, Any]] = {
     404: {"model": Error, "description": "No such session in the caller's organisation"}
@@ -184,6 +184,34 @@ def install(app: FastAPI, deps: Deps) -> None:
     app.user_middleware.append(
         Middleware(Idempotency, routes=decision_routes(), authenticator=authenticator, connect=connect, late=late)
     )
+    document_keys(app)
+
+
+KEY_PARAMETER = {
+    "name": HEADER,
+    "in": "header",
+    "required": False,
+    "description": "A retry with the same key by the same person gets the first answer (same status and body) and "
+    "changes nothing; the same key with a different request is 422; while the first is running, 409.",
+    "schema": {"type": "string", "pattern": KEY_PATTERN.pattern, "minLength": 1, "maxLength": 255},
+}
+
+
+def document_keys(app: FastAPI) -> None:
+    """Say in the OpenAPI document that every route the middleware covers takes an ``Idempotency-Key``."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            for path, item in schema.get("paths", {}).items():
+                post = item.get("post")
+                if post is not None and any(route.match(path) for route in decision_routes()):
+                    post.setdefault("parameters", []).append(KEY_PARAMETER)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend the document
 
 
 async def _store_read(deps: Deps) -> AsyncIterator[DeskStore]:
