@@ -27,6 +27,8 @@ class FakeAccess:
 
     connections: list[Connection] = field(default_factory=lambda: [DESK])
     held: dict[tuple[str, str, str, str], bool] = field(default_factory=dict)
+    named: dict[tuple[str, str, str, str], str | None] = field(default_factory=dict)
+    """The connection a server's binding names, by the binding's key."""
     writes: list[tuple[str, str, Change, dict[str, Any]]] = field(default_factory=list)
 
     async def lock_org(self, org_id: str) -> None:
@@ -38,7 +40,13 @@ class FakeAccess:
     async def bindings_of(self, org_id: str, guild_id: str | None, agent_id: str | None) -> list[HeldBinding]:
         ids = {"org": org_id, "guild": guild_id, "agent": agent_id}
         return [
-            HeldBinding(Binding(scope, kind, subject, on), scope_id, "someone", None, None)  # type: ignore[arg-type]  # stored literals
+            HeldBinding(
+                Binding(scope, kind, subject, on, self.named.get((scope, scope_id, kind, subject))),  # type: ignore[arg-type]  # stored literals
+                scope_id,
+                "someone",
+                None,
+                None,
+            )
             for (scope, scope_id, kind, subject), on in self.held.items()
             if ids[scope] == scope_id
         ]
@@ -58,8 +66,10 @@ class FakeAccess:
             key = (scope, scope_id, change.kind, change.subject)
             if change.setting == "inherit":
                 del self.held[key]
+                self.named.pop(key, None)
             else:
                 self.held[key] = change.setting == "on"
+                self.named[key] = change.connection_id
             self.writes.append((scope, scope_id, change, {"actor": actor, "session_id": session_id, "seq": seq}))
 
 
@@ -176,8 +186,9 @@ async def test_a_widening_card_says_so_and_names_the_data_changing_tools_it_give
         "Native tool web_search: off; inherited from the organisation (agent none, guild none, organisation off); "
         "reads only"
     )
-    assert "Connection Desk (c1): on; the agent sets it itself (agent on, guild off, organisation none)" in (
-        proposed.card.after
+    assert (
+        "Connection Desk (c1): on; the agent sets it itself, through c1 (agent on via c1, guild off, organisation none)"
+        in (proposed.card.after)
     )
     assert proposed.card.effects == (
         "Takes effect from Ada's next run; a run already going keeps the access it started with.",
@@ -230,3 +241,29 @@ async def test_a_binding_moved_at_any_scope_or_a_catalog_change_makes_apply_409(
         assert world.repo.writes == [], where
         card = await world.kit.live_card(result.widget.proposal_id, world.uow)  # type: ignore[union-attr]  # a widget
         assert card is not None and card.stale, where
+
+
+async def test_a_connection_of_a_server_the_guild_reaches_through_its_login_is_written_naming_that_login() -> None:
+    world = await new_world()
+    server = "https://mcp.shop.example"
+    world.repo.connections = [
+        Connection("c_org", "Shop", (CatalogTool("list_orders", False),), server),
+        Connection("c_guild", "Shop guild", (CatalogTool("list_orders", False),), server),
+    ]
+    world.repo.held[("guild", GUILD, "connection", server)] = False
+    world.repo.named[("guild", GUILD, "connection", server)] = "c_guild"
+    result = await world.call(edit(connections={"c_org": "on"}), seq=1)
+    assert result.widget is not None and result.widget.edit is not None and result.widget.widens
+    assert [c.model_dump() for c in result.widget.edit.changes] == [
+        {"kind": "connection", "id": "c_guild", "label": f"Shop guild (c_guild) at {server}", "setting": "on"}
+    ]
+    outcome = await world.decide(result)
+    assert (outcome.outcome, outcome.effects["changes"]) == ("applied", [result.widget.edit.changes[0].model_dump()])
+    assert [(scope, c.subject, c.connection_id, c.setting) for scope, _, c, _ in world.repo.writes] == [
+        ("agent", server, "c_guild", "on")
+    ]
+    assert world.repo.named == {
+        ("guild", GUILD, "connection", server): "c_guild",
+        ("agent", "a1", "connection", server): "c_guild",
+    }
+    assert world.repo.held[("guild", GUILD, "connection", server)] is False

@@ -250,3 +250,179 @@ def test_widening_is_what_the_agent_cannot_use_today() -> None:
     assert not widens(before, narrowing)
     tool_under_off_connection = after(Change("connection_tool", "c1/cancel_order", "x", "on"))
     assert not widens(before, tool_under_off_connection)
+
+
+# --- server bindings: a connection's binding is its server's and names the login it goes through ---------------
+
+S = "https://mcp.desk.example/mcp"
+ORG_DESK = Connection("co", "Desk", (CatalogTool("list_orders", False),), S)
+GUILD_DESK = Connection("cg", "Desk guild", (CatalogTool("list_orders", False),), S)
+LONE = Connection("cl", "Lone", ())
+CONNECTIONS = [ORG_DESK, GUILD_DESK, LONE]
+
+
+def sb(scope: str, on: bool, connection_id: str | None, server: str = S) -> Binding:
+    return Binding(scope, "connection", server, on, connection_id)  # type: ignore[arg-type]  # the table's literals
+
+
+SERVERS = [
+    # (what the case shows, bindings, expected (usable co, usable cg, usable cl), through, source of co's line)
+    ("no binding: each login of the server is used", [], (True, True, True), None, None),
+    (
+        "the guild's binding names its login: the other is not used",
+        [sb("guild", True, "cg")],
+        (False, True, True),
+        "cg",
+        "guild",
+    ),
+    ("off at the organisation: every login of the server", [sb("org", False, "co")], (False, False, True), "co", "org"),
+    (
+        "the agent's own setting over the guild's, through the connection the agent's names",
+        [sb("guild", False, "cg"), sb("agent", True, "co")],
+        (True, False, True),
+        "co",
+        "agent",
+    ),
+    (
+        "a binding naming a login the agent does not resolve: a wider binding's connection is taken",
+        [sb("guild", False, "cg"), sb("agent", True, "c_gone")],
+        (False, True, True),
+        "cg",
+        "agent",
+    ),
+    (
+        "a binding naming no connection decides the setting only",
+        [sb("org", False, None)],
+        (False, False, True),
+        None,
+        "org",
+    ),
+    (
+        "a binding of another server leaves it alone",
+        [sb("org", False, "cx", "https://other.example")],
+        (True, True, True),
+        None,
+        None,
+    ),
+    (
+        "a login whose catalog names no server is its own server",
+        [sb("guild", False, "cl", "cl")],
+        (True, True, False),
+        None,
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("bindings", "usable", "goes", "source"), [c[1:] for c in SERVERS], ids=[c[0] for c in SERVERS]
+)
+def test_a_connection_resolves_by_its_servers_bindings(
+    bindings: list[Binding], usable: tuple[bool, bool, bool], goes: str | None, source: str | None
+) -> None:
+    access = resolve(CONNECTIONS, bindings, NATIVES)
+    lines = [access.line("connection", c.connection_id) for c in CONNECTIONS]
+    assert all(line is not None for line in lines)
+    assert tuple(line.usable for line in lines) == usable  # type: ignore[union-attr]  # not None above
+    co = access.line("connection", "co")
+    assert co is not None and (co.server, co.through, co.source) == (S, goes, source)
+    tool = access.line("connection_tool", "co/list_orders")
+    assert tool is not None and tool.usable == usable[0]
+
+
+def test_the_text_names_each_scopes_connection_so_a_binding_naming_another_moves_the_hash() -> None:
+    through_guild = resolve(CONNECTIONS, [sb("guild", True, "cg")], NATIVES)
+    through_org = resolve(CONNECTIONS, [sb("guild", True, "co")], NATIVES)
+    assert through_guild.hash != through_org.hash
+    assert [x.text() for x in through_guild.lines if x.kind == "connection"] == [
+        f"Connection Desk (co) at {S}: off (its server goes through cg); inherited from the guild, through cg "
+        "(agent none, guild on via cg, organisation none)",
+        f"Connection Desk guild (cg) at {S}: on; inherited from the guild, through cg "
+        "(agent none, guild on via cg, organisation none)",
+        "Connection Lone (cl): on; by default (agent none, guild none, organisation none)",
+    ]
+
+
+WRITES = [
+    # (what the case shows, held bindings, scope written, connections asked, expected (server, names, setting) or code)
+    ("no binding names one: the connection asked", [], "agent", {"cg": "on"}, [(S, "cg", "on")]),
+    ("the guild's binding names its login: kept", [sb("guild", True, "cg")], "agent", {"co": "on"}, [(S, "cg", "on")]),
+    ("the organisation's: kept", [sb("org", False, "co")], "agent", {"cg": "on"}, [(S, "co", "on")]),
+    (
+        "the guild's over the organisation's",
+        [sb("org", True, "cg"), sb("guild", True, "co")],
+        "agent",
+        {"cg": "off"},
+        [(S, "co", "off")],
+    ),
+    (
+        "the agent's own over the guild's",
+        [sb("guild", True, "cg"), sb("agent", True, "co")],
+        "agent",
+        {"cg": "off"},
+        [(S, "co", "off")],
+    ),
+    (
+        "held through the kept connection is no change",
+        [sb("guild", True, "cg"), sb("agent", True, "cg")],
+        "agent",
+        {"co": "on"},
+        [],
+    ),
+    (
+        "the agent's binding naming a login it does not resolve is rewritten to the guild's",
+        [sb("guild", True, "cg"), sb("agent", True, "c_gone")],
+        "agent",
+        {"co": "on"},
+        [(S, "cg", "on")],
+    ),
+    (
+        "inherit deletes the binding, whichever it names",
+        [sb("agent", False, "cg")],
+        "agent",
+        {"co": "inherit"},
+        [(S, "cg", "inherit")],
+    ),
+    ("inherit without the scope's binding is no change", [sb("guild", True, "cg")], "agent", {"co": "inherit"}, []),
+    ("two logins of one server asked alike: one binding", [], "agent", {"co": "on", "cg": "on"}, [(S, "co", "on")]),
+    ("two logins of one server asked differently", [], "agent", {"co": "on", "cg": "off"}, "conflicting_connections"),
+    (
+        "a guild write keeps the organisation's connection",
+        [sb("org", False, "co")],
+        "guild",
+        {"cg": "on"},
+        [(S, "co", "on")],
+    ),
+    ("a guild write ignores an agent's binding", [sb("agent", True, "cg")], "guild", {"co": "off"}, [(S, "co", "off")]),
+    ("a login without a server is bound by its id", [], "agent", {"cl": "off"}, [("cl", "cl", "off")]),
+    ("a connection the agent does not resolve", [], "agent", {"c_gone": "on"}, "unknown_connection"),
+]
+
+
+@pytest.mark.parametrize(("held", "scope", "asked", "expected"), [c[1:] for c in WRITES], ids=[c[0] for c in WRITES])
+def test_setting_a_connection_writes_its_servers_binding_keeping_the_connection_one_names(
+    held: list[Binding], scope: str, asked: dict[str, str], expected: list[tuple[str, str, str]] | str
+) -> None:
+    access = resolve(CONNECTIONS, held, NATIVES)
+    found = wanted_changes(access, held, scope, {}, asked, {})  # type: ignore[arg-type]  # the table's literals
+    if isinstance(expected, str):
+        assert isinstance(found, Refusal) and found.code == expected, found
+        return
+    assert not isinstance(found, Refusal), found
+    assert [(c.subject, c.connection_id, c.setting) for c in found] == expected
+    assert all(c.kind == "connection" for c in found)
+
+
+def test_a_server_change_shows_the_connection_it_names_and_is_written_naming_it() -> None:
+    held = [sb("guild", True, "cg")]
+    found = wanted_changes(resolve(CONNECTIONS, held, NATIVES), held, "agent", {"mail": "on"}, {"co": "off"}, {})
+    assert not isinstance(found, Refusal)
+    assert [c.as_json() for c in found] == [
+        {"kind": "native_tool", "id": "mail", "label": "mail", "setting": "on"},
+        {"kind": "connection", "id": "cg", "label": f"Desk guild (cg) at {S}", "setting": "off"},
+    ]
+    assert [Change.from_stored(c.stored()) for c in found] == found
+    written = changed_bindings(held, "agent", found)
+    assert sb("agent", False, "cg") in written and sb("guild", True, "cg") in written
+    after = resolve(CONNECTIONS, written, NATIVES)
+    assert [after.line("connection", c).usable for c in ("co", "cg")] == [False, False]  # type: ignore[union-attr]

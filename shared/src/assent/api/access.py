@@ -3,7 +3,9 @@ bindings (on, off, or inherit to remove one) of native tools, connections and co
 guild and its organisation.
 
 The native tools, the defaults and how the scopes resolve are ``services/access/src/access/domain/access.py``'s. A
-connection tool is named ``<connection id>/<tool>``. Binding at the agent needs permission to change the agent
+connection tool is named ``<connection id>/<tool>``. A connection's binding is its server's: setting a connection
+writes the binding of its server, naming the connection a binding of that server already names at the scope or a
+wider one, else the connection given. Binding at the agent needs permission to change the agent
 (admin or developer, or its owner or editor); at a guild, the admin or developer role; at the organisation, the
 admin role. Another organisation's agent, guild or organisation answers 404.
 """
@@ -43,7 +45,11 @@ class Binding(BaseModel):
     scope_id: str
     kind: Literal["native_tool", "connection", "connection_tool"]
     id: str
+    """A native tool's name, a connection's server (a binding of a connection is its server's), or
+    ``<connection id>/<tool>``."""
     setting: Literal["on", "off"]
+    connection_id: str | None
+    """A server's binding: the connection (login) it names, through which the server is reached."""
     updated_by: str
     studio_session_id: str | None
     """The Studio session whose applied proposal wrote it last; None: written directly."""
@@ -63,6 +69,10 @@ class AccessLine(BaseModel):
     bindings: dict[str, Literal["on", "off"] | None]
     changes_data: bool | None
     connection_id: str | None
+    server: str | None
+    """A connection's server: what its bindings are keyed by."""
+    through: str | None
+    """A connection's: the connection its server goes through, as the narrowest binding naming one says."""
 
 
 class AgentAccess(BaseModel):

@@ -34,6 +34,7 @@ class HeldBinding:
             "kind": b.kind,
             "id": b.subject,
             "setting": "on" if b.on else "off",
+            "connection_id": b.connection_id,
             "updated_by": self.updated_by,
             "studio_session_id": self.studio_session_id,
             "studio_seq": self.studio_seq,
@@ -45,12 +46,12 @@ def _connection(row: Any) -> Connection:
         CatalogTool(tool["name"], bool(tool["changes_data"]), bool(tool.get("default_off", False)))
         for tool in row.tools
     )
-    return Connection(row.connection_id, row.name, tools)
+    return Connection(row.connection_id, row.name, tools, row.server)
 
 
 def _held(row: Any) -> HeldBinding:
     return HeldBinding(
-        Binding(row.scope, row.kind, row.subject, row.on),
+        Binding(row.scope, row.kind, row.subject, row.on, row.connection_id),
         row.scope_id,
         row.updated_by,
         row.studio_session_id,
@@ -125,6 +126,7 @@ class AccessRepository:
             else:
                 values = {
                     "on": change.setting == "on",
+                    "connection_id": change.connection_id,
                     "updated_by": actor,
                     "studio_session_id": session_id,
                     "studio_seq": seq,
@@ -149,6 +151,7 @@ class AccessRepository:
                         "subject": change.subject,
                         "org_id": org_id,
                         "setting": change.setting,
+                        "connection_id": change.connection_id,
                         "actor": actor,
                         "studio_session_id": session_id,
                         "studio_seq": seq,
@@ -158,13 +161,16 @@ class AccessRepository:
             )
 
     async def apply_catalog(self, message: ConnectionCatalog) -> None:
-        """Keep the newest revision of a login's catalog; an older message changes nothing."""
+        """Keep the newest revision of a login's catalog; an older message changes nothing. When the catalog names
+        the login's server, a connection binding still keyed by the login (written while its catalog named none)
+        becomes that server's binding, naming the login, unless the scope already binds the server."""
         c = t.connections
         values = {
             "org_id": message.org_id,
             "scope": message.scope,
             "scope_id": message.scope_id,
             "name": message.name,
+            "server": message.server,
             "revision": message.revision,
             "deleted": message.deleted,
             "tools": [
@@ -178,3 +184,13 @@ class AccessRepository:
                 index_elements=[c.c.connection_id], set_=values, where=c.c.revision < statement.excluded.revision
             )
         )
+        if message.server is not None and not message.deleted:
+            await self.conn.execute(
+                text(
+                    "UPDATE access.bindings AS b SET subject = :server, connection_id = :login "
+                    "WHERE b.kind = 'connection' AND b.subject = :login AND NOT EXISTS ("
+                    "SELECT 1 FROM access.bindings AS o WHERE o.scope = b.scope AND o.scope_id = b.scope_id "
+                    "AND o.kind = 'connection' AND o.subject = :server)"
+                ),
+                {"server": message.server, "login": message.connection_id},
+            )

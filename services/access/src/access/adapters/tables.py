@@ -30,6 +30,7 @@ bindings = Table(
     Column("subject", Text, nullable=False),
     Column("org_id", Text, nullable=False),
     Column("on", Boolean, nullable=False),
+    Column("connection_id", Text),
     Column("updated_by", Text, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("studio_session_id", Text),
@@ -39,8 +40,9 @@ bindings = Table(
     CheckConstraint("kind IN ('native_tool', 'connection', 'connection_tool')", name="bindings_kind"),
 )
 """Each binding (on or off) of a native tool, connection or connection tool at the organisation (``scope_id`` the
-organisation's id), a guild or an agent; no row: nothing bound there. ``studio_*`` name the proposal that wrote it,
-if one did."""
+organisation's id), a guild or an agent; no row: nothing bound there. A connection's binding is its server's
+(``subject`` the server, or a login's id when its catalog names no server) and ``connection_id`` names the login it
+goes through. ``studio_*`` name the proposal that wrote it, if one did."""
 
 binding_changes = Table(
     "binding_changes",
@@ -52,6 +54,7 @@ binding_changes = Table(
     Column("subject", Text, nullable=False),
     Column("org_id", Text, nullable=False),
     Column("setting", Text, nullable=False),
+    Column("connection_id", Text),
     Column("actor", Text, nullable=False),
     Column("at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("studio_session_id", Text),
@@ -69,10 +72,12 @@ connections = Table(
     Column("scope", Text, nullable=False),
     Column("scope_id", Text),
     Column("name", Text, nullable=False),
+    Column("server", Text),
     Column("revision", BigInteger, nullable=False),
     Column("deleted", Boolean, nullable=False),
     Column("tools", JSONB, nullable=False),
     Index("connections_org", "org_id"),
 )
 """The read copy of each login's catalog from ``connections.catalogs`` (the newest revision seen; a deleted login
-keeps its row, marked, so an older message cannot bring it back)."""
+keeps its row, marked, so an older message cannot bring it back). ``server``: the catalog's, None when it names
+none."""

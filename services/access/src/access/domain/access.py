@@ -7,8 +7,31 @@ binding of the narrowest scope that has one (agent, then guild, then organisatio
 native tool's own, on for a connection, and for a connection tool on unless its catalog says it is off by default.
 A connection tool can be used only while its connection is on too.
 
-The resolved access rendered as text (:meth:`Access.text`) names, per line, every scope's binding, so a binding
-moved at any scope, or a tool the catalog adds or removes, changes the text and its hash: what a proposal binds.
+**Server bindings.** A connection's binding is its MCP server's: it is keyed by the server (the catalog's
+``server``, the login's URL normalized; a login whose catalog names no server is its own server) and it names the
+connection (login) through which the server is reached. Several logins, of the platform, the organisation, the
+guild or the agent, may reach one server; one binding decides them all:
+
+- on or off: the server's binding at the narrowest scope that has one; with none, on.
+- through: the connection named by the server's binding at the narrowest scope whose named connection the agent
+  resolves and reaches that server (a binding naming a login the agent no longer resolves names nothing here, and a
+  wider one's connection is taken). With no such binding, none: each of the server's logins is used as it is.
+- a connection is usable when its server is on and it is the connection the server goes through (or none is named);
+  a login of a server that goes through another is off and says so.
+
+Writing a connection (:func:`wanted_changes`, for a request's ``connections: {<connection id>: on|off|inherit}``)
+writes the binding of that connection's server at the scope written:
+
+- on and off write it naming the connection a server binding already names: the one the server goes through now
+  across the scope written and every wider scope (the agent's own first, then the guild's, then the organisation's),
+  and only when none names one, the connection the request named. So asking ``{<org login>: on}`` for an agent whose
+  guild's binding of that server names the guild's login writes the agent's binding on, naming the guild's login.
+- inherit deletes the scope's binding of the server, whichever connection it names.
+- the scope's binding already saying that setting through that connection (or, for inherit, no binding) is not a
+  change; two connections of one server asked for different settings in one request are refused.
+
+Each change (``edit.changes``) is ``{kind: "connection", id, label, setting}`` with ``id`` the connection the
+written (or deleted) binding names and ``label`` that connection's name, id and server.
 
 A connection tool's binding names the connection it goes through (``<connection id>/<tool>``). When a request names
 a tool alone and several of the agent's connections list it, :func:`wanted_changes` keeps the connection a binding of
@@ -82,16 +105,31 @@ class Connection:
     connection_id: str
     name: str
     tools: tuple[CatalogTool, ...] = ()
+    server: str | None = None
+    """The identity of its MCP server, from its catalog; None: the catalog names none."""
+
+    @property
+    def server_key(self) -> str:
+        """What its server's bindings are keyed by: the server, or the login's own id when the catalog names none."""
+        return self.server or self.connection_id
+
+    @property
+    def label(self) -> str:
+        at = f" at {self.server}" if self.server else ""
+        return f"{self.name} ({self.connection_id}){at}"
 
 
 @dataclass(frozen=True)
 class Binding:
-    """One binding at one scope. ``subject``: a native tool's name, a connection's id, or ``<connection id>/<tool>``."""
+    """One binding at one scope. ``subject``: a native tool's name, a connection's server
+    (:attr:`Connection.server_key`), or ``<connection id>/<tool>``; ``connection_id``: for a server's binding, the
+    connection it names."""
 
     scope: Scope
     kind: SubjectKind
     subject: str
     on: bool
+    connection_id: str | None = None
 
 
 def tool_subject(connection_id: str, tool: str) -> str:
@@ -102,7 +140,9 @@ def tool_subject(connection_id: str, tool: str) -> str:
 class Line:
     """One entry of an agent's access: its own setting (``on``), where that came from (``source``: a scope, or None
     for the default), each scope's binding, and whether the agent can use it (a connection tool needs its
-    connection on too)."""
+    connection on too; a connection, its server on and to go through it). A connection's line says its ``server``
+    (:attr:`Connection.server_key`), the connection each scope's binding of it names (``via``) and the one the server
+    goes through (``through``)."""
 
     kind: SubjectKind
     subject: str
@@ -113,21 +153,34 @@ class Line:
     bound: tuple[tuple[Scope, bool | None], ...]
     changes_data: bool
     connection_id: str | None = None
+    server: str | None = None
+    via: tuple[tuple[Scope, str | None], ...] = ()
+    through: str | None = None
 
     def text(self) -> str:
         state = "on" if self.usable else "off"
         if self.on and not self.usable:
-            state = "off (its connection is off)"
+            if self.kind == "connection":
+                state = f"off (its server goes through {self.through})"
+            else:
+                state = "off (its connection is off)"
         if self.source == "agent":
             whence = "the agent sets it itself"
         elif self.source is None:
             whence = "by default"
         else:
             whence = f"inherited from the {SCOPE_WORDS[self.source]}"
-        scopes = ", ".join(f"{SCOPE_WORDS[s]} {'none' if b is None else ('on' if b else 'off')}" for s, b in self.bound)
+        named = dict(self.via)
+        scopes = ", ".join(
+            f"{SCOPE_WORDS[s]} {'none' if b is None else ('on' if b else 'off')}"
+            + (f" via {named[s]}" if named.get(s) else "")
+            for s, b in self.bound
+        )
         data = ""
         if self.kind != "connection":
             data = "; changes data" if self.changes_data else "; reads only"
+        elif self.through is not None:
+            whence += f", through {self.through}"
         head = {"native_tool": "Native tool", "connection": "Connection", "connection_tool": "  Connection tool"}
         return f"{head[self.kind]} {self.label}: {state}; {whence} ({scopes}){data}"
 
@@ -142,6 +195,8 @@ class Line:
             "bindings": {s: (None if b is None else ("on" if b else "off")) for s, b in self.bound},
             "changes_data": self.changes_data if self.kind != "connection" else None,
             "connection_id": self.connection_id,
+            "server": self.server,
+            "through": self.through,
         }
 
 
@@ -177,21 +232,56 @@ def _setting(bound: tuple[tuple[Scope, bool | None], ...], default: bool) -> tup
     return default, None
 
 
+def server_binding(bindings: Iterable[Binding], server: str, scope: Scope) -> Binding | None:
+    return next((b for b in bindings if b.kind == "connection" and b.subject == server and b.scope == scope), None)
+
+
+def through(connections: Sequence[Connection], bindings: Sequence[Binding], server: str) -> str | None:
+    """The connection ``server`` goes through: the one named by its binding at the narrowest scope whose named
+    connection is among ``connections`` and reaches that server; None when no binding names one."""
+    reaching = {c.connection_id for c in connections if c.server_key == server}
+    for scope in SCOPES:
+        held = server_binding(bindings, server, scope)
+        if held is not None and held.connection_id in reaching:
+            return held.connection_id
+    return None
+
+
 def resolve(
     connections: Sequence[Connection], bindings: Sequence[Binding], natives: Sequence[NativeTool] = NATIVE_TOOLS
 ) -> Access:
     """The effective access of an agent that resolves ``connections`` and whose organisation, guild and own
-    bindings are ``bindings``. Bindings of subjects the agent is not offered are ignored."""
+    bindings are ``bindings``; a connection by its server's bindings (the module's "Server bindings"). Bindings of
+    subjects the agent is not offered are ignored."""
     lines: list[Line] = []
     for native in natives:
         bound = _bound(bindings, "native_tool", native.name)
         on, source = _setting(bound, native.default_on)
         lines.append(Line("native_tool", native.name, native.name, on, on, source, bound, native.changes_data))
     for connection in sorted(connections, key=lambda c: (c.name, c.connection_id)):
-        bound = _bound(bindings, "connection", connection.connection_id)
-        conn_on, source = _setting(bound, True)
-        label = f"{connection.name} ({connection.connection_id})"
-        lines.append(Line("connection", connection.connection_id, label, conn_on, conn_on, source, bound, False))
+        server = connection.server_key
+        bound = _bound(bindings, "connection", server)
+        via = tuple(
+            (scope, getattr(server_binding(bindings, server, scope), "connection_id", None)) for scope in SCOPES
+        )
+        server_on, source = _setting(bound, True)
+        goes = through(connections, bindings, server)
+        conn_on = server_on and goes in (None, connection.connection_id)
+        lines.append(
+            Line(
+                "connection",
+                connection.connection_id,
+                connection.label,
+                server_on,
+                conn_on,
+                source,
+                bound,
+                False,
+                server=server,
+                via=via,
+                through=goes,
+            )
+        )
         for tool in sorted(connection.tools, key=lambda t: t.name):
             subject = tool_subject(connection.connection_id, tool.name)
             bound = _bound(bindings, "connection_tool", subject)
@@ -242,15 +332,33 @@ class EditAccess(BaseModel):
 
 @dataclass(frozen=True)
 class Change:
-    """One binding a request writes at its scope: ``setting`` on or off writes it, inherit deletes it."""
+    """One binding a request writes at its scope: ``setting`` on or off writes it, inherit deletes it. A server's
+    binding (``kind`` connection) has the server as ``subject`` and names ``connection_id``."""
 
     kind: SubjectKind
     subject: str
     label: str
     setting: Setting
+    connection_id: str | None = None
 
     def as_json(self) -> dict[str, str]:
-        return {"kind": self.kind, "id": self.subject, "label": self.label, "setting": self.setting}
+        """As ``edit.changes`` shows it: a server's binding by the connection it names."""
+        shown = self.connection_id if self.kind == "connection" and self.connection_id else self.subject
+        return {"kind": self.kind, "id": shown, "label": self.label, "setting": self.setting}
+
+    def stored(self) -> dict[str, str | None]:
+        """As a proposal keeps it: :meth:`as_json` with the binding's own key."""
+        return {**self.as_json(), "subject": self.subject, "connection_id": self.connection_id}
+
+    @classmethod
+    def from_stored(cls, data: Mapping[str, str | None]) -> Change:
+        return cls(
+            data["kind"],  # type: ignore[arg-type]  # written by stored()
+            data.get("subject") or data["id"] or "",
+            data["label"] or "",
+            data["setting"],  # type: ignore[arg-type]  # written by stored()
+            data.get("connection_id"),
+        )
 
 
 def refuse(code: str, message: str, status: int = 422) -> Refusal:
@@ -331,11 +439,9 @@ def wanted_changes(
         if line is None:
             return refuse("unknown_native_tool", f"{name!r} is not a native tool")
         entries.append((line, setting))
-    for connection_id, setting in connections.items():
-        line = access.line("connection", connection_id)
-        if line is None:
-            return refuse("unknown_connection", f"connection {connection_id!r} is not one the agent resolves")
-        entries.append((line, setting))
+    servers = _server_changes(access, bindings, scope, connections)
+    if isinstance(servers, Refusal):
+        return servers
     for key, setting in connection_tools.items():
         found = _find_tool(access, bindings, key)
         if isinstance(found, Refusal):
@@ -349,6 +455,46 @@ def wanted_changes(
         if any(c.kind == line.kind and c.subject == line.subject for c in changes):
             continue
         changes.append(Change(line.kind, line.subject, line.label, setting))
+    natives_count = sum(1 for c in changes if c.kind == "native_tool")
+    return changes[:natives_count] + servers + changes[natives_count:]
+
+
+def _server_changes(
+    access: Access, bindings: Sequence[Binding], scope: Scope, connections: Mapping[str, Setting]
+) -> list[Change] | Refusal:
+    """The server bindings ``connections`` write at ``scope`` (the module's "Server bindings"): on and off name the
+    connection the server goes through across ``scope`` and the wider scopes, else the one asked; inherit deletes
+    the scope's binding. ``access`` gives the connections reachable from ``scope``."""
+    offered = [
+        Connection(x.subject, x.label, (), x.server) for x in access.lines if x.kind == "connection" and x.server
+    ]
+    labels = {x.subject: x.label for x in access.lines if x.kind == "connection"}
+    asked: dict[str, tuple[str, Setting]] = {}
+    for connection_id, setting in connections.items():
+        line = access.line("connection", connection_id)
+        if line is None or line.server is None:
+            return refuse("unknown_connection", f"connection {connection_id!r} is not one the agent resolves")
+        first = asked.setdefault(line.server, (connection_id, setting))
+        if first[1] != setting:
+            return refuse(
+                "conflicting_connections",
+                f"connections {first[0]!r} and {connection_id!r} reach one server ({line.server}) and are asked "
+                f"{first[1]} and {setting}; its binding takes one setting",
+            )
+    wider = [b for b in bindings if SCOPES.index(b.scope) >= SCOPES.index(scope)]
+    changes: list[Change] = []
+    for server, (connection_id, setting) in asked.items():
+        held = server_binding(bindings, server, scope)
+        if setting == "inherit":
+            if held is None:
+                continue
+            named = held.connection_id or connection_id
+            changes.append(Change("connection", server, labels.get(named, labels[connection_id]), setting, named))
+            continue
+        named = through(offered, wider, server) or connection_id
+        if held is not None and held.on == (setting == "on") and held.connection_id == named:
+            continue
+        changes.append(Change("connection", server, labels[named], setting, named))
     return changes
 
 
@@ -356,7 +502,10 @@ def changed_bindings(bindings: Sequence[Binding], scope: Scope, changes: Sequenc
     """``bindings`` with ``changes`` written at ``scope``."""
     touched = {(c.kind, c.subject) for c in changes}
     kept = [b for b in bindings if not (b.scope == scope and (b.kind, b.subject) in touched)]
-    return kept + [Binding(scope, c.kind, c.subject, c.setting == "on") for c in changes if c.setting != "inherit"]
+    written = [
+        Binding(scope, c.kind, c.subject, c.setting == "on", c.connection_id) for c in changes if c.setting != "inherit"
+    ]
+    return kept + written
 
 
 def widens(before: Access, after: Access) -> bool:

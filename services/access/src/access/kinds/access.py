@@ -34,7 +34,7 @@ def store(uow: UnitOfWork) -> AccessRepository:
 
 
 def _changes(proposal: StoredProposal) -> list[Change]:
-    return [Change(c["kind"], c["id"], c["label"], c["setting"]) for c in proposal.payload["changes"]]
+    return [Change.from_stored(c) for c in proposal.payload["changes"]]
 
 
 class AccessKind(ProposalKind):
@@ -105,7 +105,7 @@ class AccessKind(ProposalKind):
                 "org_id": agent.org_id,
                 "guild_id": agent.guild_id,
                 "agent_name": agent.name,
-                "changes": [c.as_json() for c in changes],
+                "changes": [c.stored() for c in changes],
             },
         )
 
@@ -150,5 +150,5 @@ class AccessKind(ProposalKind):
         return Applied(
             f"wrote {len(changes)} binding(s) of agent {agent.agent_id}",
             None,
-            {"changes": payload["changes"], "hash": after.hash},
+            {"changes": [c.as_json() for c in changes], "hash": after.hash},
         )
