@@ -14,27 +14,40 @@ five does not convert to an integer). Each run then times, on a fresh copy of th
 
 These are the very repository calls the collection kind's apply makes inside the decision's transaction (the
 session lock, the proposal row and the outbox row around them are the approval round's, measured by
-``approval_round.py``). The database comes from ``DATABASE_URL`` (the devstack's by default: ``make up``); it is
-dropped at the end.
+``approval_round.py``).
+
+With ``--system``, the same change goes through the whole running system once: the services start on a database and
+topics of their own, the collection is made through the workspace API and filled with the records in SQL, the coach
+proposes the edit with ``studio_edit_collection`` (timed until its widget: the card's counts are read then), and the
+operator applies it with ``POST …/edits/{seq}`` (timed until its 200, which waits for the owner's outcome).
+
+The servers come from ``KAFKA_BOOTSTRAP_SERVERS``, ``DATABASE_URL`` and ``REDIS_URL`` (the devstack's by default:
+``make up``); the databases are dropped at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import shutil
 import statistics
+import tempfile
 import time
 import uuid
 from pathlib import Path
 
 import asyncpg
+import httpx
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from assent.coach import CoachClient
 from assent.db import create_engine, migrate
 from assent.runtime.tables import MIGRATIONS as SHARED_MIGRATIONS
 from assent.runtime.tables import VERSION_TABLE
+from assent_devstack.system import build_system
 from edits.adapters.collections import CollectionsRepository
 from edits.domain.collections import Column, ColumnPlan, ColumnSpec, plan_columns
 
@@ -53,14 +66,28 @@ WANTED = [
 ]
 
 
-def database_url() -> str:
-    if "DATABASE_URL" in os.environ:
-        return os.environ["DATABASE_URL"]
+def server(name: str) -> str:
+    if name in os.environ:
+        return os.environ[name]
     env = ROOT / ".devstack" / "env"
-    for line in env.read_text().splitlines():
-        if line.startswith("DATABASE_URL="):
+    for line in env.read_text().splitlines() if env.exists() else []:
+        if line.startswith(f"{name}="):
             return line.split("=", 1)[1].strip().strip('"')
-    raise SystemExit("set DATABASE_URL, or start the devstack (make up)")
+    raise SystemExit(f"set {name}, or start the devstack (make up)")
+
+
+def database_url() -> str:
+    return server("DATABASE_URL")
+
+
+FILL = (
+    "INSERT INTO edits.collection_records (collection_id, data, updated_by) "
+    "SELECT :cid, jsonb_strip_nulls(jsonb_build_object('order_id', 'A' || n, 'amount', "
+    "CASE WHEN n % 5 = 0 THEN 'n/a' ELSE (n % 1000)::text END, 'note', "
+    "CASE WHEN n % 3 = 0 THEN NULL ELSE 'note ' || n END, 'code', 'c' || (n % 50000))), 'bench' "
+    "FROM generate_series(1, :records) AS n"
+)
+"""The records, set-wise: one amount in five is not a whole number; every third record has no note."""
 
 
 async def admin(url: str, sql: str) -> None:
@@ -96,17 +123,7 @@ async def run(records: int, runs: int) -> None:
                     "acme", f"refunds_{i}", "Track refunds", "guild", "support", COLUMNS, (), actor="bench"
                 )
                 assert cid is not None
-                # The records, set-wise: one amount in five is not a whole number; every third has no note.
-                await conn.execute(
-                    text(
-                        "INSERT INTO edits.collection_records (collection_id, data, updated_by) "
-                        "SELECT :cid, jsonb_strip_nulls(jsonb_build_object('order_id', 'A' || n, 'amount', "
-                        "CASE WHEN n % 5 = 0 THEN 'n/a' ELSE (n % 1000)::text END, 'note', "
-                        "CASE WHEN n % 3 = 0 THEN NULL ELSE 'note ' || n END, 'code', 'c' || (n % 50000))), 'bench' "
-                        "FROM generate_series(1, :records) AS n"
-                    ),
-                    {"cid": cid, "records": records},
-                )
+                await conn.execute(text(FILL), {"cid": cid, "records": records})
             await asyncio.sleep(0)
             async with engine.connect() as conn:
                 await conn.execute(text("ANALYZE edits.collection_records"))
@@ -146,12 +163,103 @@ async def run(records: int, runs: int) -> None:
         await admin(base, f'DROP DATABASE IF EXISTS "{name}"')
 
 
+async def through_the_system(records: int) -> None:
+    """Propose and apply the edit once through the running services (see the module's docstring)."""
+    base = database_url()
+    kafka = server("KAFKA_BOOTSTRAP_SERVERS")
+    name = f"bench_collections_{uuid.uuid4().hex[:8]}"
+    await admin(base, f'CREATE DATABASE "{name}"')
+    url = make_url(base).set(database=name).render_as_string(hide_password=False)
+    token = uuid.uuid4().hex
+    logs = Path(tempfile.mkdtemp(prefix="assent-bench-collections-"))
+    system = build_system(
+        kafka_bootstrap_servers=kafka,
+        database_url=url,
+        redis_url=server("REDIS_URL"),
+        log_dir=logs,
+        topic_prefix=f"{name}.",
+        api_tokens=json.dumps({token: {"user": "olga", "org": "acme", "roles": ["admin"]}}),
+        extra_env={"ASSENT_LOG_LEVEL": "WARNING"},
+    )
+    await asyncio.to_thread(system.start)
+    engine = create_engine(url)
+    try:
+        async with (
+            httpx.AsyncClient(
+                base_url=system.gateway.url, headers={"Authorization": f"Bearer {token}"}, timeout=120
+            ) as http,
+            CoachClient(kafka, topic_prefix=f"{name}.") as coach,
+        ):
+            for path, body in (
+                ("/api/workspace/orgs", {"org_id": "acme", "name": "Acme"}),
+                ("/api/workspace/guilds", {"guild_id": "support", "org_id": "acme", "name": "Support"}),
+            ):
+                assert (await http.post(path, json=body)).status_code == 201
+            made = await http.post(
+                "/api/workspace/orgs/acme/collections",
+                json={
+                    "name": "refunds",
+                    "purpose": "Track refunds",
+                    "scope": "guild",
+                    "guild_id": "support",
+                    "columns": [c.as_json() for c in COLUMNS],
+                },
+            )
+            assert made.status_code == 201, made.text
+            cid = made.json()["collection_id"]
+            async with engine.begin() as conn:
+                await conn.execute(text(FILL), {"cid": cid, "records": records})
+            table = (await http.get(f"/api/workspace/orgs/acme/collections/{cid}", params={"limit": 1})).json()
+            session = await coach.open_session(org_id="acme", source_guild_id="support", operator_user_id="olga")
+            turn = session.begin_turn()
+            started = time.perf_counter()
+            result = await turn.call(
+                "studio_edit_collection",
+                {
+                    "action": "edit",
+                    "collection": cid,
+                    "base_updated_at": table["updated_at"],
+                    "columns": [c.model_dump(exclude_none=True) for c in WANTED],
+                    "reason": "bench",
+                },
+            )
+            proposed = time.perf_counter() - started
+            assert result.ok, result.error
+            seq = turn.calls[result.tool_call_id].seq
+            await turn.end_step()
+            while True:
+                pending = await http.get(f"/api/studio/sessions/{session.session_id}/pending")
+                if pending.status_code == 200 and pending.json()["waiting_on"] == 1:
+                    break
+                await asyncio.sleep(0.1)
+            started = time.perf_counter()
+            applied = await http.post(
+                f"/api/studio/sessions/{session.session_id}/edits/{seq}", json={"decision": "apply"}
+            )
+            took = time.perf_counter() - started
+            assert applied.status_code == 200, applied.text
+            changed = applied.json()["effects"]["records_changed"]
+            assert changed == records
+            print(
+                f"through the system, {records} records: propose → widget {proposed * 1000:.0f} ms (the card's "
+                f"counts included); apply → 200 {took * 1000:.0f} ms ({changed} records changed)"
+            )
+    finally:
+        await engine.dispose()
+        await asyncio.to_thread(system.stop)
+        await admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        shutil.rmtree(logs, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--system", action="store_true", help="also once through the running services")
     args = parser.parse_args()
     asyncio.run(run(args.records, args.runs))
+    if args.system:
+        asyncio.run(through_the_system(args.records))
 
 
 if __name__ == "__main__":
