@@ -174,13 +174,21 @@ async function sessionsView() {
   h("label", { for: "open-session" }, "Open a session by id"),
   h("input", { id: "open-session", name: "session_id", required: true }),
   h("button", { type: "submit" }, "Open"));
-  const list = h("section", { "aria-labelledby": "sessions-title" }, h("h2", { id: "sessions-title" }, "Recent sessions"));
-  const across = h("section", { "aria-labelledby": "across-title" }, h("h2", { id: "across-title" }, "Waiting across sessions"));
-  show(heading("Sessions"), open, list, across);
-  try {
-    const page = await api("GET", "/api/studio/sessions?page_size=50");
-    if (!page.items.length) list.append(h("p", {}, "No sessions yet."));
-    else {
+  const list = h("section", { "aria-labelledby": "sessions-title" });
+  const across = h("section", { "aria-labelledby": "across-title" });
+  const filters = { state: "", section: "", agent_id: "" };
+  const query = (params) => new URLSearchParams(Object.entries({ page_size: 50, ...params }).filter(([, v]) => v)).toString();
+  const select = (id, label, values, key, reload) => [
+    h("label", { for: id }, label),
+    h("select", { id, onchange: (event) => { filters[key] = event.target.value; reload(); } },
+      values.map(([value, text]) => h("option", { value, selected: filters[key] === value }, text)))];
+
+  async function loadSessions() {
+    list.replaceChildren(h("h2", { id: "sessions-title" }, "Recent sessions"),
+      h("div", { class: "inline" }, select("state-filter", "State", [["", "Any"], ["open", "Open"], ["closed", "Closed"]], "state", loadSessions)));
+    try {
+      const page = await api("GET", `/api/studio/sessions?${query({ state: filters.state })}`);
+      if (!page.items.length) { list.append(h("p", {}, "No sessions.")); return; }
       list.append(h("table", {},
         h("caption", { class: "visually-hidden" }, `${plural(page.total, "session")}, newest first`),
         h("thead", {}, h("tr", {}, ["Session", "Operator", "Source guild", "State", "Waiting on", "Opened"].map((c) => h("th", { scope: "col" }, c)))),
@@ -188,21 +196,38 @@ async function sessionsView() {
           h("td", {}, h("a", { href: `#/sessions/${encodeURIComponent(s.session_id)}` }, s.session_id)),
           h("td", {}, s.operator_id), h("td", {}, s.source_guild_id), h("td", {}, s.state),
           h("td", { class: "num" }, s.waiting_on), h("td", {}, when(s.opened_at)))))));
+      if (page.total > page.items.length) list.append(h("p", { class: "hint" }, `The newest ${page.items.length} of ${page.total}.`));
+    } catch (error) {
+      list.append(error.status === 404 || error.status === 405
+        ? h("p", {}, "This gateway does not list sessions; open one by its id.") : errorBox(error));
     }
-  } catch (error) {
-    list.append(error.status === 404 || error.status === 405
-      ? h("p", {}, "This gateway does not list sessions; open one by its id.") : errorBox(error));
   }
-  try {
-    const page = await api("GET", "/api/studio/pending?page_size=50");
-    if (!page.items.length) across.append(h("p", {}, "Nothing waits on a decision."));
-    else across.append(h("ul", { class: "plain" }, page.items.map((item) => h("li", {},
-      h("a", { href: `#/sessions/${encodeURIComponent(item.session_id)}` }, labelOf(item.target)),
-      ` · ${item.section} · ${item.apply_label} or ${item.decline_label}`))));
-  } catch (error) {
-    across.append(error.status === 404 || error.status === 405
-      ? h("p", {}, "This gateway does not list pending items across sessions.") : errorBox(error));
+
+  async function loadPending() {
+    const agent = h("input", { id: "agent-filter", value: filters.agent_id, size: 18 });
+    across.replaceChildren(h("h2", { id: "across-title" }, "Waiting across sessions"),
+      h("form", { class: "inline", onsubmit: (event) => { event.preventDefault(); filters.agent_id = agent.value.trim(); loadPending(); } },
+        select("section-filter", "Section", [["", "Every section"], ...registry.sections.map((name) => [name, name])], "section", loadPending),
+        h("label", { for: "agent-filter" }, "Agent"), agent, h("button", { type: "submit" }, "Filter")));
+    try {
+      const page = await api("GET", `/api/studio/pending?${query({ section: filters.section, agent_id: filters.agent_id })}`);
+      if (!page.items.length) { across.append(h("p", {}, "Nothing waits on a decision.")); return; }
+      across.append(h("table", {},
+        h("caption", { class: "visually-hidden" }, `${plural(page.total, "request")} waiting`),
+        h("thead", {}, h("tr", {}, ["Request", "Section", "Agent", "Buttons", "Proposed"].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, page.items.map((item) => h("tr", {},
+          h("td", {}, h("a", { href: `#/sessions/${encodeURIComponent(item.session_id)}` }, labelOf(item.target))),
+          h("td", {}, item.section), h("td", {}, item.agent_id ?? ""),
+          h("td", {}, `${item.apply_label} · ${item.decline_label}`), h("td", {}, when(item.proposed_at)))))));
+      if (page.total > page.items.length) across.append(h("p", { class: "hint" }, `The first ${page.items.length} of ${page.total}.`));
+    } catch (error) {
+      across.append(error.status === 404 || error.status === 405
+        ? h("p", {}, "This gateway does not list pending items across sessions.") : errorBox(error));
+    }
   }
+
+  show(heading("Sessions"), open, list, across);
+  await Promise.all([loadSessions(), loadPending()]);
 }
 
 // --- a session's desk ---------------------------------------------------------------------------------------
@@ -352,7 +377,7 @@ async function sessionView(sessionId) {
       h("article", { "aria-labelledby": `${id}-title` },
         h("h3", { id: `${id}-title` }, labelOf(item.target), " ", ...badges),
         h("p", { class: "meta" }, `${item.kind} · ${item.action}`, item.agent_id ? ` · agent ${item.agent_id}` : "",
-          item.lines ? ` · ${counts(item.lines)}` : "", item.proposed_at ? ` · ${when(item.proposed_at)}` : ""),
+          item.lines?.added || item.lines?.removed ? ` · ${counts(item.lines)}` : "", item.proposed_at ? ` · ${when(item.proposed_at)}` : ""),
         item.reason ? h("p", { class: "reason" }, item.reason) : null,
         actions, message, card));
     if (state.open.has(item.seq) && how.hasCard) actions.querySelector("button")?.click();
