@@ -1,5 +1,5 @@
 """The operator's desk against the real services: Apply all and Decline all over a mixed turn (edits, a widening and
-a narrowing access change, a login request, a stale edit), resolving exactly what the seed says; ``Idempotency-Key``
+a narrowing access change, a login request, a Task draft, a stale edit), resolving exactly what the seed says; ``Idempotency-Key``
 on Apply all and on a single decision (a retry gets the first answer and changes nothing); the organisation's sessions
 and the pending items across them, with organisations' walls."""
 
@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import OPERATOR, Stack, World, new_world, wait_for
 from tests.test_access import access_of, create_login
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
+from tests.test_task_drafts import draft, read_task
 
 pytestmark = pytest.mark.integration
 
@@ -44,37 +45,30 @@ async def test_apply_all_and_decline_all_over_a_mixed_turn_with_idempotency_keys
                 {"agent_id": world.other_agent_id, "native_tools": {"send_email": "on"}, "reason": "wider"},
             ),
             await turn.call("studio_request_connection_access", {"connection_id": login, "reason": "orders"}),
+            await draft(turn, world.agent_id, "Answer refunds.\n", (await read_task(turn, world.agent_id))["hash"]),
             await propose(turn, world.other_agent_id, "Bo's new memory.\n", bo["version"]),
             await turn.call("studio_edit_guild", {"about": "We answer within a day.", "reason": "clearer"}),
         ]
-        assert [c.error for c in calls] == [None] * 7
-        assert [c.widget.widens for c in calls if c.widget is not None] == [
-            False,
-            False,
-            False,
-            True,
-            False,
-            False,
-            False,
-        ]
+        assert [c.error for c in calls] == [None] * 8
+        assert [c.widget.widens for c in calls if c.widget is not None] == [False, False, False, True] + [False] * 4
         await turn.end_step()
         seqs = [turn.calls[c.tool_call_id].seq for c in calls]
-        mem_a, note, narrow, wide, login_seq, stale, guild = seqs
-        tray = await wait_pending(http, sid, 7)
+        mem_a, note, narrow, wide, login_seq, task, stale, guild = seqs
+        tray = await wait_pending(http, sid, 8)
         moved = await http.put(f"/api/workspace/agents/{world.other_agent_id}/memory", json={"content": "Moved.\n"})
         assert moved.status_code == 200, moved.text
 
         # The tray: each section counted (zero included), each agent, the labels and words of each kind.
-        assert tray["summary"] == "Waiting on 7 decisions"
+        assert tray["summary"] == "Waiting on 8 decisions"
         assert {k: v for k, v in tray["sections"].items() if v} == {
-            "Agents": 2,
+            "Agents": 3,
             "State": 1,
             "Tools": 2,
             "Guild": 1,
             "Logins": 1,
         }
         assert tray["sections"]["Source"] == 0
-        assert tray["agents"] == {world.agent_id: 2, world.other_agent_id: 2}
+        assert tray["agents"] == {world.agent_id: 3, world.other_agent_id: 2}
         by_seq = {item["seq"]: item for item in tray["items"]}
         assert (by_seq[login_seq]["apply_label"], by_seq[login_seq]["decisions"]) == (
             "Grant read access",
@@ -82,11 +76,16 @@ async def test_apply_all_and_decline_all_over_a_mixed_turn_with_idempotency_keys
         )
         assert by_seq[login_seq]["decision_path"] == f"{S}/{sid}/logins/{login_seq}"
         assert by_seq[mem_a]["decision_path"] == f"{S}/{sid}/edits/{mem_a}"
+        assert (by_seq[task]["decision_path"], by_seq[task]["decisions"]) == (
+            f"{S}/{sid}/drafts/{task}",
+            {"apply": "publish", "decline": "discard"},
+        )
+        assert (by_seq[task]["apply_label"], by_seq[task]["decline_label"]) == ("Publish", "Discard")
         assert [s for s, item in by_seq.items() if item["decided_alone"]] == [wide, login_seq]
-        assert [s for s, item in by_seq.items() if item["agent_tab"]] == [mem_a, stale]
+        assert [s for s, item in by_seq.items() if item["agent_tab"]] == [mem_a, task, stale]
 
-        # Apply all: the three before the stale edit applied, the widening change and the login left, the stale
-        # edit stops the rest (the guild text is not tried).
+        # Apply all: the three edits and the draft before the stale edit applied (the draft published), the widening
+        # change and the login left, the stale edit stops the rest (the guild text is not tried).
         key = {"Idempotency-Key": f"apply-{uuid.uuid4().hex}"}
         first = await http.post(f"{S}/{sid}/apply-all", headers=key)
         assert first.status_code == 200, first.text
@@ -95,6 +94,7 @@ async def test_apply_all_and_decline_all_over_a_mixed_turn_with_idempotency_keys
             (mem_a, "applied"),
             (note, "applied"),
             (narrow, "applied"),
+            (task, "published"),
         ]
         assert [(s["seq"], s["kind"]) for s in done["skipped"]] == [(wide, "access"), (login_seq, "login")]
         assert (done["stopped"]["seq"], done["stopped"]["status"]) == (stale, 409)
@@ -103,9 +103,15 @@ async def test_apply_all_and_decline_all_over_a_mixed_turn_with_idempotency_keys
         again = await http.post(f"{S}/{sid}/apply-all", headers=key)
         assert (again.status_code, again.json(), again.headers["idempotent-replayed"]) == (200, done, "true")
         assert (await memory(http, world.agent_id))["version"] == ada["version"] + 1
+        assert (await http.get(f"/api/workspace/agents/{world.agent_id}")).json()["task"] == "Answer refunds.\n"
         other = await http.post(f"{S}/{sid}/decline-all", headers=key)
         assert other.status_code == 422 and "different request" in other.json()["detail"]
-        assert (await wait_pending(http, sid, 4))["items"][2]["stale"] is True
+        assert [(i["seq"], i["stale"]) for i in (await wait_pending(http, sid, 4))["items"]] == [
+            (wide, False),
+            (login_seq, False),
+            (stale, True),
+            (guild, False),
+        ]
 
         # A single decision with a key: a retry gets the first answer, not "already declined".
         one = {"Idempotency-Key": f"one-{uuid.uuid4().hex}"}
@@ -135,6 +141,7 @@ async def test_apply_all_and_decline_all_over_a_mixed_turn_with_idempotency_keys
             (narrow, "applied"),
             (wide, "declined"),
             (login_seq, "declined"),
+            (task, "published"),
             (stale, "declined"),
             (guild, "applied"),
         ]
