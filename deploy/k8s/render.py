@@ -20,6 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 BASE = REPO / "deploy" / "k8s" / "base"
 CHART = REPO / "deploy" / "helm" / "assent"
 VERSION = "0.1.0"
+MIN_REPLICAS = 2
+"""Replicas of each service on Kubernetes at least: a drain or a crash leaves one serving while its consumer group
+rebalances (services.toml may ask for more; ``make run`` runs what it says)."""
 
 SECURITY = """\
       securityContext:
@@ -102,7 +105,7 @@ spec:
                     app.kubernetes.io/name: assent-{name}
       containers:
         - name: {name}
-          image: assent-{name}
+          image: assent-{name}:{version}
           imagePullPolicy: IfNotPresent
           ports:
             - name: http
@@ -177,7 +180,7 @@ spec:
 
 MIGRATE_CONTAINER = """\
         - name: {name}
-          image: assent-{name}
+          image: assent-{name}:{version}
           imagePullPolicy: IfNotPresent
           args: ["migrate"]
           envFrom:
@@ -267,6 +270,21 @@ spec:
           emptyDir:
             sizeLimit: 64Mi
 ---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: assent-migrate
+spec:
+  # The migration job answers nobody and connects only to PostgreSQL (the platform's: any destination).
+  podSelector:
+    matchLabels:
+      app.kubernetes.io/component: migrations
+  policyTypes:
+    - Ingress
+    - Egress
+  egress:
+    - {{}}
+---
 apiVersion: v1
 kind: ServiceAccount
 metadata:
@@ -329,9 +347,12 @@ networkPolicy:
   egress:
     - {{}}
 
+# Replicas of each service at least (services.toml may ask for more): a drain or a crash leaves one serving.
+minReplicas: 2
+
 autoscaling:
   enabled: false
-  minReplicas: 1
+  minReplicas: 2
   maxReplicas: 6
   targetCPUUtilizationPercentage: 70
 
@@ -362,7 +383,8 @@ def render() -> dict[Path, str]:
         SERVICE.format(
             name=row["name"],
             port=row["port"],
-            replicas=row.get("replicas", 1),
+            replicas=max(MIN_REPLICAS, int(row.get("replicas", 1))),  # type: ignore[call-overload]
+            version=VERSION,
             security=SECURITY,
             container_security=CONTAINER_SECURITY,
             tmp=TMP,
@@ -382,7 +404,8 @@ def render() -> dict[Path, str]:
     )
     migrate = MIGRATE.format(
         containers="".join(
-            MIGRATE_CONTAINER.format(name=row["name"], container_security=CONTAINER_SECURITY) for row in rows
+            MIGRATE_CONTAINER.format(name=row["name"], version=VERSION, container_security=CONTAINER_SECURITY)
+            for row in rows
         ),
         security=SECURITY,
     )
