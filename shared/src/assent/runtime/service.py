@@ -351,7 +351,8 @@ class ServiceRuntime:
         ``extra`` adds the service's own resources (opened after the database and topics, before consumers).
         Only a public API (``public_docs``: the gateway's) serves its OpenAPI document at ``/openapi.json`` to
         anyone (its ``/docs`` page is the service's own, from bundled files); an internal one serves it at
-        ``/internal/openapi.json``, to a caller with the service credential only, and no browsable page (a browser cannot present the credential).
+        ``/internal/openapi.json``, to a caller with the service credential only, and no browsable page (a browser
+        cannot present the credential).
         ``/livez`` answers while the process runs (the liveness probe); ``/readyz`` answers 200 only while
         the database and the broker answer (the readiness probe), else 503 with which check failed.
         ``/metrics`` serves the counters in Prometheus' text format.
