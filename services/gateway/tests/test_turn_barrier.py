@@ -1,10 +1,9 @@
-"""The turn barrier and the pending-items counts, without a broker or a database."""
+"""The turn barrier, without a broker or a database (the pending items' counts: ``test_desk_rules.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.domain.items import summarize
 from gateway.domain.turns import RESOLVED, RefusedCall, RequestState, continuation_text, settle
 
 
@@ -106,17 +105,3 @@ def test_a_replaced_request_is_listed_as_replaced_not_as_decided() -> None:
         "- seq 2: Memory of c2: replaced by a later proposal; it needs no answer",
         "- seq 3: Memory of c3: applied by op",
     ]
-
-
-def test_summary_counts_by_section_and_agent() -> None:
-    items = [
-        {"section": "Agents", "agent_id": "a"},
-        {"section": "Agents", "agent_id": "b"},
-        {"section": "Agents", "agent_id": "a"},
-        {"section": "Guild", "agent_id": None},
-    ]
-    summary = summarize(items)
-    assert summary["waiting_on"] == 4 and summary["summary"] == "Waiting on 4 decisions"
-    assert summary["sections"] == {"Agents": 3, "Guild": 1} and summary["agents"] == {"a": 2, "b": 1}
-    assert summarize([])["summary"] == "Waiting on 0 decisions"
-    assert summarize([{"section": "Agents", "agent_id": "a"}])["summary"] == "Waiting on 1 decision"

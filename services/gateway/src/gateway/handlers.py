@@ -496,12 +496,6 @@ PROJECTION_POLL_SECONDS = 0.25
 """How often a waiting decision reads the projection while the event feed cannot be counted on."""
 
 
-async def pending_items(deps: Deps, session_id: str) -> list[dict[str, Any]]:
-    """The session's open requests, in seq order (the caller has checked the session with :func:`check_session`)."""
-    async with deps.engine.connect() as conn:
-        return await (await ProjectionStore.over(conn)).pending(session_id)
-
-
 async def resend_continuation(deps: Deps, session_id: str) -> dict[str, Any]:
     """Continue: publish the latest paused turn's continuation again (same envelope id)."""
     async with deps.runtime.unit_of_work() as uow:

@@ -130,13 +130,6 @@ CONTINUE_TURNS = update_rows(t.turns, ("session_id", "turn_id", "step"), ("conti
 
 SESSION_ORG = f"SELECT org_id FROM {t.sessions.fullname} WHERE session_id = $1"
 
-PENDING = (
-    "SELECT seq, proposal_id, turn_id, kind, action, section, agent_id, target, base, lines, widens, stale,"
-    " card ->> 'apply_label' AS apply_label, reason, proposed_at"
-    f" FROM {t.requests.fullname} WHERE session_id = $1 AND status = 'pending' ORDER BY seq"
-)
-"""A session's open requests, as ``GET …/pending`` lists them."""
-
 REQUEST_AT = (
     "SELECT "
     + ", ".join(f"r.{column.name}" for column in t.requests.c)
@@ -220,9 +213,6 @@ class ProjectionStore:
 
     async def session_org(self, session_id: str) -> str | None:
         return await self.conn.fetchval(SESSION_ORG, session_id)
-
-    async def pending(self, session_id: str) -> list[dict[str, Any]]:
-        return [dict(row) for row in await self.conn.fetch(PENDING, session_id)]
 
     async def request_at(self, session_id: str, seq: int) -> asyncpg.Record | None:
         return await self.conn.fetchrow(REQUEST_AT, session_id, seq)
