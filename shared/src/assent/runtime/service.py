@@ -517,9 +517,8 @@ SCRAPE_REFRESH_SECONDS = 2.0
 
 def _http_trail(method: str, route: str, status: int, seconds: float) -> None:
     if TRAIL.isEnabledFor(logging.INFO):
-        TRAIL.info(
-            "%s %s %d", method, route, status, extra={"route": route, "status": status, "seconds": round(seconds, 6)}
-        )
+        fields = {"method": method, "route": route, "status": status, "seconds": round(seconds, 6)}
+        TRAIL.info("%s %s %d", method, route, status, extra=fields)
 
 
 @asynccontextmanager
