@@ -138,7 +138,7 @@ async def test_a_retype_rename_and_removal_change_the_records_as_the_card_says(s
         assert card["effects"] == [
             "Column note leaves: its values in 3 records are deleted",
             "Column code moves to ref in 4 records",
-            "Column amount becomes integer (was text): 3 records convert; 2 stored values stay as they are",
+            'Column amount becomes integer (was text): 3 records convert; 2 stored values stay as they are: "4.5", "n/a"',
             "Column amount becomes required: 1 record has no value",
             "Column ref becomes unique: 2 records share a value with another",
             "Renamed from refunds: the Task of Ada still names refunds",

@@ -95,9 +95,11 @@ class FakeCollectionsRepository:
             return row.get(name) is not None
 
         names = {c.name for c in self.collections[collection_id].columns}
-        unconvertible = {}
+        unconvertible, kept = {}, {}
         for old, _, _, to in plan.retyped if plan else ():
-            unconvertible[(old, to)] = sum(1 for r in rows if present(r, old) and not convert(r[old], to)[0])
+            staying = [r[old] for r in rows if present(r, old) and not convert(r[old], to)[0]]
+            unconvertible[(old, to)] = len(staying)
+            kept[(old, to)] = tuple(dict.fromkeys(staying))[:3]
         duplicates = {}
         for old, _ in plan.now_unique if plan else ():
             if old is not None:
@@ -109,6 +111,7 @@ class FakeCollectionsRepository:
             unconvertible=unconvertible,
             missing={n: sum(1 for r in rows if not present(r, n)) for n in names},
             duplicates=duplicates,
+            kept=kept,
         )
 
     async def create(
@@ -269,7 +272,7 @@ async def test_an_edit_binds_the_hash_writes_nothing_until_applied_then_changes_
     assert proposed.card.apply_label == "Apply edit"
     assert proposed.card.effects == (
         "Column note leaves: its values in 1 record are deleted",
-        "Column amount becomes integer (was text): 1 record converts; 1 stored value stays as it is",
+        'Column amount becomes integer (was text): 1 record converts; 1 stored value stays as it is: "n/a"',
         "Renamed from refunds: the Task of Ada still names refunds",
         "Access of Bo: no row → read",
         "No one outside the guild reaches it",

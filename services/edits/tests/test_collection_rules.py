@@ -328,6 +328,7 @@ def test_what_applying_does_in_numbers() -> None:
         unconvertible={("amount", "integer"): 2},
         missing={"amount": 3},
         duplicates={},
+        kept={("amount", "integer"): ("n/a", "4.5")},
     )
     lines = rules.effects(
         "edit",
@@ -342,7 +343,7 @@ def test_what_applying_does_in_numbers() -> None:
     )
     assert lines == (
         "Column note leaves: its values in 4 records are deleted",
-        "Column amount becomes integer (was number): 5 records convert; 2 stored values stay as they are",
+        'Column amount becomes integer (was number): 5 records convert; 2 stored values stay as they are: "n/a", "4.5"',
         "Column memo is added, empty in all 10 records",
         "Column amount becomes required: 3 records have no value",
         "Column memo becomes unique: 0 records share a value with another",
@@ -352,6 +353,22 @@ def test_what_applying_does_in_numbers() -> None:
     )
     assert rules.effects("delete", "refunds", None, RecordCounts(total=1), (), DIRECTORY) == (
         "Deletes table refunds and its 1 record",
+    )
+
+
+def test_a_retype_names_a_few_of_the_values_it_keeps() -> None:
+    plan = rules.plan_columns((spec("code"),), [col("code", "integer")], edit=True)
+    assert isinstance(plan, rules.ColumnPlan)
+    counts = RecordCounts(
+        total=9,
+        present={"code": 9},
+        unconvertible={("code", "integer"): 5},
+        kept={("code", "integer"): ("a", "b", "c")},
+    )
+    (line, _) = rules.effects("edit", "t", plan, counts, (), DIRECTORY)
+    assert (
+        line
+        == 'Column code becomes integer (was text): 4 records convert; 5 stored values stay as they are: "a", "b", "c", …'
     )
 
 

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from ..domain.collections import (
     DATE,
     DECIMAL,
+    EXAMPLES,
     WHOLE,
     AccessRow,
     ColumnPlan,
@@ -210,13 +211,29 @@ class CollectionsRepository:
         duplicates: dict[str, int] = {}
         for old in dict.fromkeys(old for old, _ in (plan.now_unique if plan else ()) if old is not None):
             duplicates[old] = await self._sharing(collection_id, old)
+        kept: dict[tuple[str, str], tuple[Any, ...]] = {}
+        for key, alias in unconvertible.items():
+            if int(row[alias]):
+                kept[key] = await self._kept(collection_id, *key)
         return RecordCounts(
             total=int(row["total"]),
             present={name: int(row[alias]) for name, alias in present.items()},
             unconvertible={key: int(row[alias]) for key, alias in unconvertible.items()},
             missing={name: int(row[alias]) for name, alias in missing.items()},
             duplicates=duplicates,
+            kept=kept,
         )
+
+    async def _kept(self, collection_id: str, column: str, to_type: str) -> tuple[Any, ...]:
+        """The first few distinct values of ``column`` (in record order) that do not convert to ``to_type``."""
+        v = "(data -> :c)"
+        query = text(
+            f"SELECT value FROM (SELECT DISTINCT ON ({v}) {v} AS value, record_id FROM {RECORDS} "
+            f"WHERE collection_id = :cid AND {present_sql(v)} AND NOT {converts_sql(v, to_type)} "
+            f"ORDER BY {v}, record_id) AS kept ORDER BY record_id LIMIT {EXAMPLES}"
+        )
+        rows = await self.conn.execute(query, {"cid": collection_id, "c": column, **PATTERNS})
+        return tuple(row[0] for row in rows)
 
     async def _sharing(self, collection_id: str, column: str) -> int:
         """How many records share their value of ``column`` with another record."""

@@ -607,6 +607,13 @@ class RecordCounts:
     unconvertible: Mapping[tuple[str, str], int] = field(default_factory=dict)
     missing: Mapping[str, int] = field(default_factory=dict)
     duplicates: Mapping[str, int] = field(default_factory=dict)
+    kept: Mapping[tuple[str, str], tuple[Any, ...]] = field(default_factory=dict)
+    """Per (current column, new type), a few of the distinct stored values that stay as they are (at most
+    :data:`EXAMPLES`)."""
+
+
+EXAMPLES = 3
+"""How many of the values a retype keeps as they are the card names."""
 
 
 def _verb(n: int, one: str, many: str) -> str:
@@ -661,6 +668,10 @@ def effects(
             converted = counts.present.get(old, 0) - kept
             label = old if old == new else f"{old} (now {new})"
             stays = "1 stored value stays as it is" if kept == 1 else f"{kept} stored values stay as they are"
+            named = counts.kept.get((old, to), ())
+            if named:
+                more = ", …" if kept > len(named) else ""
+                stays += ": " + ", ".join(json.dumps(v, ensure_ascii=False) for v in named) + more
             lines.append(
                 f"Column {label} becomes {to} (was {was}): {_records(converted)} "
                 f"{_verb(converted, 'converts', 'convert')}; {stays}"
