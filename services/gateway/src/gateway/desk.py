@@ -24,7 +24,7 @@ from assent.http import Identifier, PathId
 from assent.kinds import KINDS, SECTIONS
 
 from . import handlers, proposals
-from .adapters.desk import DeskStore
+from .adapters.desk import DeskStore, KeyStore
 from .answers import PERSON_ERRORS
 from .auth import Authenticator, Gate
 from .domain import desk as rules
@@ -169,9 +169,9 @@ def install(app: FastAPI, deps: Deps) -> None:
     app.include_router(router(deps, user))
 
     @contextlib.asynccontextmanager
-    async def connect() -> AsyncIterator[Any]:
+    async def keys() -> AsyncIterator[KeyStore]:
         async with deps.engine.begin() as conn:
-            yield await driver_connection(conn)
+            yield KeyStore(await driver_connection(conn))
 
     async def late(body: dict[str, Any]) -> tuple[int, bytes] | None:
         decision_id = body.get("decision_id")
@@ -182,7 +182,7 @@ def install(app: FastAPI, deps: Deps) -> None:
 
     # Appended, so it runs inside the guards that every service installs first (Starlette builds the list in order).
     app.user_middleware.append(
-        Middleware(Idempotency, routes=decision_routes(), authenticator=authenticator, connect=connect, late=late)
+        Middleware(Idempotency, routes=decision_routes(), authenticator=authenticator, keys=keys, late=late)
     )
     document_keys(app)
 

@@ -23,12 +23,14 @@ import hashlib
 import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .adapters.desk import KeyStore
-from .auth import Authenticator, Unauthenticated
+from assent.api import Identity
+
+from .auth import Unauthenticated
 
 HEADER = "Idempotency-Key"
 KEEP_SECONDS = 24 * 3600.0
@@ -39,6 +41,21 @@ KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
 
 Late = Callable[[dict[str, Any]], Awaitable[tuple[int, bytes] | None]]
 """Given a kept 504's body, the decision's answer (status, JSON body) once its outcome has arrived, else None."""
+
+
+class Keys(Protocol):
+    """Where keys and their first answers are kept (:class:`gateway.adapters.desk.KeyStore`)."""
+
+    async def claim(
+        self, who: tuple[str, str], key: str, fingerprint: str, keep_seconds: float, abandon_seconds: float
+    ) -> bool: ...
+    async def read(self, who: tuple[str, str], key: str) -> Any: ...
+    async def answer(self, who: tuple[str, str], key: str, status: int, content_type: str, body: bytes) -> None: ...
+    async def release(self, who: tuple[str, str], key: str) -> None: ...
+
+
+class Identifies(Protocol):
+    async def identify(self, token: str | None) -> Identity: ...
 
 
 def fingerprint(method: str, path: str, query: bytes, body: bytes) -> str:
@@ -61,14 +78,14 @@ class Idempotency:
         app: ASGIApp,
         *,
         routes: Sequence[re.Pattern[str]],
-        authenticator: Authenticator,
-        connect: Callable[[], Any],
+        authenticator: Identifies,
+        keys: Callable[[], AbstractAsyncContextManager[Keys]],
         late: Late,
     ) -> None:
         self.app = app
         self.routes = tuple(routes)
         self.authenticator = authenticator
-        self.connect = connect  # an async context manager giving an asyncpg connection in its own transaction
+        self.keys = keys  # the store, each use in a transaction of its own
         self.late = late
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -94,8 +111,7 @@ class Idempotency:
         if more is not None:  # the client went away
             return
         print_ = fingerprint(scope["method"], scope["path"], scope.get("query_string", b""), body)
-        async with self.connect() as conn:
-            keys = KeyStore(conn)
+        async with self.keys() as keys:
             claimed = await keys.claim(who, key, print_, KEEP_SECONDS, ABANDONED_SECONDS)
             held = None if claimed else await keys.read(who, key)
         if not claimed:
@@ -145,14 +161,14 @@ class Idempotency:
         try:
             await self.app(scope, replay_receive, capture)
         except BaseException:
-            async with self.connect() as conn:
-                await KeyStore(conn).release(who, key)
+            async with self.keys() as keys:
+                await keys.release(who, key)
             raise
-        async with self.connect() as conn:
+        async with self.keys() as keys:
             if status >= 500 and status != 504:
-                await KeyStore(conn).release(who, key)
+                await keys.release(who, key)
             else:
-                await KeyStore(conn).answer(who, key, status, content_type, b"".join(chunks))
+                await keys.answer(who, key, status, content_type, b"".join(chunks))
 
     async def _replay(self, send: Send, who: tuple[str, str], key: str, print_: str, held: Any) -> None:
         if held is None:  # released meanwhile (its request met an outage): the client may simply retry
@@ -174,8 +190,8 @@ class Idempotency:
             arrived = await self.late(json.loads(body))
             if arrived is not None:
                 status, body = arrived
-                async with self.connect() as conn:
-                    await KeyStore(conn).answer(who, key, status, "application/json", body)
+                async with self.keys() as keys:
+                    await keys.answer(who, key, status, "application/json", body)
         await send(
             {
                 "type": "http.response.start",
