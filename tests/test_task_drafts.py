@@ -130,6 +130,8 @@ async def test_a_draft_is_edited_then_published_as_the_operator_and_the_turn_con
         published = await http.post(draft_url(sid, seq), json={"decision": "publish"})
         assert published.status_code == 200, published.text
         assert (published.json()["outcome"], published.json()["resolved_by"]) == ("published", OPERATOR)
+        answer = published.json()["answer"]  # the draft after the decision
+        assert (answer["status"], answer["published_by_user_id"], answer["version"]) == ("published", OPERATOR, 2)
         assert (await agent(http, world.agent_id))["task"] == edited
         after = await card(http, sid, seq)
         assert (after["status"], after["published_by_user_id"], after["published_version"]) == (
@@ -166,6 +168,7 @@ async def test_a_discarded_draft_writes_nothing_but_who_discarded_it(stack: Stac
         discarded = await http.post(draft_url(sid, seq), json={"decision": "discard"})
         assert discarded.status_code == 200, discarded.text
         assert discarded.json()["outcome"] == "discarded"
+        assert discarded.json()["answer"]["discarded_by_user_id"] == OPERATOR
         assert (await agent(http, world.other_agent_id))["task"] == ""
         after = await card(http, sid, seq)
         assert (after["status"], after["discarded_by_user_id"], after["published_by_user_id"]) == (

@@ -190,6 +190,7 @@ KINDS: Mapping[str, KindSpec] = MappingProxyType(
                 decline="discard",
                 supersedes="turn",
                 widget="studio_task_draft",
+                answer=Answer(route="read_draft"),
             ),
             _kind(
                 "source",
