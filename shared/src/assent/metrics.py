@@ -5,8 +5,9 @@ Families (the ``_total``, ``_bucket``/``_sum``/``_count`` suffixes are the expos
 - ``assent_messages_handled_total{topic, handler}``: messages a handler finished (its transaction committed), once
   per delivery;
 - ``assent_messages_failed_total{topic, handler, reason}``: messages that could not be handled as delivered, per
-  attempt: ``malformed`` (dead-lettered at once), ``error`` (the handler raised; retried, then dead-lettered),
-  ``outage`` (the database or broker did not answer; retried without bound);
+  attempt: ``malformed`` (dead-lettered at once, or answered on a topic that answers what it cannot read),
+  ``error`` (the handler raised; retried, then dead-lettered), ``outage`` (the database or broker did not answer;
+  retried without bound);
 - ``assent_handler_seconds{topic, handler}``: how long a handler took for one batch (one message, when one was
   waiting), failed attempts included;
 - ``assent_messages_dead_lettered_total{topic, group, reason}``, ``assent_handler_retries_total{topic, kind}``,

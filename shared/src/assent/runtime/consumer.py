@@ -325,6 +325,7 @@ def subscribe(
             try:
                 parsed = parse_message(record.value or b"", accept=topic.messages)
             except MalformedMessage as exc:
+                meters[topic].failed("malformed", 1)
                 answer = answers.get(topic)
                 origin = f"{record.topic}/{record.partition}/{record.offset}"
                 reply = answer(record.value or b"", exc, origin) if answer is not None else None
@@ -346,7 +347,6 @@ def subscribe(
                         detach(token)
                     continue
                 log.warning("dead-lettering %s[%s]@%s: %s", record.topic, record.partition, record.offset, exc)
-                meters[topic].failed("malformed", 1)
                 await dead_letter(topic, record, "malformed", str(exc), 0)
                 continue
             carrier = {k: v.decode(errors="replace") for k, v in record.headers or () if k in _TRACE_HEADERS}
