@@ -155,6 +155,8 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         await draft.get_by_label("Your version").fill("Greet by name.\nAsk how we can help today.\n")
         await draft.get_by_role("button", name="Save as the next version").click()
         await expect(draft.locator(".version")).to_contain_text("Version 2 of 2")
+        await expect(draft.locator(".version")).to_be_focused()
+        await expect(draft.get_by_label("Your version")).to_be_hidden()
         await expect(draft.locator(".line.add")).to_have_text(["added: +Ask how we can help today."])
         await axe(one)
         await shot(one, "draft")
@@ -302,7 +304,8 @@ async def test_the_proposals_page_approves_onto_a_new_branch_and_the_docs_need_n
         await card.get_by_label("Branch name").fill("faster-refunds")
         await card.get_by_label("Commit message (the reason when empty)").fill("Refunds take 3 days")
         await card.get_by_role("button", name="Approve").click()
-        await expect(tab.get_by_role("heading", name="Decided (1)")).to_be_visible()
+        # The answer comes once the deployer has committed and pushed: allow a loaded machine its time.
+        await expect(tab.get_by_role("heading", name="Decided (1)")).to_be_visible(timeout=30_000)
         await expect(tab.get_by_role("heading", name="Waiting (0)")).to_be_visible()
         await expect(tab.get_by_role("region", name="Activity").get_by_role("listitem")).to_have_count(1)
         await expect(tab.get_by_role("region", name="Activity").get_by_role("listitem")).to_contain_text("approved by")

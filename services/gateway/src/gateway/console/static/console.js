@@ -376,7 +376,8 @@ async function sessionView(sessionId) {
     const el = h("li", { class: "item", id, dataset: { seq: item.seq } },
       h("article", { "aria-labelledby": `${id}-title` },
         h("h3", { id: `${id}-title` }, labelOf(item.target), " ", ...badges),
-        h("p", { class: "meta" }, `${item.kind} · ${item.action}`, item.agent_id ? ` · agent ${item.agent_id}` : "",
+        h("p", { class: "meta" }, `${item.kind} · ${item.action}`,
+          item.agent_tab ? ` · in the tab of agent ${item.agent_tab}` : item.agent_id ? ` · agent ${item.agent_id}` : "",
           item.lines?.added || item.lines?.removed ? ` · ${counts(item.lines)}` : "", item.proposed_at ? ` · ${when(item.proposed_at)}` : ""),
         item.reason ? h("p", { class: "reason" }, item.reason) : null,
         actions, message, card));
