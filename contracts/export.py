@@ -430,7 +430,7 @@ def create_topics_script(policy: TopicPolicy, prefix: str) -> str:
 # Other arguments (TLS, SASL: --command-config) are passed to every kafka-topics call.
 set -euo pipefail
 
-: "${{KAFKA_BOOTSTRAP_SERVERS:?set KAFKA_BOOTSTRAP_SERVERS to the cluster's bootstrap servers}}"
+: "${{KAFKA_BOOTSTRAP_SERVERS:?set KAFKA_BOOTSTRAP_SERVERS to the bootstrap servers of the cluster}}"
 PREFIX="${{ASSENT_TOPIC_PREFIX-{prefix}}}"
 PARTITIONS="${{ASSENT_TOPIC_PARTITIONS-{default(policy.partitions)}}}"
 REPLICAS="${{ASSENT_TOPIC_REPLICATION_FACTOR-{policy.replication_factor}}}"

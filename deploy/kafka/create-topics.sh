@@ -15,7 +15,7 @@
 # Other arguments (TLS, SASL: --command-config) are passed to every kafka-topics call.
 set -euo pipefail
 
-: "${KAFKA_BOOTSTRAP_SERVERS:?set KAFKA_BOOTSTRAP_SERVERS to the cluster's bootstrap servers}"
+: "${KAFKA_BOOTSTRAP_SERVERS:?set KAFKA_BOOTSTRAP_SERVERS to the bootstrap servers of the cluster}"
 PREFIX="${ASSENT_TOPIC_PREFIX-}"
 PARTITIONS="${ASSENT_TOPIC_PARTITIONS-}"
 REPLICAS="${ASSENT_TOPIC_REPLICATION_FACTOR-3}"

@@ -6,7 +6,8 @@ from dataclasses import replace
 import pytest
 
 from assent.messaging import Shortfall, TopicsNotAsDeclared, declared_topics, partition_shortfalls
-from assent.topics import REGISTRY, STUDIO_SESSIONS, STUDIO_TURNS
+from assent.settings import ServiceSettings
+from assent.topics import REGISTRY, STUDIO_SESSIONS, STUDIO_TURNS, TopicPolicy
 
 
 @pytest.mark.parametrize(
@@ -50,3 +51,46 @@ def test_each_topic_is_created_with_its_partitions_and_settings_and_its_dead_let
     without = declared_topics("p.", REGISTRY, dead_letters=False)
     assert [t.name for t in without] == [topic.full_name("p.") for topic in REGISTRY]
     assert {t.num_partitions for t in without} == {3}
+
+
+def test_the_topic_settings_set_replicas_partitions_min_insync_replicas_and_retention() -> None:
+    settings = ServiceSettings(
+        topic_partitions=6, topic_replication_factor=3, topic_min_insync_replicas=2, topic_retention_ms=86_400_000
+    )
+    created = declared_topics("p.", [STUDIO_SESSIONS], policy=settings.topic_policy())
+    config = {"min.insync.replicas": "2", "retention.ms": "86400000"}
+    assert [(t.name, t.num_partitions, t.replication_factor, t.topic_configs) for t in created] == [
+        ("p.studio.sessions", 6, 3, config),
+        ("p.studio.sessions.dlq", 1, 3, config),
+    ]
+    # Unset, each topic keeps its declared partitions and the broker's settings; a topic's own config stays.
+    kept_an_hour = replace(STUDIO_TURNS, config=(("retention.ms", "3600000"),))
+    [turns, _] = declared_topics("", [kept_an_hour], policy=ServiceSettings(topic_replication_factor=3).topic_policy())
+    assert (turns.num_partitions, turns.replication_factor, turns.topic_configs) == (3, 3, {"retention.ms": "3600000"})
+
+
+@pytest.mark.parametrize(
+    ("policy", "refusal"),
+    [
+        (dict(replication_factor=2, min_insync_replicas=3), r"min.insync.replicas \(3\) must be between 1 and"),
+        (dict(partitions=0), "at least one partition"),
+        (dict(replication_factor=0), "replication factor must be at least 1"),
+        (dict(retention_ms=-2), "-1 \\(forever\\)"),
+    ],
+)
+def test_a_topic_policy_that_cannot_be_is_refused(policy: dict[str, int], refusal: str) -> None:
+    with pytest.raises(ValueError, match=refusal):
+        TopicPolicy(**policy)
+
+
+def test_the_settings_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSENT_CREATE_TOPICS", "false")
+    monkeypatch.setenv("ASSENT_TOPIC_REPLICATION_FACTOR", "3")
+    monkeypatch.setenv("ASSENT_TOPIC_MIN_INSYNC_REPLICAS", "2")
+    monkeypatch.setenv("ASSENT_TOPIC_RETENTION_MS", "-1")
+    settings = ServiceSettings()
+    assert settings.create_topics is False
+    assert settings.topic_policy() == TopicPolicy(replication_factor=3, min_insync_replicas=2, retention_ms=-1)
+    monkeypatch.setenv("ASSENT_TOPIC_MIN_INSYNC_REPLICAS", "4")
+    with pytest.raises(ValueError, match=r"min\.insync\.replicas \(4\)"):
+        ServiceSettings().topic_policy()
