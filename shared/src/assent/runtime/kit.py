@@ -181,7 +181,11 @@ class ProposalKind(abc.ABC):
 
     @abc.abstractmethod
     def tools(self) -> dict[str, Tool]:
-        """Every tool of :attr:`spec` (proposing and reading), by name."""
+        """Every tool of :attr:`spec` (proposing and reading), by name.
+
+        It names each tool's argument model and handler and reads nothing else of the instance: ``make contracts``
+        (``contracts/export.py``) calls it on an instance made without ``__init__`` to publish the arguments' JSON
+        Schemas."""
 
     @abc.abstractmethod
     async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
