@@ -16,9 +16,13 @@ from tests.conftest import OPERATOR, Stack, World, as_admin_of, new_world, wait_
 W = "/api/workspace"
 TOOLS: dict[str, dict[str, Any]] = {"list_orders": {"read_only_hint": True}, "refund_order": {}}
 """The manifest of the tests' logins: one tool that reads, one that changes data."""
+SERVER = "https://mcp.example/mcp"
+"""The tests' logins' server, unless one is given."""
 
 
-async def create_login(http: httpx.AsyncClient, scope: str, scope_id: str | None = None) -> str:
+async def create_login(
+    http: httpx.AsyncClient, scope: str, scope_id: str | None = None, server_url: str = SERVER
+) -> str:
     """A login (its catalog is the manifest's) of the organisation, a guild or an agent; its id."""
     login_id = f"desk_{uuid.uuid4().hex[:8]}"
     body = {
@@ -26,7 +30,7 @@ async def create_login(http: httpx.AsyncClient, scope: str, scope_id: str | None
         "name": "Desk",
         "scope": scope,
         **({"scope_id": scope_id} if scope_id is not None else {}),
-        "server_url": "https://mcp.example/mcp",
+        "server_url": server_url,
         "account": "support@acme.example",
         "tools": TOOLS,
     }
@@ -160,7 +164,7 @@ async def test_widening_the_card_and_apply_writing_the_agents_bindings_only(stac
         )
         assert widening.widget is not None and widening.widget.widens is True, widening.error
         assert widening.widget.edit is not None and widening.widget.edit.model_dump() == {
-            "changes": ({"kind": "connection", "id": login, "label": f"Desk ({login})", "setting": "on"},),
+            "changes": ({"kind": "connection", "id": login, "label": f"Desk ({login}) at {SERVER}", "setting": "on"},),
             "widens": True,
         }
         narrowing = await turn.call(
@@ -182,7 +186,8 @@ async def test_widening_the_card_and_apply_writing_the_agents_bindings_only(stac
             "reads only"
         )
         assert lines[-3:] == [
-            f"Connection Desk ({login}): on; the agent sets it itself (agent on, guild off, organisation none)",
+            f"Connection Desk ({login}) at {SERVER}: on; the agent sets it itself, through {login} "
+            f"(agent on via {login}, guild off via {login}, organisation none)",
             "  Connection tool Desk / list_orders: on; by default (agent none, guild none, organisation none); "
             "reads only",
             "  Connection tool Desk / refund_order: on; by default (agent none, guild none, organisation none); "
@@ -202,8 +207,8 @@ async def test_widening_the_card_and_apply_writing_the_agents_bindings_only(stac
         after = await access_of(http, world.agent_id)
         seq = turn.calls[widening.tool_call_id].seq
         assert [(b["scope"], b["kind"], b["id"], b["setting"]) for b in after["bindings"]] == [
-            ("agent", "connection", login, "on"),
-            ("guild", "connection", login, "off"),
+            ("agent", "connection", SERVER, "on"),
+            ("guild", "connection", SERVER, "off"),
             ("org", "native_tool", "web_search", "off"),
         ]
         mine = after["bindings"][0]
@@ -225,7 +230,7 @@ async def test_widening_the_card_and_apply_writing_the_agents_bindings_only(stac
         undone = await decide(http, turn, back.tool_call_id)
         assert undone.status_code == 200, undone.text
         final = await access_of(http, world.agent_id)
-        assert [(b["scope"], b["id"]) for b in final["bindings"]] == [("guild", login), ("org", "web_search")]
+        assert [(b["scope"], b["id"]) for b in final["bindings"]] == [("guild", SERVER), ("org", "web_search")]
         assert final["hash"] == live["hash"]
 
 
@@ -316,4 +321,64 @@ async def test_a_binding_moved_at_each_scope_or_a_catalog_change_makes_apply_409
             ("agent", "fetch_url"),
             ("guild", f"{login}/list_orders"),
             ("org", "generate_image"),
+        ]
+
+
+async def test_a_connection_sets_its_servers_binding_keeping_the_login_the_guilds_binding_names(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        host = f"mcp-{uuid.uuid4().hex[:8]}.example"
+        server = f"https://{host}/mcp"
+        # Two logins of one server, written differently: the catalog names the server they share.
+        org_login = await create_login(http, "org", server_url=f"https://{host.upper()}:443/mcp/")
+        guild_login = await create_login(http, "guild", world.guild_id, server_url=server)
+        await access_of(http, world.agent_id, until=has(org_login, guild_login))
+        guild = await http.put(f"{W}/guilds/{world.guild_id}/access", json={"connections": {guild_login: "on"}})
+        assert guild.status_code == 200, guild.text
+        guild_bindings = guild.json()["bindings"]
+        assert [(b["scope"], b["kind"], b["id"], b["connection_id"], b["setting"]) for b in guild_bindings] == [
+            ("guild", "connection", server, guild_login, "on")
+        ]
+        before = await access_of(http, world.agent_id)
+        lines = {x["id"]: x for x in before["lines"]}
+        assert [(lines[c]["server"], lines[c]["through"], lines[c]["usable"]) for c in (org_login, guild_login)] == [
+            (server, guild_login, False),
+            (server, guild_login, True),
+        ]
+
+        turn = await open_turn(coach, world)
+        asked = await turn.call(
+            "studio_edit_access", {"agent_id": world.agent_id, "connections": {org_login: "on"}, "reason": "Desk."}
+        )
+        assert asked.widget is not None and asked.widget.edit is not None, asked.error
+        assert asked.widget.edit.model_dump() == {
+            "changes": (
+                {
+                    "kind": "connection",
+                    "id": guild_login,
+                    "label": f"Desk ({guild_login}) at {server}",
+                    "setting": "on",
+                },
+            ),
+            "widens": False,
+        }
+        applied = await decide(http, turn, asked.tool_call_id)
+        assert applied.status_code == 200 and applied.json()["outcome"] == "applied", applied.text
+
+        after = await access_of(http, world.agent_id)
+        assert [(b["scope"], b["kind"], b["id"], b["connection_id"], b["setting"]) for b in after["bindings"]] == [
+            ("agent", "connection", server, guild_login, "on"),
+            ("guild", "connection", server, guild_login, "on"),
+        ]
+        mine = after["bindings"][0]
+        assert (mine["updated_by"], mine["studio_session_id"], mine["studio_seq"]) == (
+            OPERATOR,
+            turn.session.session_id,
+            turn.calls[asked.tool_call_id].seq,
+        )
+        assert (await http.get(f"{W}/guilds/{world.guild_id}/access")).json()["bindings"] == guild_bindings
+        lines = {x["id"]: x for x in after["lines"]}
+        assert [(lines[c]["source"], lines[c]["usable"]) for c in (org_login, guild_login)] == [
+            ("agent", False),
+            ("agent", True),
         ]
