@@ -99,6 +99,11 @@ def answers(endpoint: str) -> dict[int | str, dict[str, Any]]:
             "description": "The request was answered already (by whom, when); or the owner refuses the decision "
             "now (the target changed, a rule): the request stays pending",
         }
+        documented[422] = {
+            "model": Error,
+            "description": "A decision that does not fit the request (an outcome), or a body that does not fit its "
+            "schema",
+        }
     return documented
 
 
