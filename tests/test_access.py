@@ -9,8 +9,10 @@ import uuid
 from typing import Any
 
 import httpx
+from aiokafka import AIOKafkaProducer
 
 from assent.coach import CoachClient, CoachTurn
+from assent.contracts import ConnectionCatalog
 from tests.conftest import OPERATOR, Stack, World, as_admin_of, new_world, wait_for
 
 W = "/api/workspace"
@@ -382,3 +384,37 @@ async def test_a_connection_sets_its_servers_binding_keeping_the_login_the_guild
             ("agent", False),
             ("agent", True),
         ]
+
+
+async def test_a_binding_of_a_login_whose_catalog_named_no_server_becomes_its_servers(stack: Stack) -> None:
+    """A catalog from a producer that predates ``server``: the login is its own server until a catalog names one."""
+    async with stack.http() as http:
+        world = await new_world(http)
+        login, server = f"legacy_{uuid.uuid4().hex[:8]}", f"https://mcp-{uuid.uuid4().hex[:8]}.example"
+        producer = AIOKafkaProducer(bootstrap_servers=stack.endpoints.kafka)
+        await producer.start()
+
+        async def publish(revision: int, named: str | None) -> None:
+            message = ConnectionCatalog(
+                connection_id=login, org_id=world.org_id, scope="org", name="Old", revision=revision, server=named
+            )
+            await producer.send_and_wait(stack.topic("connections.catalogs"), message.to_bytes(), key=login.encode())
+
+        def line(access: dict[str, Any]) -> dict[str, Any] | None:
+            return next((x for x in access["lines"] if x["id"] == login), None)
+
+        try:
+            await publish(1, None)
+            await access_of(http, world.agent_id, until=has(login))
+            put = await http.put(f"{W}/guilds/{world.guild_id}/access", json={"connections": {login: "off"}})
+            assert [(b["id"], b["connection_id"], b["setting"]) for b in put.json()["bindings"]] == [
+                (login, login, "off")
+            ]
+            await publish(2, server)
+            after = await access_of(http, world.agent_id, until=lambda a: (line(a) or {}).get("server") == server)
+        finally:
+            await producer.stop()
+        assert [(b["scope"], b["id"], b["connection_id"], b["setting"]) for b in after["bindings"]] == [
+            ("guild", server, login, "off")
+        ]
+        assert (line(after) or {})["usable"] is False
