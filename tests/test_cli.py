@@ -1,6 +1,7 @@
-"""``assent``, the installed command, against the real services: a read with ``--json``, show's diff, apply,
-apply-all, the exit code of a stale apply (and of a stale request stopping Apply all), of a missing session, a bad
-token and no gateway; the config file and the environment."""
+"""``assent`` against the real services: a read with ``--json``, show's diff, apply, apply-all, the exit code of a
+stale apply (and of a stale request stopping Apply all), of a missing session, a bad token and no gateway; the config
+file and the environment. The installed command runs as a process for a read and the stale apply; the rest run in
+this process (Click's runner, in a thread), which costs no interpreter start each."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from assent_cli.client import AUTH, CONFLICT, FAILED, NOT_FOUND, OK, REFUSED, UNAVAILABLE, exit_code
 from assent_cli.config import DEFAULT_URL, ConfigError, load
+from assent_cli.main import cli
 from tests.conftest import Stack, new_world
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 
@@ -33,18 +36,36 @@ class Ran:
         return json.loads(self.out)
 
 
-async def assent(*args: str, env: dict[str, str]) -> Ran:
-    """Run the installed ``assent`` with ``env`` (and no config file of the machine's)."""
+ISOLATED = {
+    "XDG_CONFIG_HOME": "/nonexistent",
+    "NO_COLOR": "1",
+    "ASSENT_URL": "",
+    "ASSENT_TOKEN": "",
+    "ASSENT_CONFIG": "",
+}
+"""No config file of the machine's, and nothing from the environment but what a test gives."""
+
+
+async def installed(*args: str, env: dict[str, str]) -> Ran:
+    """Run the installed ``assent`` as a process with ``env``."""
     process = await asyncio.create_subprocess_exec(
         str(ASSENT),
         *args,
-        env={"PATH": os.environ.get("PATH", ""), "XDG_CONFIG_HOME": "/nonexistent", "NO_COLOR": "1", **env},
+        env={"PATH": os.environ.get("PATH", ""), **{k: v for k, v in ISOLATED.items() if v}, **env},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
     out, err = await process.communicate()
     assert process.returncode is not None
     return Ran(process.returncode, out.decode(), err.decode())
+
+
+async def assent(*args: str, env: dict[str, str]) -> Ran:
+    """Run ``assent`` in this process (Click's runner, in a thread: the event loop keeps serving the coach)."""
+    result = await asyncio.to_thread(CliRunner().invoke, cli, list(args), env={**ISOLATED, **env})
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return Ran(result.exit_code, result.stdout, result.stderr)
 
 
 @pytest.mark.integration
@@ -68,7 +89,7 @@ async def test_the_command_reads_shows_applies_and_says_stale_with_its_exit_code
         first, second, third = (turn.calls[c.tool_call_id].seq for c in calls)
         await wait_pending(http, sid, 3)
 
-        listed = await assent("sessions", "--json", env=env)
+        listed = await installed("sessions", "--json", env=env)
         assert listed.code == OK, listed.err
         assert [(s["session_id"], s["waiting_on"]) for s in listed.json()["items"]] == [(sid, 3)]
         tray = await assent("pending", sid, "--json", env=env)
@@ -88,7 +109,7 @@ async def test_the_command_reads_shows_applies_and_says_stale_with_its_exit_code
 
         moved = await http.put(f"/api/workspace/agents/{world.other_agent_id}/memory", json={"content": "Moved.\n"})
         assert moved.status_code == 200, moved.text
-        stale = await assent("apply", sid, str(second), env=env)
+        stale = await installed("apply", sid, str(second), env=env)
         assert stale.code == CONFLICT and "409" in stale.err, (stale.code, stale.err)
         stopped = await assent("apply-all", sid, env=env)
         assert stopped.code == CONFLICT, (stopped.code, stopped.out)

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import OPERATOR, Stack, World, new_world, wait_for
+from tests.conftest import OPERATOR, Stack, World, as_admin_of, new_world, wait_for
 from tests.test_access import access_of, create_login
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 from tests.test_task_drafts import draft, read_task
@@ -217,6 +217,12 @@ async def test_sessions_and_pending_across_them_are_the_organisations_own_and_pa
         mine = await theirs.get(S)
         assert [s["session_id"] for s in mine.json()["items"]] == [theirs_sid]
         assert [i["session_id"] for i in (await theirs.get("/api/studio/pending")).json()["items"]] == [theirs_sid]
+        as_admin_of(http, world.org_id, roles=("reviewer",))
+        refused = await http.post(f"{S}/{older}/apply-all")
+        assert refused.status_code == 403 and refused.json()["detail"].startswith("Apply all needs the admin"), (
+            refused.text
+        )
+        as_admin_of(http, world.org_id)
         for path in (f"{S}/{older}/pending", f"{S}/{older}/apply-all", f"{S}/{older}/decline-all"):
             call = theirs.get if path.endswith("pending") else theirs.post
             assert (await call(path)).status_code == 404, path

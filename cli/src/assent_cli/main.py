@@ -8,7 +8,6 @@ exit code says how it went (``assent codes`` lists them; :mod:`assent_cli.client
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -43,7 +42,21 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print the an
 key_option = click.option("--key", help="The Idempotency-Key to send (a fresh one by default).")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Desk(click.Group):
+    """The command group: an API error or a bad config file ends the command with its exit code and the reason."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ApiError as exc:
+            err.print(f"[red]error[/red] {exc.status or 'no answer'}: {escape(exc.detail)}")
+            raise click.exceptions.Exit(exc.code) from None
+        except ConfigError as exc:
+            err.print(f"[red]config[/red] {escape(str(exc))}")
+            raise click.exceptions.Exit(client.FAILED) from None
+
+
+@click.group(cls=Desk, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config_path", envvar="ASSENT_CONFIG", help="The config file (TOML: url, token).")
 @click.option("--url", help="The gateway's URL (else ASSENT_URL, the config file, http://127.0.0.1:8100).")
 @click.option("--token", help="The API token (else ASSENT_TOKEN, the config file).")
@@ -55,21 +68,8 @@ def cli(ctx: click.Context, config_path: str | None, url: str | None, token: str
 
 
 def main() -> None:
-    """The ``assent`` command: an API error or a bad config file ends with its exit code and the reason."""
-    try:
-        cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        sys.exit(client.FAILED)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except ApiError as exc:
-        err.print(f"[red]error[/red] {exc.status or 'no answer'}: {escape(exc.detail)}")
-        sys.exit(exc.code)
-    except ConfigError as exc:
-        err.print(f"[red]config[/red] {escape(str(exc))}")
-        sys.exit(client.FAILED)
-    sys.exit(client.OK)
+    """The ``assent`` command."""
+    cli()
 
 
 def emit(data: Any, as_json: bool, human: Callable[[Any], None]) -> None:
@@ -206,7 +206,7 @@ def all_of(state: State, session_id: str, what: str, key: str | None, as_json: b
     emit(done, as_json, show_all)
     stopped = done.get("stopped")
     if stopped is not None:
-        sys.exit(client.exit_code(int(stopped["status"])) or client.FAILED)
+        raise click.exceptions.Exit(client.exit_code(int(stopped["status"])) or client.FAILED)
 
 
 @cli.command("apply-all")

@@ -288,7 +288,8 @@ async def run_all(deps: Deps, session_id: str, person: Identity, plan_of: Any, v
     """Send a plan's decisions one after the other, as one operator's single decisions would go; stop at the first
     that does not resolve its request."""
     if not person.may(BULK_NEEDS):
-        raise HTTPException(403, f"{verb.lower().removesuffix('d')} all needs the admin or developer role")
+        name = via.replace("_", " ").capitalize()
+        raise HTTPException(403, f"{name} needs the admin or developer role (it decides every agent's requests)")
     await handlers.check_session(deps, session_id, person.org_id)
     async with deps.engine.connect() as conn:
         requests = await (await DeskStore.over(conn)).open_requests(session_id)
