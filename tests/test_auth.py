@@ -229,10 +229,10 @@ ENDPOINTS = [
             ),
             (
                 "PATCH",
-                "/records/{record_id}",
-                lambda s: f"{W}/orgs/{s.world.org_id}/collections/col_unknown/records/1",
+                "/records",
+                lambda s: f"{W}/orgs/{s.world.org_id}/collections/col_unknown/records",
                 "write",
-                lambda s: {"values": {"a": "y"}},
+                lambda s: {"record_id": 1, "values": {"a": "y"}},
             ),
             (
                 "PUT",

@@ -459,10 +459,10 @@ async def test_the_collection_routes_refuse_bad_records_and_keep_to_their_organi
             assert code is None or response.json()["code"] == code
         (rid,) = (await ok(await http.post(records, json={"records": [{"order_id": "A1"}]}), 201))["record_ids"]
         assert (await http.post(records, json={"records": [{"order_id": "A1"}]})).status_code == 409
-        changed = await ok(await http.patch(f"{records}/{rid}", json={"values": {"amount": 2.5}}))
+        changed = await ok(await http.patch(records, json={"record_id": rid, "values": {"amount": 2.5}}))
         assert changed["values"] == {"order_id": "A1", "amount": 2.5}
-        assert (await http.patch(f"{records}/{rid}", json={"values": {"order_id": None}})).status_code == 422
-        assert (await http.patch(f"{records}/999999999", json={"values": {"amount": 1}})).status_code == 404
+        assert (await http.patch(records, json={"record_id": rid, "values": {"order_id": None}})).status_code == 422
+        assert (await http.patch(records, json={"record_id": 999999999, "values": {"amount": 1}})).status_code == 404
         stale = await http.patch(at(world, cid), json={"purpose": "X", "expected_updated_at": "2020-01-01T00:00:00Z"})
         assert stale.status_code == 409, stale.text
         taken = {"name": "refunds", "purpose": "P", "scope": "org", "columns": [column("a")]}
@@ -481,7 +481,7 @@ async def test_the_collection_routes_refuse_bad_records_and_keep_to_their_organi
                 ("PATCH", at(world, cid), {"purpose": "Theirs"}),
                 ("DELETE", at(world, cid), None),
                 ("POST", records, {"records": [{"order_id": "B1"}]}),
-                ("PATCH", f"{records}/{rid}", {"values": {"amount": 9}}),
+                ("PATCH", records, {"record_id": rid, "values": {"amount": 9}}),
                 ("PUT", f"{at(world, cid)}/access", {"kind": "org", "mode": "write"}),
                 ("GET", f"{at(world, cid)}/changes", None),
             ]

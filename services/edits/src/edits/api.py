@@ -245,11 +245,11 @@ class Collections(Resource):
         )
 
     async def update_collection_record(
-        self, caller: Caller, org_id: str, collection_id: str, record_id: int, body: RecordPatch
+        self, caller: Caller, org_id: str, collection_id: str, body: RecordPatch
     ) -> dict[str, Any]:
         return await self.run(
             lambda uow: collection_workspace.update_record(
-                uow, org_id, collection_id, record_id, body.values, caller.actor, caller_org=caller.org
+                uow, org_id, collection_id, body.record_id, body.values, caller.actor, caller_org=caller.org
             )
         )
 

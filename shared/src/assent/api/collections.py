@@ -13,7 +13,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import Path
 from pydantic import BaseModel, Field, StringConstraints
 
 from ..http import Identifier, NoNul, Omissible
@@ -76,8 +75,9 @@ class RecordsIn(RequestModel):
 
 
 class RecordPatch(RequestModel):
-    """A record's values to change (null: no value any more); the others are kept."""
+    """One record's values to change (null: no value any more); the others are kept."""
 
+    record_id: Annotated[int, Field(ge=1, le=9_223_372_036_854_775_807)]
     values: Values
 
 
@@ -239,7 +239,7 @@ ROUTES: tuple[PublicRoute, ...] = (
     ),
     _route(
         "PATCH",
-        AT + "/records/{record_id}",
+        AT + "/records",
         "update_collection_record",
         "Change some values of one record",
         Permission.CHANGE_WORKSPACE,
@@ -247,7 +247,6 @@ ROUTES: tuple[PublicRoute, ...] = (
         response=RecordOut,
         errors={404: "No such org, collection or record", 409: "A unique column's value is held by another record"},
         rules=RULES,
-        params={"record_id": Annotated[int, Path(ge=1, le=9_223_372_036_854_775_807)]},
     ),
     _route(
         "PUT",
