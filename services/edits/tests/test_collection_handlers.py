@@ -357,3 +357,17 @@ async def test_the_list_holds_the_source_guilds_and_the_organisations_tables_onl
     assert all(c["updated_at"] and c["hash"] for c in listed.output["collections"])
     unknown = await world.call({"collection": "leads"}, seq=2, tool="studio_read_collection")
     assert unknown.error is not None and (unknown.error.status, unknown.error.code) == (422, "unknown_table")
+
+
+async def test_a_rename_to_a_name_taken_meanwhile_is_stale() -> None:
+    world = await new_world()
+    cid = world.repo.place("refunds", COLUMNS, ROWS)
+    live = world.repo.collections[cid]
+    result = await world.call(
+        {"action": "edit", "collection": cid, "base_updated_at": live.updated_at.isoformat(), "name": "payouts"}, seq=1
+    )
+    assert result.ok, result.error
+    world.repo.place("payouts", COLUMNS, [])
+    outcome = await world.decide(result)
+    assert (outcome.outcome, outcome.status) == ("stale", 409)
+    assert world.repo.collections[cid].name == "refunds" and world.repo.log_entries == []
