@@ -122,6 +122,13 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         await expect(waiting.get_by_role("row").nth(1)).to_contain_text("Read access to Desk")
         await axe(one)
         await shot(one, "sessions")
+        await one.reload()
+        await expect(one.get_by_role("heading", name="Sessions", exact=True)).to_be_visible()
+        await one.keyboard.press("Tab")
+        await expect(one.get_by_role("link", name="Skip to content")).to_be_focused()
+        await one.keyboard.press("Enter")
+        await expect(one.locator("#main")).to_be_focused()
+        await expect(one.get_by_role("heading", name="Sessions", exact=True)).to_be_visible()
 
         await one.goto(f"/console#/sessions/{sid}")
         await expect(one.locator("#summary")).to_have_text("Waiting on 4 decisions")
@@ -166,10 +173,13 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         await two.goto("/console")
         await two.evaluate(f"sessionStorage.setItem({TOKEN_KEY!r}, {token!r})")
         await two.goto(f"/console#/sessions/{sid}")
+        await two.reload()  # a whole load of the page, with the token in the tab
         await expect(two.locator(f"#item-{seqs[0]}")).to_be_visible()
         await expect(two.locator("#summary")).to_have_text("Waiting on 4 decisions")
-        await memory.get_by_role("button", name="Apply edit").click()
+        await memory.get_by_role("button", name="Apply edit").focus()
+        await one.keyboard.press("Enter")  # a real button: the keyboard decides as the mouse does
         await expect(one.locator(f"#item-{seqs[0]}")).to_have_count(0)
+        await expect(one.locator("#summary")).to_be_focused()  # the focus is not lost with the item
         await expect(two.locator(f"#item-{seqs[0]}")).to_have_count(0)
         await expect(two.locator("#summary")).to_have_text("Waiting on 3 decisions")
         assert (

@@ -10,6 +10,7 @@ const announcer = document.getElementById("announce");
 let registry = { sections: [], kinds: {} };
 let operations = {}; // path template -> methods, from the public API's own document (/openapi.json)
 let leaving = () => {}; // what the current view stops (its live stream) when another view opens
+let generation = 0; // the current view's number: a view that a later one replaced starts no stream
 
 // --- small helpers ------------------------------------------------------------------------------------------
 
@@ -128,9 +129,14 @@ function heading(text) {
   return h("h1", { id: "page-title" }, text);
 }
 
+let firstView = true;
+
+/** Put a page's content in place. A later page takes the focus (a reader hears the new page); the first leaves it
+ * at the document's start, so that the first Tab reaches the skip link. */
 function show(...children) {
   main.replaceChildren(...children);
-  main.focus({ preventScroll: true });
+  if (!firstView) main.focus({ preventScroll: true });
+  firstView = false;
 }
 
 // --- sign in ------------------------------------------------------------------------------------------------
@@ -390,9 +396,13 @@ async function sessionView(sessionId) {
   function renderItems(pending) {
     const sections = [...new Set([...registry.sections, ...Object.keys(pending.sections || {})])];
     const wanted = pending.items.filter((i) => !state.agent || i.agent_id === state.agent);
+    // Where the focus goes when its item leaves: a decided item's buttons were disabled (which drops the focus to
+    // the body), or the focus was inside an item another page decided. The tray's summary takes it.
     const focusedSeq = document.activeElement?.closest?.(".item")?.dataset.seq;
+    const focusLost = !document.activeElement || document.activeElement === document.body;
+    let removed = false;
     for (const [seq, el] of state.items) {
-      if (!pending.items.some((i) => String(i.seq) === String(seq))) { el.remove(); state.items.delete(seq); }
+      if (!pending.items.some((i) => String(i.seq) === String(seq))) { el.remove(); state.items.delete(seq); removed = true; }
     }
     for (const name of sections) {
       const ofSection = wanted.filter((i) => i.section === name);
@@ -419,7 +429,7 @@ async function sessionView(sessionId) {
       const section = document.getElementById(`section-${name.toLowerCase().replace(/[^a-z0-9]+/g, "-")}`);
       if (section) items.append(section);
     }
-    if (focusedSeq && !state.items.has(Number(focusedSeq)) && !items.contains(document.activeElement)) summary.focus();
+    if (removed && (focusLost || (focusedSeq && !state.items.has(Number(focusedSeq))))) summary.focus();
     if (!wanted.length) items.replaceChildren(h("p", { class: "empty" }, "Nothing waits on a decision."));
     else items.querySelector(".empty")?.remove();
   }
@@ -444,8 +454,9 @@ async function sessionView(sessionId) {
     h("section", { class: "tray", "aria-label": "Tray" }, summary, sectionList, agentList, toolbar, result, loginsPanel),
     items);
   summary.setAttribute("tabindex", "-1");
+  const mine = generation;
   await refresh();
-  leaving = follow(`${base}/events`, refresh);
+  if (mine === generation) leaving = follow(`${base}/events`, refresh);
 }
 
 function bulkReport(which, answer) {
@@ -678,6 +689,7 @@ async function proposalsView(agentId) {
 // --- routing ------------------------------------------------------------------------------------------------
 
 async function route() {
+  generation += 1;
   leaving();
   leaving = () => {};
   const signedIn = Boolean(token());
@@ -696,6 +708,11 @@ async function route() {
   return show(heading("Not found"), h("p", {}, "No such page. "), h("a", { href: "#/sessions" }, "Sessions"));
 }
 
+// The skip link moves the focus; it must not change the hash, which names the page.
+document.querySelector(".skip").addEventListener("click", (event) => {
+  event.preventDefault();
+  main.focus();
+});
 document.getElementById("sign-out").addEventListener("click", () => {
   sessionStorage.removeItem(TOKEN_KEY);
   location.hash = "#/sign-in";
