@@ -74,9 +74,15 @@ async def shot(page: Page, name: str, full_page: bool = True) -> None:
     await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=full_page)
 
 
-async def sign_in(page: Page, token: str) -> None:
+async def sign_in(page: Page, token: str, check: bool = False) -> None:
     await page.goto("/console")
     await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    if check:
+        await page.get_by_label("Access token").fill("not-a-token")
+        await page.get_by_role("button", name="Sign in").click()
+        await expect(page.get_by_role("alert")).to_contain_text("(401)")
+        await axe(page)
+        await shot(page, "sign-in")
     await page.get_by_label("Access token").fill(token)
     await page.get_by_role("button", name="Sign in").click()
     await expect(page.get_by_role("heading", name="Sessions", exact=True)).to_be_visible()
@@ -111,7 +117,7 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
 
         context, elsewhere = await local_only(browser, stack)
         one = await context.new_page()
-        await sign_in(one, token)
+        await sign_in(one, token, check=True)
         sessions = one.get_by_role("region", name="Recent sessions")
         await expect(sessions.get_by_role("row")).to_have_count(2)
         await expect(sessions.get_by_role("row").nth(1)).to_contain_text(f"{sid}{OPERATOR}{world.guild_id}open4")
@@ -198,6 +204,11 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         assert [(c["connection_id"], c["granted_by"]) for c in held if c["granted"]] == [(f"crm_{suffix}", OPERATOR)]
         await axe(one)
         await shot(one, "logins")
+        await one.get_by_role("button", name="Revoke CRM (desk@acme.example)").click()
+        await expect(one.get_by_role("button", name="Grant CRM (desk@acme.example)")).to_be_focused()
+        await expect(one.locator('[data-connection^="crm_"]')).to_contain_text(f"Revoked by {OPERATOR}")
+        held = (await http.get(f"/api/studio/sessions/{sid}/connections")).json()["connections"]
+        assert [c["connection_id"] for c in held if c["granted"]] == []
         await one.keyboard.press("Escape")
         await expect(one.get_by_role("button", name="Logins")).to_be_focused()
 

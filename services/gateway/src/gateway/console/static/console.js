@@ -10,6 +10,7 @@ const announcer = document.getElementById("announce");
 let registry = { sections: [], kinds: {} };
 let operations = {}; // path template -> methods, from the public API's own document (/openapi.json)
 let leaving = () => {}; // what the current view stops (its live stream) when another view opens
+let signInMessage = null; // why the sign-in page shows, when a token was refused
 let generation = 0; // the current view's number: a view that a later one replaced starts no stream
 
 // --- small helpers ------------------------------------------------------------------------------------------
@@ -66,6 +67,7 @@ async function api(method, path, body, headers = {}) {
   try { parsed = text ? JSON.parse(text) : null; } catch { parsed = { detail: text }; }
   if (response.status === 401) {
     sessionStorage.removeItem(TOKEN_KEY);
+    signInMessage = "The token was refused (it may have expired): sign in again.";
     location.hash = "#/sign-in";
     throw new ApiError(401, parsed);
   }
@@ -141,29 +143,37 @@ function show(...children) {
 
 // --- sign in ------------------------------------------------------------------------------------------------
 
-function signIn(message) {
-  const input = h("input", { id: "token", name: "token", type: "password", autocomplete: "off", required: true });
-  const status = h("p", { class: "hint", id: "token-hint" },
-    "Paste a bearer token (an access token of the organisation's identity provider). It is kept in this tab only.");
-  input.setAttribute("aria-describedby", "token-hint");
+function signIn() {
+  const input = h("input", { id: "token", name: "token", type: "password", autocomplete: "off", required: true,
+    "aria-describedby": "token-hint" });
+  const problem = h("p", { class: "error", role: "alert" }, signInMessage || "");
+  signInMessage = null;
   const form = h("form", {
     class: "card narrow",
     onsubmit: async (event) => {
       event.preventDefault();
-      sessionStorage.setItem(TOKEN_KEY, input.value.trim());
-      try {
-        await api("GET", "/api/activity?limit=1"); // any read proves the token
-        announce("Signed in");
-        location.hash = "#/sessions";
-      } catch (error) {
-        sessionStorage.removeItem(TOKEN_KEY);
-        status.replaceWith(errorBox(error));
+      const candidate = input.value.trim();
+      // Any read proves the token; asked directly, so that a refusal stays on this page with its reason.
+      const response = await fetch("/api/activity?limit=1", { headers: { Authorization: `Bearer ${candidate}` } });
+      if (!response.ok) {
+        let detail = `HTTP ${response.status}`;
+        try { detail = `${(await response.json()).detail} (${response.status})`; } catch { /* not JSON */ }
+        problem.textContent = detail;
+        input.focus();
+        return;
       }
+      sessionStorage.setItem(TOKEN_KEY, candidate);
+      announce("Signed in");
+      // On to the page asked for (a link to a session opens it after signing in), else the sessions.
+      if (["", "#", "#/sign-in"].includes(location.hash)) location.hash = "#/sessions";
+      else route();
     },
   },
-  h("label", { for: "token" }, "Access token"), input, status,
+  h("label", { for: "token" }, "Access token"), input,
+  h("p", { class: "hint", id: "token-hint" },
+    "Paste a bearer token (an access token of the organisation's identity provider). It is kept in this tab only."),
   h("button", { type: "submit", class: "primary" }, "Sign in"));
-  show(heading("Sign in"), message ? h("p", { class: "error", role: "alert" }, message) : null, form);
+  show(heading("Sign in"), problem, form);
 }
 
 // --- sessions and pending across them -----------------------------------------------------------------------
