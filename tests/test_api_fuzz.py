@@ -5,7 +5,8 @@ status and body as documented, schema-valid requests accepted and invalid ones r
 
 One allowance, declared where it holds: a route whose owner refuses more than its schema can say (a file's
 contents, a remote that must answer, a byte cap that is a setting; ``PublicRoute.rules``, stated in its document's
-422) may answer a schema-valid request 422.
+422) may answer a schema-valid request 422; so may a route that takes an ``Idempotency-Key`` (a key the run already
+sent with another request).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,7 +30,18 @@ ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
 """Schemathesis' own default for a schema-valid request (a 5xx fails its own check, ``not_a_server_error``)."""
 
 
-def config(folder: Path, world: World | None) -> Path:
+def keyed(document: dict[str, Any]) -> set[str]:
+    """The operations that take an ``Idempotency-Key`` header, by name (``POST /api/...``)."""
+    return {
+        f"{method.upper()} {path}"
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        if isinstance(operation, dict)
+        and any(p.get("in") == "header" and p.get("name") == "Idempotency-Key" for p in operation.get("parameters", []))
+    }
+
+
+def config(folder: Path, world: World | None, with_keys: set[str]) -> Path:
     """Schemathesis' configuration: 422 as an accepted answer to a schema-valid request of a route with rules, and,
     given ``world``, the organisation's own ids in paths (so requests reach the owners' rules, not only their 404)."""
     lines = []
@@ -40,14 +53,14 @@ def config(folder: Path, world: World | None) -> Path:
             f'"path.agent_id" = "{world.agent_id}"',
             "",
         ]
-    for route in ROUTES:
-        if route.rules:
-            lines += [
-                "[[operations]]",
-                f'include-name = "{route.method} {route.public_path}"',
-                f"checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, '422']!r}".replace("'", '"'),
-                "",
-            ]
+    with_rules = {f"{route.method} {route.public_path}" for route in ROUTES if route.rules}
+    for name in sorted(with_rules | with_keys):
+        lines += [
+            "[[operations]]",
+            f'include-name = "{name}"',
+            f"checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, '422']!r}".replace("'", '"'),
+            "",
+        ]
     path = folder / f"schemathesis-{'world' if world else 'free'}.toml"
     path.write_text("\n".join(lines))
     return path
@@ -87,7 +100,9 @@ async def test_the_public_document_tells_the_truth(stack: Stack, tmp_path: Path)
     async with stack.http() as http:
         world = await source_world(http)  # a fresh organisation with a hosted source; http acts as its admin
         token = str(http.headers["Authorization"])
-    await schemathesis(stack, token, config(tmp_path, world), "examples,coverage,fuzzing")
+        with_keys = keyed((await http.get("/openapi.json")).json())
+    assert "POST /api/studio/sessions/{session_id}/apply-all" in with_keys
+    await schemathesis(stack, token, config(tmp_path, world, with_keys), "examples,coverage,fuzzing")
     # The stateful phase finds its ids through the links it infers from the answers. (Given ids, it would also
     # count a request whose generated id breaks its pattern as valid once the given one replaced another id.)
-    await schemathesis(stack, token, config(tmp_path, None), "stateful")
+    await schemathesis(stack, token, config(tmp_path, None, with_keys), "stateful")
