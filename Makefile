@@ -70,8 +70,11 @@ k8s: install ## Render the kustomize base (deploy/k8s/base) and the Helm chart's
 contracts: install ## Export the AsyncAPI documents, the JSON Schemas (contracts/) and the Kafka topics (deploy/kafka) from the code
 	@$(UV) run --frozen python contracts/export.py
 
-deploy-tools: ## Build helm and kube-score once per machine (into ~/.cache/assent/tools), for the manifest checks
+deploy-tools: ## Build helm, kube-score and a Kubernetes control plane once per machine (into ~/.cache/assent/tools)
 	@bash deploy/tools/install.sh
+
+test-k8s: install deploy-tools ## The chart and the base on a real API server (with kwok), and the deployer's Kubernetes target
+	@$(UV) run --frozen pytest tests/test_deploy_manifests.py tests/test_k8s_cluster.py tests/test_kubernetes_target.py
 
 service: install ## Write a new service with a sample kind, taken in everywhere: make service NAME=<name> [KIND=<kind>]
 	@test -n "$(NAME)" || { echo "usage: make service NAME=<name> [KIND=<kind>]" >&2; exit 2; }

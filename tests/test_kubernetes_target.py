@@ -1,32 +1,27 @@
-"""The Kubernetes deploy target against a real cluster: only when ``KUBECONFIG`` names one."""
+"""The Kubernetes deploy target against a real API server: the cluster ``KUBECONFIG`` names, or the control plane
+the tests start (:mod:`tests.kube`)."""
 
 from __future__ import annotations
 
 import os
 import uuid
-from pathlib import Path
 
 import pytest
 
 from deployer.adapters.targets import DeployOrder, KubernetesTarget
+from tests.kube import kubeconfig  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.integration
 
 
-def cluster() -> str:
-    config = os.environ.get("KUBECONFIG")
-    if not config or not Path(config.split(os.pathsep)[0]).exists():
-        reason = "KUBECONFIG names no cluster: the Kubernetes target is tested against a real cluster only"
-        print(f"SKIPPED: {reason}")
-        pytest.skip(reason)
-    return config
-
-
-async def test_the_kubernetes_target_rolls_a_deployment_to_the_new_version() -> None:
-    cluster()
+async def test_the_kubernetes_target_rolls_a_deployment_to_the_new_version(
+    kubeconfig: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from kubernetes import client, config
 
-    config.load_kube_config()
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)  # the target loads the cluster's configuration as a deployment would
+    config.load_kube_config(kubeconfig)
     apps = client.AppsV1Api()
     name, namespace = f"assent-{uuid.uuid4().hex[:8]}", os.environ.get("ASSENT_TEST_NAMESPACE", "default")
     labels = {"app": name}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the tools that check the Kubernetes manifests (helm, kube-score) into a cache outside the checkout,
-# once per machine: ${ASSENT_TOOLS:-~/.cache/assent/tools}/bin. They are built from the Go module proxy with the
+# once per machine: ${ASSENT_TOOLS:-~/.cache/assent/tools}/bin; then the control plane the tests run the chart on
+# (deploy/tools/kube/build.sh: about 25 minutes the first time). They are built from the Go module proxy with the
 # machine's Go (no download site is needed); the first build takes a few minutes, later runs find them.
 set -euo pipefail
 
@@ -24,3 +25,5 @@ want() {  # want <binary> <module path>@<version>
 
 want helm helm.sh/helm/v3/cmd/helm@v3.17.3
 want kube-score github.com/zegl/kube-score/cmd/kube-score@v1.20.0
+
+bash "$(dirname "$0")/kube/build.sh" >/dev/null

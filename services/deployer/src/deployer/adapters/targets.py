@@ -137,7 +137,8 @@ class KubernetesTarget:
         from kubernetes import client, config
 
         try:
-            config.load_kube_config()
+            # KUBECONFIG as it is now: the client library reads it once, when it is first imported.
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
         except Exception:
             config.load_incluster_config()
         return client.AppsV1Api()
