@@ -109,6 +109,14 @@ def setup_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    # uvicorn's loggers write through the root's handler, even where something configured them with handlers of
+    # their own that stop there (uvicorn's default dictConfig does).
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        uvicorn_logger = logging.getLogger(name)
+        for old in list(uvicorn_logger.handlers):
+            uvicorn_logger.removeHandler(old)
+        uvicorn_logger.propagate = True
+        uvicorn_logger.disabled = False
     TRAIL.setLevel(logging.INFO if trail else logging.WARNING)
     logging.captureWarnings(True)  # a library's warning is a line like any other, not raw text on stderr
     return handler
