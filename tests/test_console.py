@@ -1,7 +1,8 @@
 """The web console in a real headless Chromium (Debian's, driven by Playwright) against the real services: sign in,
 the tray and its counts, a card's diff, a decision that vanishes from a second page, the Logins popover, Apply all,
-a source proposal approved onto a new branch, and the API docs, with no request leaving the gateway. axe-core
-checks each page (no serious or critical violation); each page's screenshot goes to docs/screenshots/."""
+a source proposal approved onto a new branch, and the API docs, with no request leaving the gateway; signing in
+with the suite's OpenID Connect issuer (the only other host the page reaches). axe-core checks each page (no serious
+or critical violation); each page's screenshot goes to docs/screenshots/."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import jwt
 import pytest
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from assent.coach import CoachClient
 from tests.conftest import OPERATOR, Stack, World, new_world, wait_for
+from tests.issuer import AUDIENCE, CONSOLE_CLIENT_ID, TestIssuer, s256, test_issuer
 from tests.test_source_proposals import FILES, chat, deploy, git, page, projected, proposal_id, propose, put_repository
 
 pytestmark = pytest.mark.integration
@@ -29,6 +32,11 @@ SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 TOKEN_KEY = "assent.console.token"
 UNREACHABLE = "http://127.0.0.1:9/mcp"
 """A login's server: nothing here calls it (granting a login in the popover does not reach its server)."""
+RFC7636_VERIFIER, RFC7636_CHALLENGE = (
+    "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk",
+    "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+)
+"""RFC 7636's example (appendix B): a code verifier and its S256 challenge."""
 
 
 @pytest.fixture(scope="module")
@@ -42,13 +50,14 @@ async def browser() -> AsyncIterator[Browser]:
         await launched.close()
 
 
-async def local_only(browser: Browser, stack: Stack) -> tuple[BrowserContext, list[str]]:
-    """A browser context whose every request must go to the gateway: any other is aborted and listed."""
+async def local_only(browser: Browser, stack: Stack, *also: str) -> tuple[BrowserContext, list[str]]:
+    """A browser context whose every request must go to the gateway (or the hosts ``also`` names): any other is
+    aborted and listed."""
     context = await browser.new_context(base_url=stack.gateway_url, viewport={"width": 1280, "height": 900})
-    gateway, elsewhere = urlsplit(stack.gateway_url).netloc, []
+    allowed, elsewhere = {urlsplit(stack.gateway_url).netloc, *(urlsplit(url).netloc for url in also)}, []
 
     async def guard(route: Any) -> None:
-        if urlsplit(route.request.url).netloc == gateway:
+        if urlsplit(route.request.url).netloc in allowed:
             await route.continue_()
         else:
             elsewhere.append(route.request.url)
@@ -79,12 +88,12 @@ async def sign_in(page: Page, token: str, check: bool = False) -> None:
     await expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
     if check:
         await page.get_by_label("Access token").fill("not-a-token")
-        await page.get_by_role("button", name="Sign in").click()
+        await page.get_by_role("button", name="Sign in", exact=True).click()
         await expect(page.get_by_role("alert")).to_contain_text("(401)")
         await axe(page)
         await shot(page, "sign-in")
     await page.get_by_label("Access token").fill(token)
-    await page.get_by_role("button", name="Sign in").click()
+    await page.get_by_role("button", name="Sign in", exact=True).click()
     await expect(page.get_by_role("heading", name="Sessions", exact=True)).to_be_visible()
 
 
@@ -353,3 +362,135 @@ def test_the_vendored_files_are_the_pinned_ones() -> None:
     assert '"5.35.0"' in (swagger / "swagger-ui-bundle.js").read_text()
     assert (AXE.parent / "VERSION").read_text().startswith("axe-core 4.14.1 ")
     assert AXE_SOURCE.startswith("/*! axe v4.14.1")
+
+
+async def test_signing_in_with_the_issuer_comes_back_signed_in_and_a_forged_answer_is_refused(
+    stack: Stack, browser: Browser
+) -> None:
+    issuer = test_issuer()
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        session = await coach.open_session(
+            org_id=world.org_id, source_guild_id=world.guild_id, operator_user_id=OPERATOR
+        )
+
+        async def listed() -> bool:
+            return (await http.get("/api/studio/sessions")).json()["total"] == 1
+
+        await wait_for(listed)
+        issuer.approve_as(OPERATOR, world.org_id, ("admin",))
+        exchanges = len(issuer.exchanges)
+
+        context, elsewhere = await local_only(browser, stack, issuer.url)
+        tab = await context.new_page()
+        await tab.goto("/console#/sessions")
+        await expect(tab.get_by_role("heading", name="Sign in")).to_be_visible()
+        # The page's own helpers: RFC 7636's example challenge, the authorization request, the answer read back.
+        helpers = await tab.evaluate(
+            """async (v) => {
+                const oidc = await import("/console/static/oidc.js");
+                return [
+                    await oidc.challengeOf(v),
+                    oidc.authorizeUrl("http://i.example/auth?x=1", {clientId: "c", redirectUri: "http://g/console",
+                        scope: "openid", state: "s", challenge: "h"}),
+                    oidc.returned("?code=a%2Bb&state=s"), oidc.returned("?error=access_denied&state=s"),
+                    oidc.returned(""), oidc.randomString().length];
+            }""",
+            RFC7636_VERIFIER,
+        )
+        assert helpers == [
+            RFC7636_CHALLENGE,
+            "http://i.example/auth?x=1&response_type=code&client_id=c&redirect_uri=http%3A%2F%2Fg%2Fconsole"
+            "&scope=openid&state=s&code_challenge=h&code_challenge_method=S256",
+            {"code": "a+b", "state": "s"},
+            {"error": "access_denied", "description": "", "state": "s"},
+            None,
+            43,
+        ]
+        button = tab.get_by_role("button", name=f"Sign in with {urlsplit(issuer.url).netloc}")
+        await button.click()
+        # Back from the issuer, on the page asked for, with the code out of the address bar and the history.
+        await expect(tab.get_by_role("heading", name="Sessions", exact=True)).to_be_visible()
+        assert tab.url == f"{stack.gateway_url}/console#/sessions"
+        assert issuer.exchanges[exchanges:] == ["ok"]
+        sessions = tab.get_by_role("region", name="Recent sessions")
+        await expect(sessions.get_by_role("row")).to_have_count(2)
+        await expect(sessions.get_by_role("row").nth(1)).to_contain_text(f"{session.session_id}{OPERATOR}")
+        kept = await tab.evaluate(f"sessionStorage.getItem({TOKEN_KEY!r})")
+        assert kept == issuer.minted[-1]
+        assert jwt.decode(kept, options={"verify_signature": False})["org_id"] == world.org_id
+        assert await tab.evaluate("sessionStorage.getItem('assent.console.oidc')") is None
+
+        # An answer carrying another state than the one this tab sent is refused before any exchange.
+        await tab.get_by_role("button", name="Sign out").click()
+
+        async def forged(route: Any) -> None:
+            query = parse_qs(urlsplit(route.request.url).query)
+            back = f"{query['redirect_uri'][0]}?code=stolen&state=not-the-one-sent"
+            await route.fulfill(status=302, headers={"Location": back})
+
+        await context.route(f"{issuer.url}/authorize*", forged)
+        await button.click()
+        await expect(tab.get_by_role("alert")).to_contain_text("its state differs")
+        assert tab.url == f"{stack.gateway_url}/console#/sign-in"
+        assert await tab.evaluate(f"sessionStorage.getItem({TOKEN_KEY!r})") is None
+        assert issuer.exchanges[exchanges:] == ["ok"]
+        await axe(tab)
+        await shot(tab, "sign-in-issuer")
+        assert elsewhere == []
+        await context.close()
+
+
+def test_the_issuer_exchanges_a_code_once_for_its_redirect_and_verifier() -> None:
+    """The test issuer's own rules, as a real issuer's: RFC 7636's example challenge, a code that works once, for
+    its redirect URI and verifier, and a client or redirect URI that is wrong is not redirected to."""
+    assert s256(RFC7636_VERIFIER) == RFC7636_CHALLENGE
+    issuer = TestIssuer()
+    back = "http://127.0.0.1:8100/console"
+    verifier = "v" * 43
+    asked = {
+        "response_type": "code",
+        "client_id": CONSOLE_CLIENT_ID,
+        "redirect_uri": back,
+        "state": "s1",
+        "code_challenge": s256(verifier),
+        "code_challenge_method": "S256",
+    }
+    assert issuer.authorize(asked) == (
+        302,
+        f"{back}?error=access_denied&error_description=nobody+signs+in+here&state=s1",
+    )
+    issuer.approve_as("olga@acme.example", "acme", ("reviewer",))
+    assert issuer.authorize({**asked, "client_id": "another"}) == (400, "unknown client_id")
+    assert issuer.authorize({**asked, "code_challenge_method": "plain"})[1].startswith(f"{back}?error=invalid_request&")
+
+    def code() -> str:
+        status, where = issuer.authorize(asked)
+        assert status == 302 and where.startswith(f"{back}?code=") and where.endswith("&state=s1")
+        return parse_qs(urlsplit(where).query)["code"][0]
+
+    form = {"grant_type": "authorization_code", "redirect_uri": back, "client_id": CONSOLE_CLIENT_ID}
+    first = code()
+    assert issuer.exchange({**form, "code": first, "code_verifier": "w" * 43}) == (
+        400,
+        {"error": "invalid_grant"},
+        "http://127.0.0.1:8100",
+    )
+    assert issuer.exchange({**form, "code": first, "code_verifier": verifier})[:2] == (400, {"error": "invalid_grant"})
+    second = code()
+    assert (
+        issuer.exchange({**form, "code": second, "redirect_uri": f"{back}/other", "code_verifier": verifier})[0] == 400
+    )
+    third = code()
+    status, body, allowed = issuer.exchange({**form, "code": third, "code_verifier": verifier})
+    assert (status, body["token_type"], allowed) == (200, "Bearer", "http://127.0.0.1:8100")
+    claims = jwt.decode(body["access_token"], issuer.keys[-1][1].public_key(), algorithms=["RS256"], audience=AUDIENCE)
+    assert (claims["sub"], claims["org_id"], claims["roles"], claims["iss"]) == (
+        "olga@acme.example",
+        "acme",
+        ["reviewer"],
+        issuer.url,
+    )
+    assert issuer.exchange({**form, "code": third, "code_verifier": verifier})[:2] == (400, {"error": "invalid_grant"})
+    assert issuer.exchanges == ["invalid_grant", "invalid_grant", "invalid_grant", "ok", "invalid_grant"]
+    issuer.server.shutdown()

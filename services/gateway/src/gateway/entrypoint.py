@@ -53,6 +53,6 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         public_docs=True,  # the public API's document, at /openapi.json (its /docs page: console.mount)
     )
     api.install(app, deps, owners)
-    console.mount(app)  # the web console and /docs, from the files the gateway ships
+    console.mount(app, settings)  # the web console and /docs, from the files the gateway ships
     desk.install(app, deps)  # the sessions, the pending items, the tray, Apply all, Decline all, Idempotency-Key
     return app

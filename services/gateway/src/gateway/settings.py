@@ -35,6 +35,11 @@ class GatewaySettings(ServiceSettings):
     """The ``aud`` an access token must carry."""
     oidc_jwks_url: str | None = None
     """Where the issuer publishes its signing keys (JWKS); fetched, cached, and fetched again for a new key id."""
+    oidc_console_client_id: str | None = None
+    """The console's client id at the issuer (a public client: authorization code with PKCE, no secret); set, the
+    console offers "Sign in with" the issuer, whose ``/.well-known/openid-configuration`` names its endpoints."""
+    oidc_console_scope: str = "openid"
+    """The scope the console asks for (some issuers want the API's own scope to issue an access token for it)."""
     oidc_jwks_cache_seconds: int = 300
     oidc_jwks_refresh_cooldown_seconds: float = 30.0
     """A token naming an unknown key id fetches the JWKS again at most this often (a rotated key waits that long;

@@ -6,6 +6,11 @@ pages carry no data: every row a person sees comes from the API, walled by the t
 need no identity. ``/console/kinds.json`` is the kind registry as the console needs it (the endpoint and the
 decisions of each kind), so that a kind added later is decided with no change here.
 
+Signing in: a pasted bearer token, or, when ``ASSENT_OIDC_CONSOLE_CLIENT_ID`` is set, the issuer's authorization
+code flow with PKCE (S256) as a public client (no secret). ``/console/config.json`` tells the page the issuer, the
+client id and the scope (public data only); the page reads the endpoints from the issuer's
+``/.well-known/openid-configuration``, and the console's policy lets it reach exactly that issuer's origin.
+
 ``/docs`` is Swagger UI from the bundled ``swagger-ui-dist`` files (``static/vendor/swagger-ui``, version in its
 ``VERSION`` file), reading ``/openapi.json``.
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -22,13 +28,54 @@ from fastapi.staticfiles import StaticFiles
 
 from assent.kinds import KINDS, SECTIONS
 
+from ..settings import GatewaySettings
+
 STATIC = Path(__file__).parent / "static"
 SWAGGER = "/console/static/vendor/swagger-ui"
-CONSOLE_POLICY = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
-)
-"""The console's Content-Security-Policy: every script, style and request goes to the gateway itself."""
+
+
+def policy(issuer_origin: str | None = None) -> str:
+    """The console's Content-Security-Policy: every script, style and request goes to the gateway itself, and
+    requests (the discovery document, the code exchange) to the issuer's origin too when one signs people in."""
+    connect = f"'self' {issuer_origin}" if issuer_origin else "'self'"
+    return (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        f"connect-src {connect}; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+    )
+
+
+CONSOLE_POLICY = policy()
+"""The policy with no issuer: nothing leaves the gateway."""
+
+
+def origin_of(issuer: str) -> str:
+    """``scheme://host[:port]`` of an issuer URL, as a policy names it; ValueError for anything that is not a plain
+    http(s) URL (a space or ``;`` would otherwise write into the policy)."""
+    parts = urlsplit(issuer)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+        raise ValueError(f"the OIDC issuer must be an http(s) URL with a host, not {issuer!r}")
+    origin = f"{parts.scheme}://{parts.netloc}".lower()
+    if any(c in origin for c in " ;,'\"\\") or not origin.isascii() or not origin.isprintable():
+        raise ValueError(f"the OIDC issuer must be an http(s) URL with a host, not {issuer!r}")
+    return origin
+
+
+def config(settings: GatewaySettings | None) -> dict[str, Any]:
+    """What the page needs to offer signing in with the issuer (``oidc`` null when the console has no client id):
+    public data only, served without a token."""
+    if settings is None or not settings.oidc_console_client_id:
+        return {"oidc": None}
+    if not settings.oidc_issuer:
+        raise ValueError("ASSENT_OIDC_CONSOLE_CLIENT_ID needs ASSENT_OIDC_ISSUER")
+    origin = origin_of(settings.oidc_issuer)
+    return {
+        "oidc": {
+            "issuer": settings.oidc_issuer,
+            "name": urlsplit(origin).netloc,
+            "client_id": settings.oidc_console_client_id,
+            "scope": settings.oidc_console_scope,
+        }
+    }
 
 
 def kinds() -> dict[str, Any]:
@@ -50,13 +97,19 @@ def kinds() -> dict[str, Any]:
     }
 
 
-def mount(app: FastAPI) -> None:
+def mount(app: FastAPI, settings: GatewaySettings | None = None) -> None:
     """Serve the console at ``/console``, its files at ``/console/static``, and ``/docs`` from bundled assets.
 
-    None of these is in the OpenAPI document: they are pages and files, not the API.
+    None of these is in the OpenAPI document: they are pages and files, not the API. A console client id without a
+    usable issuer is a ValueError here, when the gateway starts.
     """
     registry = kinds()
-    headers = {"Content-Security-Policy": CONSOLE_POLICY, "Cache-Control": "no-cache"}
+    public = config(settings)
+    issuer = public["oidc"]["issuer"] if public["oidc"] else None
+    headers = {
+        "Content-Security-Policy": policy(origin_of(issuer) if issuer else None),
+        "Cache-Control": "no-cache",
+    }
 
     @app.get("/console", include_in_schema=False)
     async def console() -> FileResponse:
@@ -65,6 +118,10 @@ def mount(app: FastAPI) -> None:
     @app.get("/console/kinds.json", include_in_schema=False)
     async def console_kinds() -> dict[str, Any]:
         return registry
+
+    @app.get("/console/config.json", include_in_schema=False)
+    async def console_config() -> dict[str, Any]:
+        return public
 
     @app.get("/", include_in_schema=False)
     async def root() -> RedirectResponse:

@@ -2,7 +2,10 @@
 //
 // Everything shown comes from the API and is put in the page as text (never as HTML: proposals are written by
 // agents). Everything kind-specific comes from the pending item (its labels, its decision path and words) or, for
-// an item that does not carry them, from the kind registry at /console/kinds.json.
+// an item that does not carry them, from the kind registry at /console/kinds.json. Signing in: a pasted token, or
+// the organisation's OpenID Connect issuer when /console/config.json names one (oidc.js).
+
+import * as oidc from "./oidc.js";
 
 const TOKEN_KEY = "assent.console.token";
 const main = document.getElementById("main");
@@ -12,6 +15,7 @@ let operations = {}; // path template -> methods, from the public API's own docu
 let leaving = () => {}; // what the current view stops (its live stream) when another view opens
 let signInMessage = null; // why the sign-in page shows, when a token was refused
 let generation = 0; // the current view's number: a view that a later one replaced starts no stream
+let config = { oidc: null }; // /console/config.json: the issuer to sign in with, if any
 
 // --- small helpers ------------------------------------------------------------------------------------------
 
@@ -143,6 +147,15 @@ function show(...children) {
 
 // --- sign in ------------------------------------------------------------------------------------------------
 
+/** Why the API refuses a token (its words and status), or null when it takes it: any read proves a token. */
+async function refusal(candidate) {
+  const response = await fetch("/api/activity?limit=1", { headers: { Authorization: `Bearer ${candidate}` } });
+  if (response.ok) return null;
+  let detail = `HTTP ${response.status}`;
+  try { detail = `${(await response.json()).detail} (${response.status})`; } catch { /* not JSON */ }
+  return detail;
+}
+
 function signIn() {
   const input = h("input", { id: "token", name: "token", type: "password", autocomplete: "off", required: true,
     "aria-describedby": "token-hint" });
@@ -153,11 +166,9 @@ function signIn() {
     onsubmit: async (event) => {
       event.preventDefault();
       const candidate = input.value.trim();
-      // Any read proves the token; asked directly, so that a refusal stays on this page with its reason.
-      const response = await fetch("/api/activity?limit=1", { headers: { Authorization: `Bearer ${candidate}` } });
-      if (!response.ok) {
-        let detail = `HTTP ${response.status}`;
-        try { detail = `${(await response.json()).detail} (${response.status})`; } catch { /* not JSON */ }
+      // Asked directly, so that a refusal stays on this page with its reason.
+      const detail = await refusal(candidate);
+      if (detail) {
         problem.textContent = detail;
         input.focus();
         return;
@@ -172,8 +183,42 @@ function signIn() {
   h("label", { for: "token" }, "Access token"), input,
   h("p", { class: "hint", id: "token-hint" },
     "Paste a bearer token (an access token of the organisation's identity provider). It is kept in this tab only."),
-  h("button", { type: "submit", class: "primary" }, "Sign in"));
-  show(heading("Sign in"), problem, form);
+  h("button", { type: "submit", class: config.oidc ? null : "primary" }, "Sign in"));
+  const issuer = config.oidc ? h("div", { class: "card narrow" },
+    h("button", {
+      type: "button",
+      id: "sign-in-issuer",
+      class: "primary",
+      onclick: async (event) => {
+        const button = event.currentTarget;
+        button.disabled = true;
+        try {
+          await oidc.start(config.oidc, ["", "#", "#/sign-in"].includes(location.hash) ? "#/sessions" : location.hash);
+        } catch (error) {
+          problem.textContent = error.message;
+          button.disabled = false;
+        }
+      },
+    }, `Sign in with ${config.oidc.name}`),
+    h("p", { class: "hint" }, "Or paste an access token below.")) : null;
+  show(heading("Sign in"), problem, issuer, form);
+}
+
+/** The page loaded as the issuer's redirect back: the code and state leave the address bar (and the history)
+ * first; then the code becomes a token, which the API must take. A failure shows on the sign-in page. */
+async function returnFromIssuer(answer) {
+  history.replaceState(null, "", `${location.pathname}#/sign-in`);
+  try {
+    const { token: candidate, back } = await oidc.finish(config.oidc, answer);
+    const detail = await refusal(candidate);
+    if (detail) throw new Error(`The API refused the issuer's token: ${detail}`);
+    sessionStorage.setItem(TOKEN_KEY, candidate);
+    history.replaceState(null, "", `${location.pathname}${back || "#/sessions"}`);
+    announce("Signed in");
+  } catch (error) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    signInMessage = error.message;
+  }
 }
 
 // --- sessions and pending across them -----------------------------------------------------------------------
@@ -728,6 +773,9 @@ document.getElementById("sign-out").addEventListener("click", () => {
   location.hash = "#/sign-in";
 });
 window.addEventListener("hashchange", route);
+config = await fetch("/console/config.json").then((r) => r.json()).catch(() => config);
+const answer = oidc.returned(location.search);
+if (answer) await returnFromIssuer(answer);
 registry = await fetch("/console/kinds.json").then((r) => r.json()).catch(() => registry);
 operations = await fetch("/openapi.json").then((r) => r.json())
   .then((doc) => Object.fromEntries(Object.entries(doc.paths).map(([path, item]) => [path, Object.keys(item)])))
