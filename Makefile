@@ -32,12 +32,12 @@ test-integration: install ## Run the integration tests only (real Kafka, Postgre
 	@$(UV) run --frozen pytest tests
 
 # Every service's sources, found by pattern: a new service needs no line here.
-TYPED_PATH := $(subst $(eval) ,:,shared/src deploy/devstack/src $(wildcard services/*/src))
+TYPED_PATH := $(subst $(eval) ,:,shared/src deploy/devstack/src cli/src $(wildcard services/*/src))
 
-lint: install ## Check style and lint with ruff, and read the types of shared/ and every service with mypy
+lint: install ## Check style and lint with ruff, and read the types of shared/, the CLI and every service with mypy
 	@$(UV) run --frozen ruff check .
 	@$(UV) run --frozen ruff format --check .
-	@MYPYPATH=$(TYPED_PATH) $(UV) run --frozen mypy -p assent $(addprefix -p ,$(SERVICES))
+	@MYPYPATH=$(TYPED_PATH) $(UV) run --frozen mypy -p assent -p assent_cli $(addprefix -p ,$(SERVICES))
 
 format: install ## Format the code with ruff
 	@$(UV) run --frozen ruff check --fix .
