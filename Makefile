@@ -22,8 +22,11 @@ install: uv ## Create .venv with every package pinned in uv.lock
 run: install ## Run the whole system on this machine with a demo workspace and coach turn (Ctrl-C stops it)
 	@$(UV) run --frozen python -m assent_devstack.run
 
-test: install ## Run the whole test suite; starts Kafka, PostgreSQL and Redis unless endpoints are given
+test: install system-packages ## Run the whole test suite; starts Kafka, PostgreSQL and Redis unless endpoints are given
 	@$(UV) run --frozen pytest
+
+system-packages: ## Install the Debian packages the suite needs (chromium, for the console's browser tests) if missing
+	@bash .ci/system-packages
 
 test-unit: install ## Run the unit tests only (no servers)
 	@$(UV) run --frozen pytest shared/tests services
