@@ -23,7 +23,13 @@ SERVICES = [spec.name for spec in service_list()]
 @pytest.mark.parametrize("service", SERVICES)
 def test_each_listed_service_is_a_complete_folder(service: str) -> None:
     folder = REPO / "services" / service
-    for path in ("pyproject.toml", "Dockerfile", "alembic.ini", "migrations/env.py", f"src/{service}/__main__.py"):
+    for path in (
+        "pyproject.toml",
+        "Dockerfile",
+        "alembic.ini",
+        f"src/{service}/migrations/env.py",
+        f"src/{service}/__main__.py",
+    ):
         assert (folder / path).is_file(), f"services/{service}/{path}"
     assert callable(importlib.import_module(f"{service}.entrypoint").create_app)
     assert importlib.import_module(f"{service}.adapters.tables").SCHEMA == service

@@ -18,7 +18,7 @@ from .adapters.repository import AccessRepository
 from .kinds.access import AccessKind
 from .settings import AccessSettings
 
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # inside the package: installed with it
 
 
 async def keep_catalog(message: ConnectionCatalog, uow: UnitOfWork) -> None:

@@ -24,7 +24,7 @@ from .calls import CallRunner
 from .kinds.login import ConnectionsKit, LoginKind
 from .settings import ConnectionsSettings
 
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # inside the package: installed with it
 log = logging.getLogger(__name__)
 
 

@@ -21,7 +21,7 @@ from .deploys import Deploys
 from .kinds.source import SourceKind
 from .settings import DeployerSettings
 
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # inside the package: installed with it
 
 
 def create_app(settings: DeployerSettings) -> FastAPI:

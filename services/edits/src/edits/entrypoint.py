@@ -21,7 +21,7 @@ from .kinds.memory import MemoryKind
 from .kinds.note import NoteKind
 from .settings import EditsSettings
 
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # inside the package: installed with it
 
 
 def create_app(settings: EditsSettings) -> FastAPI:

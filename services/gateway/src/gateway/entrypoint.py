@@ -19,7 +19,7 @@ from .adapters.notify import EventFeed
 from .adapters.owners import Owners
 from .settings import GatewaySettings
 
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # inside the package: installed with it
 
 
 def create_app(settings: GatewaySettings) -> FastAPI:

@@ -16,7 +16,7 @@ from .kinds.routine import RoutineKind
 from .scheduler import Scheduler
 from .settings import RoutinesSettings
 
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # inside the package: installed with it
 
 
 def create_app(settings: RoutinesSettings) -> FastAPI:
