@@ -37,10 +37,11 @@ test-integration: install ## Run the integration tests only (real Kafka, Postgre
 # Every service's sources, found by pattern: a new service needs no line here.
 TYPED_PATH := $(subst $(eval) ,:,shared/src deploy/devstack/src cli/src $(wildcard services/*/src))
 
-lint: install ## Check style and lint with ruff, and read the types of shared/, the CLI and every service with mypy
+lint: install ## Check style and lint with ruff, read the types of shared/, the CLI and every service with mypy, check the Dockerfiles with hadolint
 	@$(UV) run --frozen ruff check .
 	@$(UV) run --frozen ruff format --check .
 	@MYPYPATH=$(TYPED_PATH) $(UV) run --frozen mypy -p assent -p assent_cli $(addprefix -p ,$(SERVICES))
+	@$(UV) run --frozen hadolint $(wildcard services/*/Dockerfile deploy/containers/images/*/Dockerfile)
 
 format: install ## Format the code with ruff
 	@$(UV) run --frozen ruff check --fix .
@@ -61,11 +62,8 @@ down: install ## Stop what `make up` started
 status: install ## Show whether the servers of `make up` answer
 	@$(UV) run --frozen python -m assent_devstack status --state-dir .devstack
 
-images: ## Build a container image per service of services.toml, listening on its port there (needs a Docker engine)
-	@for service in $(SERVICES); do \
-		port=$$(python3 -c 'import sys, tomllib; print(*(s["port"] for s in tomllib.load(open("services.toml", "rb"))["service"] if s["name"] == sys.argv[1]))' $$service); \
-		docker build -f services/$$service/Dockerfile --build-arg ASSENT_HTTP_PORT=$$port -t assent-$$service:0.1.0 . || exit 1; \
-	done
+images: install ## Build each service's image from a wheelhouse made here (needs a Docker engine; BASE_IMAGE=<image> builds on another base)
+	@$(UV) run --frozen python deploy/images/build.py $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE))
 
 k8s: install ## Render the kustomize base (deploy/k8s/base) and the Helm chart's values from services.toml
 	@$(UV) run --frozen python deploy/k8s/render.py

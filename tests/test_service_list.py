@@ -72,13 +72,6 @@ def test_the_kustomize_base_is_rendered_from_the_list() -> None:
     assert policies.count("app.kubernetes.io/name: assent-gateway") == len(owners) + 1
 
 
-def test_make_images_builds_one_image_per_listed_service_with_its_port() -> None:
-    dry = subprocess.run(["make", "-n", "--no-print-directory", "images"], cwd=REPO, capture_output=True, text=True)
-    assert dry.returncode == 0, dry.stderr
-    assert f"for service in {' '.join(SERVICES)};" in dry.stdout
-    assert "--build-arg ASSENT_HTTP_PORT=$port" in dry.stdout
-
-
 def test_a_system_that_fails_to_start_stops_what_it_started(endpoints: Any, tmp_path: Path) -> None:
     """The gateway refuses its settings (a token naming no organisation); edits, started first, is stopped too."""
     system = build_system(
