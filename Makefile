@@ -8,7 +8,7 @@ UV_VERSION := 0.13.8
 
 SERVICES := $(shell sed -n 's/^name = "\(.*\)"/\1/p' services.toml)
 
-.PHONY: help uv install run test test-unit test-integration lint format bench bench-preload up down status images k8s contracts deploy-tools service clean
+.PHONY: help uv install run test test-containers test-unit test-integration lint format bench bench-preload up down status images k8s contracts deploy-tools service clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -64,6 +64,9 @@ status: install ## Show whether the servers of `make up` answer
 
 images: install ## Build each service's image from a wheelhouse made here (needs a Docker engine; BASE_IMAGE=<image> builds on another base)
 	@$(UV) run --frozen python deploy/images/build.py $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE))
+
+test-containers: install system-packages ## The integration suite with Kafka, PostgreSQL, Redis and every service in containers (Debian's Docker engine; options: ARGS=)
+	@bash deploy/containers/test-suite.sh $(ARGS)
 
 k8s: install ## Render the kustomize base (deploy/k8s/base) and the Helm chart's values from services.toml
 	@$(UV) run --frozen python deploy/k8s/render.py

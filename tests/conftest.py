@@ -2,8 +2,12 @@
 
 Where the servers come from, in order:
 1. ``KAFKA_BOOTSTRAP_SERVERS``, ``DATABASE_URL`` and ``REDIS_URL``, when all three are set;
-2. testcontainers, when a Docker engine answers;
+2. testcontainers, when ``ASSENT_SERVICE_IMAGES`` names a tag of the services' images (``make test-containers``):
+   Kafka, PostgreSQL and Redis are containers of the images ``deploy/containers`` builds from Debian's packages,
+   and the services containers of their own images (``assent_devstack.containers``);
 3. otherwise the local devstack: Apache Kafka 3.9 from Maven Central jars, embedded PostgreSQL, Redis.
+
+A Docker engine that merely answers changes nothing: the container run is asked for, never guessed.
 
 Each stack of services gets its own topic prefix and its own database, so stacks never see each other.
 """
@@ -50,14 +54,42 @@ class Endpoints:
     redis_url: str
 
 
-def _docker_available() -> bool:
-    try:
-        import docker
+CONTAINERS = bool(os.environ.get("ASSENT_SERVICE_IMAGES"))
+"""Whether this run is ``make test-containers``'s: the servers and the services in containers."""
+INFRA_IMAGES = {"kafka": "assent/kafka:3.9.1", "postgres": "assent/postgres:15", "redis": "assent/redis:7"}
+"""The servers' images (``deploy/containers/base-images.sh``); ``ASSENT_<NAME>_IMAGE`` names another."""
+collect_ignore = [] if CONTAINERS else ["containers"]  # the images' own tests, where the images are
 
-        docker.from_env().ping()
-        return True
-    except Exception:
-        return False
+
+@contextlib.contextmanager
+def servers_in_containers() -> Iterator[Endpoints]:
+    """Kafka, PostgreSQL and Redis as testcontainers of the images :data:`INFRA_IMAGES` names."""
+    from testcontainers.community.postgres import PostgresContainer
+    from testcontainers.community.redis import RedisContainer
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.wait_strategies import LogMessageWaitStrategy
+
+    from assent_devstack.system import free_port
+
+    image = {name: os.environ.get(f"ASSENT_{name.upper()}_IMAGE", default) for name, default in INFRA_IMAGES.items()}
+    # The broker advertises the host's port, so that port is chosen before it starts.
+    kafka_port = free_port()
+    kafka = (
+        DockerContainer(image["kafka"])
+        .with_bind_ports(9092, kafka_port)
+        .with_env("KAFKA_ADVERTISED_LISTENERS", f"PLAINTEXT://127.0.0.1:{kafka_port}")
+        .waiting_for(LogMessageWaitStrategy("Kafka Server started").with_startup_timeout(120))
+    )
+    with (
+        kafka,
+        PostgresContainer(image["postgres"], driver="asyncpg") as postgres,
+        RedisContainer(image["redis"]) as redis,
+    ):
+        yield Endpoints(
+            f"127.0.0.1:{kafka_port}",
+            postgres.get_connection_url(),
+            f"redis://{redis.get_container_host_ip()}:{redis.get_exposed_port(6379)}/0",
+        )
 
 
 CREATED_DATABASES: list[str] = []
@@ -85,21 +117,9 @@ def endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
             # Servers the suite was given outlive it: leave them as they were.
             asyncio.run(forget_what_the_suite_made(servers))
         return
-    if _docker_available():
-        from testcontainers.community.kafka import KafkaContainer
-        from testcontainers.community.postgres import PostgresContainer
-        from testcontainers.community.redis import RedisContainer
-
-        with (
-            KafkaContainer("confluentinc/cp-kafka:7.9.0").with_kraft() as kafka,  # Apache Kafka 3.9
-            PostgresContainer("postgres:17", driver="asyncpg") as postgres,
-            RedisContainer("redis:7") as redis,
-        ):
-            yield Endpoints(
-                kafka.get_bootstrap_server(),
-                postgres.get_connection_url(),
-                f"redis://{redis.get_container_host_ip()}:{redis.get_exposed_port(6379)}/0",
-            )
+    if CONTAINERS:
+        with servers_in_containers() as servers:
+            yield servers
         return
     from assent_devstack import start_all
 

@@ -188,10 +188,15 @@ def build_system(
     kafka_idempotence: bool = True,
     extra_env: dict[str, str] | None = None,
     gateway_port: int | None = None,
+    image_tag: str | None = None,
 ) -> System:
     """The system, with a fresh random service key (``ASSENT_SERVICE_KEY``) that its services share, and a fresh
     key for logins' credentials (``ASSENT_CREDENTIALS_KEY``, a Fernet key); an ``extra_env`` entry of the same name
-    overrides either."""
+    overrides either.
+
+    Each service is a process of this environment, or, with ``image_tag`` (by default ``ASSENT_SERVICE_IMAGES``,
+    which ``make test-containers`` sets), a container of its image ``assent-<service>:<image_tag>``
+    (:class:`~assent_devstack.containers.ServiceContainer`)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     services = service_list()
     ports = {spec.name: (gateway_port if spec.public and gateway_port else free_port()) for spec in services}
@@ -208,6 +213,19 @@ def build_system(
         "ASSENT_CREDENTIALS_KEY": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
         **(extra_env or {}),
     }
+    image_tag = image_tag or os.environ.get("ASSENT_SERVICE_IMAGES") or None
+    if image_tag:
+        from assent_devstack.containers import ServiceContainer
+
+        return System(
+            processes={
+                spec.name: ServiceContainer(
+                    spec.name, ports[spec.name], env, log_dir / f"{spec.name}.log", tag=image_tag
+                )
+                for spec in services
+            },
+            env=env,
+        )
     return System(
         processes={
             spec.name: ServiceProcess(spec.name, ports[spec.name], env, log_dir / f"{spec.name}.log")

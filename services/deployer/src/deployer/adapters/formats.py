@@ -1,5 +1,5 @@
-"""The source layout's formats: JSON Schemas kept in the repository (``services/deployer/schemas``) and the
-pages of ``services/deployer/docs`` that the ``read_docs`` tool serves. Read once at start-up."""
+"""The source layout's formats: JSON Schemas kept in the package (``services/deployer/src/deployer/schemas``) and
+the pages of ``services/deployer/src/deployer/docs`` that the ``read_docs`` tool serves. Read once at start-up."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 from ..domain.checks import FileFormat
 
-SERVICE_ROOT = Path(__file__).resolve().parents[3]
-SCHEMAS = SERVICE_ROOT / "schemas"
-DOCS = SERVICE_ROOT / "docs"
+PACKAGE = Path(__file__).resolve().parents[1]  # inside the package: an installed wheel carries them
+SCHEMAS = PACKAGE / "schemas"
+DOCS = PACKAGE / "docs"
 
 
 def load_schemas(folder: Path = SCHEMAS) -> dict[FileFormat, dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 A connection names each credential as ``env:NAME`` (the value lives on the Secrets page, never in the source);
 a ``spec.json`` holding a literal credential is refused. Every JSON file must parse; connection, store and eval
-files must also fit their JSON Schema (``services/deployer/schemas/``). Any file that holds something shaped like
+files must also fit their JSON Schema (``deployer/schemas/``). Any file that holds something shaped like
 a well-known secret (a private key, a cloud or API token) is refused. Each refusal names the file and the problem.
 """
 
