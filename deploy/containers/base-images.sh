@@ -156,7 +156,8 @@ build_image() {
     return 0
   fi
   say "building $tag"
-  local log=$WORK/build-$name.log
+  local log=$WORK/build-$name.log old
+  old=$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)
   # The classic builder: the engine is Debian's 20.10 and the client may have no buildx plugin. It never
   # pulls an image that is already here (and none can be pulled).
   if ! DOCKER_BUILDKIT=0 docker build --build-arg "BASE=$BASE" --label "$DIGEST_LABEL=$digest" \
@@ -167,6 +168,10 @@ build_image() {
     exit 1
   fi
   BUILT+=("$tag")
+  # The image this build replaced, now without a tag; kept when a container or another tag still uses it.
+  if [ -n "$old" ] && [ "$old" != "$(docker image inspect -f '{{.Id}}' "$tag")" ]; then
+    docker image rm "$old" >/dev/null 2>&1 || true
+  fi
 }
 
 BUILT=()
@@ -175,6 +180,4 @@ for entry in "${IMAGES[@]}"; do
   read -r name tag <<<"$entry"
   build_image "$name" "$tag"
 done
-# Layers of images replaced by a rebuild.
-docker image prune -f >/dev/null
 [ ${#BUILT[@]} -eq 0 ] || printf '%s\n' "${BUILT[@]}"
