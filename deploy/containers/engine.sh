@@ -139,13 +139,22 @@ stop() {
   dockerd=$(pid_of "$PIDFILE")
   # Read before dockerd goes: it stops its containerd on a clean exit, but not when it has to be killed.
   containerd=$(pid_of "$CONTAINERD_PIDFILE")
-  if [ -z "$dockerd" ] && [ -z "$containerd" ]; then
+  if [ -z "$dockerd" ] && [ -z "$containerd" ] &&
+    ! pgrep -f -- "containerd-shim.* -address $RUN/exec/containerd/containerd.sock" >/dev/null; then
     say "no engine runs on $SOCKET"
     return 0
   fi
   # dockerd stops its running containers before it exits (it runs without live-restore).
   [ -z "$dockerd" ] || stop_pid "$dockerd" dockerd
   [ -z "$containerd" ] || ! $SUDO kill -0 "$containerd" 2>/dev/null || stop_pid "$containerd" containerd
+  # A dockerd that had to be killed (or died) leaves its containers running under their shims, which name
+  # this engine's containerd socket: they go too, each container's first process (which takes the rest of
+  # its PID namespace with it), then its shim.
+  local shim child
+  for shim in $(pgrep -f -- "containerd-shim.* -address $RUN/exec/containerd/containerd.sock" || true); do
+    for child in $(pgrep -P "$shim" || true); do $SUDO kill -KILL "$child" 2>/dev/null || true; done
+    $SUDO kill -KILL "$shim" 2>/dev/null || true
+  done
   say "engine stopped (images kept in $DATA)"
 }
 
