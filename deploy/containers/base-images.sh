@@ -42,6 +42,11 @@ if ! docker version >/dev/null 2>&1; then
   exit 1
 fi
 
+# One run at a time per engine: a second one waits, then finds the images the first one built.
+LOCK="${TMPDIR:-/tmp}/assent-base-images.$(printf '%s' "$DOCKER_HOST" | sha256sum | cut -c1-12).lock"
+exec 9>>"$LOCK"
+flock 9
+
 WORK=$(mktemp -d)
 cleanup() { $SUDO rm -rf "$WORK"; }
 trap cleanup EXIT
