@@ -221,6 +221,29 @@ def test_the_chart_turns_its_switches_off() -> None:
         assert env["ASSENT_MIGRATE_ON_START"] == "true"
 
 
+def test_the_chart_names_how_the_services_create_their_topics() -> None:
+    """The topic settings are values of their own (not extra environment), and unset ones leave the broker's."""
+    default = by_kind(chart_objects(), "ConfigMap")
+    (data,) = [obj["data"] for obj in default.values() if "ASSENT_CREATE_TOPICS" in obj.get("data", {})]
+    topics = {key: value for key, value in data.items() if key.startswith("ASSENT_TOPIC_")}
+    assert topics == {"ASSENT_TOPIC_PARTITIONS": "3", "ASSENT_TOPIC_REPLICATION_FACTOR": "1"}
+    cluster = by_kind(
+        chart_objects(
+            *("--set", "topics.partitions=6", "--set", "topics.replicationFactor=3"),
+            *("--set", "topics.minInsyncReplicas=2", "--set", "topics.retentionMs=-1"),
+        ),
+        "ConfigMap",
+    )
+    (data,) = [obj["data"] for obj in cluster.values() if "ASSENT_CREATE_TOPICS" in obj.get("data", {})]
+    topics = {key: value for key, value in data.items() if key.startswith("ASSENT_TOPIC_")}
+    assert topics == {
+        "ASSENT_TOPIC_PARTITIONS": "6",
+        "ASSENT_TOPIC_REPLICATION_FACTOR": "3",
+        "ASSENT_TOPIC_MIN_INSYNC_REPLICAS": "2",
+        "ASSENT_TOPIC_RETENTION_MS": "-1",
+    }
+
+
 def test_helm_lint_passes() -> None:
     result = subprocess.run(
         [tool("helm"), "lint", "--strict", "--kube-version", KUBERNETES, str(CHART)], capture_output=True, text=True

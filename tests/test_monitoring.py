@@ -95,9 +95,11 @@ def test_the_rules_have_the_structure_promtool_checks() -> None:
             assert "summary" in rule["annotations"], rule["alert"]
             alerts.append(rule["alert"])
     assert len(alerts) == len(set(alerts))
-    # What the alerts must cover: lag growing, dead letters, the outbox backlog, a replica not ready.
+    # What the alerts must cover: lag growing, dead letters, the outbox backlog, a replica not ready, a replica
+    # that cannot be scraped at all.
     covered = {name for expression in rule_expressions() for name in metric_names(expression)}
     assert {
+        "up",
         "assent_consumer_lag",
         "assent_messages_dead_lettered_total",
         "assent_outbox_backlog",

@@ -315,7 +315,7 @@ config:
   otlpEndpoint: ""
   # false where the topics are the platform's (deploy/kafka: Strimzi KafkaTopic resources or create-topics.sh).
   createTopics: true
-  # More environment for every service, e.g. ASSENT_TOPIC_REPLICATION_FACTOR: "3".
+  # More environment for every service, e.g. ASSENT_LOG_TRAIL: "true" (README, "Settings").
   extra: {{}}
 
 migrations:
@@ -357,8 +357,14 @@ autoscaling:
   targetCPUUtilizationPercentage: 70
 
 topics:
-  # Partitions of each topic: an owner's replicas beyond it would idle, so its autoscaler stops there.
+  # How the services create their topics (ignored with config.createTopics false: then they are the platform's,
+  # deploy/kafka). Partitions of each topic: an owner's replicas beyond it would idle, so its autoscaler stops there.
   partitions: 3
+  # 1 suits one broker; 3 a cluster (with minInsyncReplicas 2).
+  replicationFactor: 1
+  # min.insync.replicas and retention.ms of each topic; null: the broker's defaults (-1 keeps records forever).
+  minInsyncReplicas: null
+  retentionMs: null
 
 serviceMonitor:
   enabled: false
