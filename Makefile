@@ -8,7 +8,7 @@ UV_VERSION := 0.13.8
 
 SERVICES := $(shell sed -n 's/^name = "\(.*\)"/\1/p' services.toml)
 
-.PHONY: help uv install run test test-containers test-unit test-integration lint format bench bench-preload up down status images k8s contracts deploy-tools service clean
+.PHONY: help uv install run test test-containers test-k8s screenshots test-unit test-integration lint format bench bench-preload up down status images k8s contracts deploy-tools service clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -67,6 +67,9 @@ images: install ## Build each service's image from a wheelhouse made here (needs
 
 test-containers: install system-packages ## The integration suite with Kafka, PostgreSQL, Redis and every service in containers (Debian's Docker engine; options: ARGS=)
 	@bash deploy/containers/test-suite.sh $(ARGS)
+
+screenshots: install system-packages ## Run the console's browser tests and save each page's screenshot in docs/screenshots/
+	@ASSENT_SCREENSHOTS=$(CURDIR)/docs/screenshots $(UV) run --frozen pytest tests/test_console.py
 
 k8s: install ## Render the kustomize base (deploy/k8s/base) and the Helm chart's values from services.toml
 	@$(UV) run --frozen python deploy/k8s/render.py

@@ -2,11 +2,13 @@
 the tray and its counts, a card's diff, a decision that vanishes from a second page, the Logins popover, Apply all,
 a source proposal approved onto a new branch, and the API docs, with no request leaving the gateway; signing in
 with the suite's OpenID Connect issuer (the only other host the page reaches). axe-core checks each page (no serious
-or critical violation); each page's screenshot goes to docs/screenshots/."""
+or critical violation); each page's screenshot is saved (:data:`SCREENSHOTS`)."""
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 AXE = Path(__file__).parent / "assets" / "axe-core" / "axe.min.js"
 AXE_SOURCE = AXE.read_text()
 CHROMIUM_PRESENT = CHROMIUM.exists()
-SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+SCREENSHOTS = Path(os.environ.get("ASSENT_SCREENSHOTS") or tempfile.mkdtemp(prefix="assent-screenshots-")).resolve()
+"""Where each page's screenshot goes: a folder of the run's own, or ``ASSENT_SCREENSHOTS`` (``make screenshots``
+writes docs/screenshots/ so): a test run leaves the checkout as it found it."""
 TOKEN_KEY = "assent.console.token"
 UNREACHABLE = "http://127.0.0.1:9/mcp"
 """A login's server: nothing here calls it (granting a login in the popover does not reach its server)."""
