@@ -56,7 +56,7 @@ class Endpoints:
 
 CONTAINERS = bool(os.environ.get("ASSENT_SERVICE_IMAGES"))
 """Whether this run is ``make test-containers``'s: the servers and the services in containers."""
-INFRA_IMAGES = {"kafka": "assent/kafka:3.9.1", "postgres": "assent/postgres:15", "redis": "assent/redis:7"}
+INFRA_IMAGES = {"kafka": "assent/kafka:3.9.1", "postgres": "assent/postgres:18", "redis": "assent/redis:7"}
 """The servers' images (``deploy/containers/base-images.sh``); ``ASSENT_<NAME>_IMAGE`` names another."""
 collect_ignore = [] if CONTAINERS else ["containers"]  # the images' own tests, where the images are
 

@@ -14,6 +14,7 @@ from aiokafka import AIOKafkaProducer
 from assent.coach import CoachClient, CoachTurn
 from assent.contracts import ConnectionCatalog
 from tests.conftest import OPERATOR, Stack, World, as_admin_of, new_world, wait_for
+from tests.test_memory_edits import wait_pending
 
 W = "/api/workspace"
 TOOLS: dict[str, dict[str, Any]] = {"list_orders": {"read_only_hint": True}, "refund_order": {}}
@@ -176,7 +177,9 @@ async def test_widening_the_card_and_apply_writing_the_agents_bindings_only(stac
         assert narrowing.widget.edit is not None and narrowing.widget.edit.widens is False
 
         shown = await card(http, turn, widening.tool_call_id)
-        pending = (await http.get(f"/api/studio/sessions/{turn.session.session_id}/pending")).json()
+        # Both requests are projected by the gateway in their own time: the widening card being there says nothing
+        # of the narrowing one.
+        pending = await wait_pending(http, turn.session.session_id, 2)
         assert {item["seq"]: item["widens"] for item in pending["items"]} == {
             turn.calls[widening.tool_call_id].seq: True,
             turn.calls[narrowing.tool_call_id].seq: False,

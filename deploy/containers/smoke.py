@@ -8,7 +8,7 @@ Run by hand on a machine with the engine up and the images built:
 
 It documents the images' contracts:
 
-  - assent/postgres:15 works with `PostgresContainer(image, driver="asyncpg")`: the container makes the
+  - assent/postgres:18 works with `PostgresContainer(image, driver="asyncpg")`: the container makes the
     superuser and database from POSTGRES_USER/POSTGRES_PASSWORD/POSTGRES_DB, answers testcontainers' readiness
     check (`psql` inside it), takes password logins over TCP, lets that user create databases, allows 200
     connections, and runs as the postgres user, not root.
@@ -43,7 +43,7 @@ from testcontainers.community.redis import RedisContainer
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.wait_strategies import LogMessageWaitStrategy
 
-POSTGRES_IMAGE = "assent/postgres:15"
+POSTGRES_IMAGE = "assent/postgres:18"
 REDIS_IMAGE = "assent/redis:7"
 KAFKA_IMAGE = "assent/kafka:3.9.1"
 

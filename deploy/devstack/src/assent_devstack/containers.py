@@ -12,6 +12,7 @@ reads a service works on either. The container:
   its /tmp is the host's /tmp (the deployer's repositories and a test's files are where the test looks), and it
   runs as the calling user, so that what it writes there is the caller's; the image's own user (10001) is checked
   by ``tests/containers``;
+- runs under the engine's init, so that the service is not PID 1 (see ``launch``);
 - has its output copied, as it comes, to the service's log file.
 
 Docker is reached as ``DOCKER_HOST`` says (``deploy/containers/engine.sh`` prints it).
@@ -49,16 +50,22 @@ class ContainerProcess:
 
     @property
     def pid(self) -> int:
-        """The container's main process as the host numbers it (0 once it has exited)."""
+        """The service's process as the host numbers it: the child of the container's init (0 once it has
+        exited)."""
         self.container.reload()
-        return int(self.container.attrs["State"]["Pid"])
+        init = int(self.container.attrs["State"]["Pid"])
+        try:
+            children = Path(f"/proc/{init}/task/{init}/children").read_text().split()
+        except OSError:
+            return init
+        return int(children[0]) if children else init
 
     def poll(self) -> int | None:
         if self.returncode is None:
             self.container.reload()
             state = self.container.attrs["State"]
             if state["Status"] in STOPPED:
-                self.returncode = int(state["ExitCode"])
+                self.returncode = _as_popen(int(state["ExitCode"]))
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -69,7 +76,7 @@ class ContainerProcess:
                 answer = self.container.wait(timeout=timeout)
             except requests.exceptions.ConnectionError as exc:  # the engine's read timed out
                 raise subprocess.TimeoutExpired(f"container {self.container.name}", timeout or 0) from exc
-            self.returncode = int(answer["StatusCode"])
+            self.returncode = _as_popen(int(answer["StatusCode"]))
         return self.returncode
 
     def send_signal(self, sig: int) -> None:
@@ -116,6 +123,9 @@ class ServiceContainer(ServiceProcess):
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             labels={"org.assent.test": "true"},
+            # The engine's init (tini) is PID 1 and the service its child: the kernel ignores a SIGKILL that PID 1
+            # sends itself, which the tests' crash points (ASSENT_CRASH_AT) do.
+            init=True,
         )
         self.containers.append(container)
         self.process = ContainerProcess(container)  # type: ignore[assignment]  # answers what is asked of a Popen
@@ -139,6 +149,12 @@ class ServiceContainer(ServiceProcess):
             except docker.errors.NotFound:
                 pass
             self.containers.remove(container)
+
+
+def _as_popen(status: int) -> int:
+    """An exit status as ``Popen.returncode`` says it: a process killed by signal N is -N (the engine says 128+N,
+    as a shell would)."""
+    return -(status - 128) if 128 < status < 128 + 65 else status
 
 
 def _copy_logs(container: Any, path: Path) -> None:
