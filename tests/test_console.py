@@ -19,10 +19,22 @@ import jwt
 import pytest
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
-from assent.coach import CoachClient
+from assent.coach import CoachClient, CoachTurn
 from tests.conftest import OPERATOR, Stack, World, new_world, wait_for
 from tests.issuer import AUDIENCE, CONSOLE_CLIENT_ID, TestIssuer, s256, test_issuer
-from tests.test_source_proposals import FILES, chat, deploy, git, page, projected, proposal_id, propose, put_repository
+from tests.test_source_proposals import (
+    FILES,
+    chat,
+    decide,
+    deploy,
+    git,
+    page,
+    projected,
+    proposal_id,
+    propose,
+    put_repository,
+    source_world,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -125,7 +137,7 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         suffix = world.org_id.removeprefix("org_")
         await create_login(http, f"desk_{suffix}", "Desk")
         await create_login(http, f"crm_{suffix}", "CRM")
-        sid, seqs = await four_requests(coach, http, world, f"desk_{suffix}")
+        sid, seqs, _ = await four_requests(coach, http, world, f"desk_{suffix}")
         can_apply_all = await public_route(http, "post", "/api/studio/sessions/{session_id}/apply-all")
 
         context, elsewhere = await local_only(browser, stack)
@@ -243,9 +255,9 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
 
 async def four_requests(
     coach: CoachClient, http: httpx.AsyncClient, world: World, login_id: str
-) -> tuple[str, list[int]]:
-    """A memory edit, a guild text edit, a login request and a Task draft in one step; the session id and their
-    seqs."""
+) -> tuple[str, list[int], CoachTurn]:
+    """A memory edit, a guild text edit, a login request and a Task draft in one step; the session id, their seqs
+    and the turn that waits on them."""
     response = await http.patch(f"/api/workspace/agents/{world.other_agent_id}", json={"task": "Greet by name.\n"})
     assert response.status_code == 200, response.text
     session = await coach.open_session(org_id=world.org_id, source_guild_id=world.guild_id, operator_user_id=OPERATOR)
@@ -288,7 +300,93 @@ async def four_requests(
         return response.status_code == 200 and response.json()["waiting_on"] == 4
 
     await wait_for(waiting)
-    return session.session_id, [turn.calls[r.tool_call_id].seq for r in results]
+    return session.session_id, [turn.calls[r.tool_call_id].seq for r in results], turn
+
+
+async def test_decline_all_declines_every_request_with_its_kinds_word(stack: Stack, browser: Browser) -> None:
+    """Decline all in the browser: the four requests (a login request among them, which Apply all leaves alone)
+    declined, each with its kind's word (a draft is discarded); the tray is empty and the turn continues once."""
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        token = http.headers["Authorization"].removeprefix("Bearer ")
+        login = f"desk_{world.org_id.removeprefix('org_')}"
+        await create_login(http, login, "Desk")
+        sid, seqs, turn = await four_requests(coach, http, world, login)
+
+        context, elsewhere = await local_only(browser, stack)
+        tab = await context.new_page()
+        await sign_in(tab, token)
+        await tab.goto(f"/console#/sessions/{sid}")
+        await expect(tab.locator("#summary")).to_have_text("Waiting on 4 decisions")
+        await expect(tab.locator(f"#item-{seqs[2]}").get_by_role("button", name="Grant read access")).to_be_visible()
+        await tab.get_by_role("button", name="Decline all").click()
+        await expect(tab.locator("#summary")).to_have_text("Waiting on 0 decisions")
+        memory, guild, access, draft = seqs
+        await expect(tab.get_by_role("list", name="Resolved").get_by_role("listitem")).to_have_text(
+            [
+                f"seq {memory} (memory): declined",
+                f"seq {guild} (guild): declined",
+                f"seq {access} (login): declined",
+                f"seq {draft} (draft): discarded",
+            ]
+        )
+        await expect(tab.locator("#skipped-count")).to_have_text("Skipped: 0")
+        await expect(tab.locator("#items .item")).to_have_count(0)
+        await expect(tab.locator("#items")).to_have_text("Nothing waits on a decision.")
+        continuation = await turn.continuation()
+        assert [(d.seq, d.outcome, d.resolved_by) for d in continuation.decisions] == [
+            (memory, "declined", OPERATOR),
+            (guild, "declined", OPERATOR),
+            (access, "declined", OPERATOR),
+            (draft, "discarded", OPERATOR),
+        ]
+        pending = (await http.get(f"/api/studio/sessions/{sid}/pending")).json()
+        assert (pending["waiting_on"], pending["items"]) == (0, [])
+        await axe(tab)
+        assert elsewhere == []
+        await context.close()
+
+
+async def test_the_proposals_page_is_live(stack: Stack, browser: Browser) -> None:
+    """The Proposals page follows the agent's own stream: a proposal made in a chat appears on the open page, and
+    one discarded through the API shows as decided there, without a reload; one stream, closed on leaving."""
+    async with stack.http() as http, stack.coach() as coach:
+        world = await source_world(http)
+        token = http.headers["Authorization"].removeprefix("Bearer ")
+
+        context, elsewhere = await local_only(browser, stack)
+        tab = await context.new_page()
+        streams: list[str] = []
+        tab.on("request", lambda r: streams.append(r.url) if r.url.endswith("/proposal-events") else None)
+        await sign_in(tab, token)
+        await tab.goto(f"/console#/agents/{world.agent_id}/proposals")
+        await expect(tab.get_by_role("heading", name="Waiting (0)")).to_be_visible()
+        await wait_for(lambda: len(streams) == 1)  # the page opens its stream once it has read the page
+
+        session = await chat(coach, world)
+        pid = proposal_id(await propose(session, world.agent_id, {"knowledge/policy.md": "Refunds take 2 days.\n"}))
+        card = tab.locator(f"#proposal-{pid}")
+        await expect(card.locator(".line.add")).to_have_text(["added: +Refunds take 2 days."])
+        await expect(tab.get_by_role("heading", name="Waiting (1)")).to_be_visible()
+        await axe(tab)
+
+        await projected(http, session.session_id, pid)
+        discarded = await decide(http, world.agent_id, pid, "discard")
+        assert discarded.status_code == 200 and discarded.json()["outcome"] == "discarded", discarded.text
+        await expect(tab.get_by_role("heading", name="Decided (1)")).to_be_visible()
+        await expect(tab.get_by_role("heading", name="Waiting (0)")).to_be_visible()
+        await expect(card).to_contain_text(f"discarded · by {OPERATOR}")
+        await expect(card.get_by_role("button")).to_have_count(0)
+        await axe(tab)
+        assert streams == [f"{stack.gateway_url}/api/agents/{world.agent_id}/proposal-events"]
+
+        # Leaving the page closes its stream (the request is aborted).
+        async with tab.expect_event("requestfailed", lambda r: r.url.endswith("/proposal-events")):
+            await tab.get_by_role("link", name="Sessions", exact=True).click()
+        await expect(tab.get_by_role("heading", name="Sessions", exact=True)).to_be_visible()
+        assert len(streams) == 1
+        assert elsewhere == []
+        await context.close()
 
 
 def external_remote(tmp_path: Path) -> Path:

@@ -519,6 +519,8 @@ function bulkReport(which, answer) {
   const skipped = answer.skipped || [];
   const parts = [h("p", { class: "bulk-summary" },
     answer.message || `${which}: ${plural(resolved.length, "request")} resolved, ${skipped.length} skipped.`)];
+  if (resolved.length) parts.push(h("ul", { class: "plain", id: "resolved", "aria-label": "Resolved" },
+    resolved.map((r) => h("li", {}, `seq ${r.seq} (${r.kind}): ${r.outcome}`))));
   parts.push(h("p", { id: "skipped-count" }, `Skipped: ${skipped.length}`));
   if (skipped.length) parts.push(h("ul", { class: "plain" }, skipped.map((s) => h("li", {}, `seq ${s.seq} (${s.kind}): ${s.reason}`))));
   if (answer.stopped) parts.push(h("p", { class: "error" }, `Stopped at seq ${answer.stopped.seq}: ${answer.stopped.status}, ${answer.stopped.detail}`));
@@ -582,6 +584,20 @@ function editor(container, path, card) {
   message);
   const toggle = h("button", { type: "button", onclick: () => { form.hidden = false; area.focus(); } }, "Edit");
   return h("div", {}, toggle, form);
+}
+
+/** ``fn`` run one at a time: a call while it runs makes one more run after it (a burst of events costs two
+ * re-reads, not one each); every caller's promise settles once a run that started after its call has ended. */
+function coalesced(fn) {
+  let running = null;
+  let again = false;
+  return () => {
+    if (running) { again = true; return running; }
+    running = (async () => {
+      try { do { again = false; await fn(); } while (again); } finally { running = null; }
+    })();
+    return running;
+  };
 }
 
 /** Follow a server-sent event stream with the token (EventSource cannot send one): each event re-reads. */
@@ -653,11 +669,28 @@ async function proposalsView(agentId) {
   try { repository = await api("GET", `/api/workspace/agents/${encodeURIComponent(agentId)}/repository`); } catch { /* none yet */ }
   const branches = repository?.mode === "external";
 
-  async function refresh() {
+  // A waiting proposal's element stays while the proposal is unchanged, so that a re-read (another proposal
+  // arrived, or one was decided elsewhere) keeps what the operator is typing into its form.
+  let waitingItems = new Map();
+  const refresh = coalesced(async () => {
     let page;
     try { page = await api("GET", base); } catch (error) { waiting.replaceChildren(errorBox(error)); return; }
-    waiting.replaceChildren(h("h2", { id: "waiting-title" }, `Waiting (${page.counts.waiting})`),
-      page.waiting.length ? h("ul", { class: "items" }, page.waiting.map((p) => proposalElement(p, true))) : h("p", {}, "No proposal waits."));
+    const items = new Map(page.waiting.map((p) => {
+      const key = JSON.stringify([p.proposal_id, p.actions, p.changed_since]);
+      return [key, waitingItems.get(key) || proposalElement(p, true)];
+    }));
+    const title = waiting.querySelector("#waiting-title") || h("h2", { id: "waiting-title" });
+    title.textContent = `Waiting (${page.counts.waiting})`;
+    const wanted = [...items.values()];
+    let list = waiting.querySelector("ul.items");
+    if (!wanted.length) waiting.replaceChildren(title, h("p", {}, "No proposal waits."));
+    else {
+      if (!list) { list = h("ul", { class: "items" }); waiting.replaceChildren(title, list); }
+      // Gone ones leave and new ones arrive in the page's order; the rest are not touched (nor the focus in them).
+      for (const el of [...list.children]) if (!wanted.includes(el)) el.remove();
+      wanted.forEach((el, i) => { if (list.children[i] !== el) list.insertBefore(el, list.children[i] || null); });
+    }
+    waitingItems = items;
     decided.replaceChildren(h("h2", { id: "decided-title" }, `Decided (${page.counts.decided})`),
       page.decided.length ? h("ul", { class: "items" }, page.decided.map((p) => proposalElement(p, false))) : h("p", {}, "None decided yet."));
     let activity;
@@ -667,7 +700,7 @@ async function proposalsView(agentId) {
         h("strong", {}, e.what), ` by ${e.who ?? "someone"} · ${when(e.when)}`,
         e.reason ? ` · ${e.reason}` : "", e.detail ? h("span", { class: "hint" }, ` — ${e.detail}`) : "",
         e.links?.commit ? h("span", { class: "hint" }, ` · commit ${String(e.links.commit).slice(0, 10)}`) : ""))) : h("p", {}, "No activity yet."));
-  }
+  });
 
   function proposalElement(p, open) {
     const id = `proposal-${p.proposal_id}`;
@@ -738,7 +771,10 @@ async function proposalsView(agentId) {
         actions.includes("discard") ? h("button", { type: "button", onclick: decide("discard") }, "Discard") : null));
   }
 
+  const mine = generation;
   await refresh();
+  // Live: a proposal of this agent proposed or decided anywhere (another tab, the CLI, the API) re-reads the page.
+  if (mine === generation) leaving = follow(`/api/agents/${encodeURIComponent(agentId)}/proposal-events`, refresh);
 }
 
 // --- routing ------------------------------------------------------------------------------------------------
