@@ -252,6 +252,9 @@ ENDPOINTS = [
     # Source proposals, the builder chat, the activity feed, repositories and issues.
     Endpoint("GET", f"{AG}/proposals", lambda s: f"/api/agents/{s.world.agent_id}/proposals", "read"),
     Endpoint(
+        "GET", f"{AG}/proposal-events", lambda s: f"/api/agents/{s.world.agent_id}/proposal-events", "read", stream=True
+    ),
+    Endpoint(
         "GET",
         f"{AG}/proposals/{{proposal_id}}",
         lambda s: f"/api/agents/{s.world.agent_id}/proposals/{s.proposal_id}",

@@ -101,6 +101,7 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
     app.include_router(studio_router(deps, owners, user))
     app.include_router(decisions.router(deps, owners, user))
     app.include_router(proposals.router(deps, owners, user))
+    app.include_router(proposal_events_router(deps, user))
     owner_routes.mount(app, ROUTES, gate, owners)
     errors(app)
 
@@ -158,12 +159,41 @@ def studio_router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
     return studio
 
 
-async def event_stream(deps: Deps, session_id: str) -> AsyncIterator[str]:
-    """A session's live events as server-sent events, ``ready`` first, a keep-alive comment when nothing happens."""
+def proposal_events_router(deps: Deps, user: Any) -> APIRouter:
+    """The live stream of an agent's Proposals page."""
+    router = APIRouter(tags=["proposals"], responses=PERSON_ERRORS)
+
+    @router.get(
+        "/api/agents/{agent_id}/proposal-events",
+        response_class=StreamingResponse,
+        responses={
+            200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}},
+            404: {"model": Error, "description": "No such agent in the caller's organisation"},
+        },
+    )
+    async def proposal_events(agent_id: PathId, person: user) -> StreamingResponse:
+        """Server-sent events of the agent's source proposals, from any session: ``proposal.proposed`` and
+        ``proposal.decided`` (with ``proposal_id``). The first event, ``ready``, comes once the stream is listening.
+        Events are hints to re-read the Proposals page, not a record: a client that reconnects re-reads."""
+        agent = await handlers.agent_copy(deps, agent_id)
+        if agent is None or agent.org_id != person.org_id:
+            raise handlers.NotFound(f"agent {agent_id!r} does not exist")
+        return StreamingResponse(
+            event_stream(deps, agent_id, "proposals"),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache"},
+        )
+
+    return router
+
+
+async def event_stream(deps: Deps, session_id: str, stream: str = "session") -> AsyncIterator[str]:
+    """A session's live events (or, with ``stream="proposals"``, an agent's Proposals page's) as server-sent events,
+    ``ready`` first, a keep-alive comment when nothing happens."""
     # The server ends the stream when the client goes: under ASGI 2.3 (uvicorn) the response cancels it at
     # once, from 2.4 its next write fails, and a keep-alive is written at least every KEEP_ALIVE_SECONDS.
     # So no event waits for a check of the connection (an extra receive per event).
-    async with deps.events.listen(session_id) as queue:
+    async with deps.events.listen(session_id, stream) as queue:
         yield "event: ready\ndata: {}\n\n"
         while True:
             try:

@@ -207,6 +207,13 @@ class Projection:
 
     async def on_outcome(self, batch: Sequence[Received], uow: UnitOfWork) -> None:
         store = await _store(uow)
+        # The Proposals page of each agent whose source proposal got an outcome hears of it (the outcome does not
+        # name the agent: its request does).
+        outcomes = [item.message for item in batch]
+        on_page = [m.proposal_id for m in outcomes if isinstance(m, ProposalOutcome) and m.kind in PAGE_KINDS]
+        if on_page:
+            pages = await store.agents_of(on_page)
+            self._announce(uow, [_page_event("proposal.decided", agent, proposal) for proposal, agent in pages])
         now = datetime.now(UTC)
         resolving = []
         for item in batch:
@@ -282,7 +289,10 @@ class Projection:
     # What each handler announces after commit.
 
     async def proposed(self, message: ProposalProposed) -> None:
-        await self.events.publish([_event("request.proposed", message.session_id, seq=message.seq, kind=message.kind)])
+        events = [_event("request.proposed", message.session_id, seq=message.seq, kind=message.kind)]
+        if message.kind in PAGE_KINDS and message.agent_id is not None:
+            events.append(_page_event("proposal.proposed", message.agent_id, message.proposal_id))
+        await self.events.publish(events)
 
     async def step_ended(self, message: StepEnded) -> None:
         ended = _event("turn.step_ended", message.session_id, turn_id=message.turn_id, step=message.step)
@@ -307,6 +317,15 @@ async def _store(uow: UnitOfWork) -> ProjectionStore:
 
 def _event(name: str, session_id: str, **fields: Any) -> dict[str, Any]:
     return {"event": name, "session_id": session_id, **fields}
+
+
+PAGE_KINDS = frozenset(name for name, spec in KINDS.items() if spec.endpoint == "proposals")
+"""The kinds decided on the Proposals page (source proposals), whose page has a live stream of its own."""
+
+
+def _page_event(name: str, agent_id: str, proposal_id: str) -> dict[str, Any]:
+    """An event of an agent's Proposals page stream (:data:`gateway.adapters.notify.STREAMS`)."""
+    return {"event": name, "stream": "proposals", "agent_id": agent_id, "proposal_id": proposal_id}
 
 
 async def _settle_turns(

@@ -32,12 +32,17 @@ RECENT_FAILURE_SECONDS = 30.0
 LIVE_STREAMS = Gauge("assent_live_streams", "Live event streams (GET …/events) open on this replica")
 
 
+STREAMS = {"session": "session_id", "proposals": "agent_id"}
+"""The kinds of live stream, each with the field of an event that names the one it goes to: a session's (the
+default), and an agent's Proposals page (its source proposals proposed and decided, whatever the session)."""
+
+
 class EventFeed:
     def __init__(self, redis_url: str, channel: str) -> None:
         self._redis = Redis.from_url(redis_url)
         self._channel = channel
         self._decisions: dict[str, asyncio.Future[dict[str, Any] | None]] = {}
-        self._streams: defaultdict[str, set[asyncio.Queue[dict[str, Any]]]] = defaultdict(set)
+        self._streams: defaultdict[tuple[str, str], set[asyncio.Queue[dict[str, Any]]]] = defaultdict(set)
         self._reader: asyncio.Task[None] | None = None
         self.connected = False
         """Whether the feed is subscribed."""
@@ -108,18 +113,20 @@ class EventFeed:
         self._decisions.pop(decision_id, None)
 
     @contextlib.asynccontextmanager
-    async def listen(self, session_id: str) -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
-        """A queue of the session's events for as long as the block runs."""
+    async def listen(self, session_id: str, stream: str = "session") -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
+        """A queue of the session's events for as long as the block runs; with ``stream="proposals"``, of the
+        agent ``session_id`` names (:data:`STREAMS`)."""
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=1000)
-        self._streams[session_id].add(queue)
+        key = (stream, session_id)
+        self._streams[key].add(queue)
         LIVE_STREAMS.inc()
         try:
             yield queue
         finally:
             LIVE_STREAMS.dec()
-            self._streams[session_id].discard(queue)
-            if not self._streams[session_id]:
-                del self._streams[session_id]
+            self._streams[key].discard(queue)
+            if not self._streams[key]:
+                del self._streams[key]
 
     def _deliver(self, event: dict[str, Any]) -> None:
         outcome = event.get("outcome")
@@ -127,7 +134,8 @@ class EventFeed:
             future = self._decisions.get(outcome.get("decision_id", ""))
             if future is not None and not future.done():
                 future.set_result(outcome)
-        for queue in self._streams.get(event.get("session_id", ""), ()):
+        stream = event.get("stream", "session")
+        for queue in self._streams.get((stream, str(event.get(STREAMS.get(stream, ""), ""))), ()):
             with contextlib.suppress(asyncio.QueueFull):  # a stalled reader misses hints, not records
                 queue.put_nowait(event)
 

@@ -159,6 +159,12 @@ COUNT_SEND = f"UPDATE {t.turns.fullname} SET sends = sends + 1 WHERE session_id 
 DECISION_OUTCOME = f"SELECT outcome FROM {t.decisions.fullname} WHERE decision_id = $1"
 
 
+AGENTS_OF = (
+    f"SELECT proposal_id, agent_id FROM {t.requests.fullname}"
+    " WHERE proposal_id = ANY($1::text[]) AND agent_id IS NOT NULL"
+)
+
+
 class ProjectionStore:
     """The projection's statements over one asyncpg connection (in the caller's transaction, if it has one)."""
 
@@ -168,6 +174,11 @@ class ProjectionStore:
     @classmethod
     async def over(cls, conn: AsyncConnection) -> ProjectionStore:
         return cls(await driver_connection(conn))
+
+    async def agents_of(self, proposal_ids: list[str]) -> list[tuple[str, str]]:
+        """``(proposal_id, agent_id)`` of each projected request of ``proposal_ids`` that names an agent."""
+        rows = await self.conn.fetch(AGENTS_OF, proposal_ids)
+        return [(row["proposal_id"], row["agent_id"]) for row in rows]
 
     async def record_refused_call(self, tool_call_id: str, session_id: str, seq: int, tool: str, error: Any) -> None:
         await self.conn.execute(INSERT_REFUSED_CALL, tool_call_id, session_id, seq, tool, json_param(error))
