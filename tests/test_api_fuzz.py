@@ -87,7 +87,7 @@ async def schemathesis(stack: Stack, token: str, settings: Path, phases: str) ->
         "--request-timeout",
         "60",  # a loaded machine (git reads on each builder-chat call) is slow, not gone
         "--exclude-path-regex",
-        "/events$",  # an endless stream by design
+        "[/-]events$",  # the live streams (a session's, a Proposals page's): endless by design
         "--no-color",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
