@@ -8,7 +8,7 @@ UV_VERSION := 0.13.8
 
 SERVICES := $(shell sed -n 's/^name = "\(.*\)"/\1/p' services.toml)
 
-.PHONY: help uv install run test test-containers test-k8s screenshots test-unit test-integration lint format bench bench-preload up down status images k8s contracts deploy-tools service clean
+.PHONY: help uv install run test test-containers test-k8s screenshots test-unit test-integration lint format bench bench-preload bench-start docs docs-serve up down status images k8s contracts deploy-tools service clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -52,6 +52,15 @@ bench: install ## Measure the approval round against raw Kafka and PostgreSQL ba
 
 bench-preload: install ## The benchmark, then again after loading a million resolved requests (costs stay flat)
 	@$(UV) run --frozen python bench/approval_round.py --preload 1000000 $(ARGS)
+
+bench-start: install ## Time make run's start-up: each service's time to ready and the total to the printed curl commands (options: ARGS="--help")
+	@$(UV) run --frozen python bench/start_up.py $(ARGS)
+
+docs: install ## Build the documentation site (MkDocs, Material theme) into site/, strictly: a warning or a broken link fails
+	@$(UV) run --frozen mkdocs build --strict
+
+docs-serve: install ## Serve the documentation site on http://127.0.0.1:8000 with live reload
+	@$(UV) run --frozen mkdocs serve
 
 up: install ## Start Kafka, PostgreSQL and Redis in the background (endpoints in .devstack/env)
 	@$(UV) run --frozen python -m assent_devstack up --state-dir .devstack
