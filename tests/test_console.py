@@ -1,11 +1,13 @@
 """The web console in a real headless Chromium (Debian's, driven by Playwright) against the real services: sign in,
 the tray and its counts, a card's diff, a decision that vanishes from a second page, the Logins popover, Apply all,
 a source proposal approved onto a new branch, and the API docs, with no request leaving the gateway; signing in
-with the suite's OpenID Connect issuer (the only other host the page reaches). axe-core checks each page (no serious
-or critical violation); each page's screenshot is saved (:data:`SCREENSHOTS`)."""
+with the suite's OpenID Connect issuer (the only other host the page reaches), and with a token where no issuer is
+configured. axe-core checks each page (no serious or critical violation); each page's screenshot is saved
+(:data:`SCREENSHOTS`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import tempfile
@@ -20,7 +22,7 @@ import pytest
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from assent.coach import CoachClient, CoachTurn
-from tests.conftest import OPERATOR, Stack, World, new_world, wait_for
+from tests.conftest import OPERATOR, TOKEN, Stack, World, new_world, wait_for
 from tests.issuer import AUDIENCE, CONSOLE_CLIENT_ID, TestIssuer, s256, test_issuer
 from tests.test_source_proposals import (
     FILES,
@@ -66,11 +68,14 @@ async def browser() -> AsyncIterator[Browser]:
         await launched.close()
 
 
-async def local_only(browser: Browser, stack: Stack, *also: str) -> tuple[BrowserContext, list[str]]:
-    """A browser context whose every request must go to the gateway (or the hosts ``also`` names): any other is
-    aborted and listed."""
-    context = await browser.new_context(base_url=stack.gateway_url, viewport={"width": 1280, "height": 900})
-    allowed, elsewhere = {urlsplit(stack.gateway_url).netloc, *(urlsplit(url).netloc for url in also)}, []
+async def local_only(
+    browser: Browser, stack: Stack, *also: str, gateway: str | None = None
+) -> tuple[BrowserContext, list[str]]:
+    """A browser context whose every request must go to the gateway (the stack's, or the one at ``gateway``) or the
+    hosts ``also`` names: any other is aborted and listed."""
+    base = gateway or stack.gateway_url
+    context = await browser.new_context(base_url=base, viewport={"width": 1280, "height": 900})
+    allowed, elsewhere = {urlsplit(base).netloc, *(urlsplit(url).netloc for url in also)}, []
 
     async def guard(route: Any) -> None:
         if urlsplit(route.request.url).netloc in allowed:
@@ -541,6 +546,51 @@ async def test_signing_in_with_the_issuer_comes_back_signed_in_and_a_forged_answ
         await shot(tab, "sign-in-issuer")
         assert elsewhere == []
         await context.close()
+
+
+async def test_the_sign_in_page_without_an_issuer_offers_the_token_box_alone(
+    stack: Stack, browser: Browser, tmp_path: Path
+) -> None:
+    """As ``make run`` serves it (no ``ASSENT_OIDC_*`` setting, so ``/console/config.json`` names no issuer): the
+    sign-in page is its heading, the place for a refusal and the token form, with no other text (the issuer's
+    absent part once showed as "null"); the token signs in. A second gateway of the stack, without the issuer."""
+    from assent_devstack.system import ServiceProcess, free_port
+
+    env = {name: value for name, value in stack.system.env.items() if not name.startswith("ASSENT_OIDC_")}
+    plain = ServiceProcess("gateway", free_port(), env, tmp_path / "gateway-no-issuer.log")
+    await asyncio.to_thread(plain.start)
+    try:
+        async with httpx.AsyncClient(base_url=plain.url) as http:
+            assert (await http.get("/console/config.json")).json() == {"oidc": None}
+        context, elsewhere = await local_only(browser, stack, gateway=plain.url)
+        tab = await context.new_page()
+        await tab.goto("/console")
+        await expect(tab.get_by_role("heading", name="Sign in")).to_be_visible()
+        main = tab.locator("#main")
+        parts = await main.evaluate(
+            "m => [...m.childNodes].map(n => n.nodeType === Node.ELEMENT_NODE ? n.tagName : `text ${n.textContent}`)"
+        )
+        assert parts == ["H1", "P", "FORM"]
+        await expect(main).to_have_text(
+            "Sign in"
+            "Access token"
+            "Paste a bearer token (an access token of the organisation's identity provider). "
+            "It is kept in this tab only."
+            "Sign in"
+        )
+        assert "null" not in await tab.locator("body").inner_text()
+        await expect(tab.get_by_role("button", name="Sign in", exact=True)).to_have_class("primary")
+        await expect(tab.get_by_role("button")).to_have_count(1)  # no "Sign in with ...", and Sign out hidden
+        await axe(tab)
+        await tab.get_by_label("Access token").fill(TOKEN)
+        await tab.get_by_role("button", name="Sign in", exact=True).click()
+        await expect(tab.get_by_role("heading", name="Sessions", exact=True)).to_be_visible()
+        assert await tab.evaluate(f"sessionStorage.getItem({TOKEN_KEY!r})") == TOKEN
+        await expect(tab.get_by_role("button", name="Sign out")).to_be_visible()
+        assert elsewhere == []
+        await context.close()
+    finally:
+        await asyncio.to_thread(plain.stop)
 
 
 def test_the_issuer_exchanges_a_code_once_for_its_redirect_and_verifier() -> None:

@@ -138,9 +138,10 @@ function heading(text) {
 let firstView = true;
 
 /** Put a page's content in place. A later page takes the focus (a reader hears the new page); the first leaves it
- * at the document's start, so that the first Tab reaches the skip link. */
+ * at the document's start, so that the first Tab reaches the skip link. A part a page does not have (null, as
+ * ``h`` takes it) is left out: the DOM would write it as the text "null". */
 function show(...children) {
-  main.replaceChildren(...children);
+  main.replaceChildren(...children.filter((child) => child !== undefined && child !== null && child !== false));
   if (!firstView) main.focus({ preventScroll: true });
   firstView = false;
 }
