@@ -216,19 +216,31 @@ def env_alias(name: str) -> AliasChoices:
 
 
 class KafkaSecuritySettings(BaseSettings):
-    """The Kafka security variables (see :mod:`assent.kafka_security`); services and the coach read the same."""
+    """The Kafka security variables (see :mod:`assent.kafka_security`); services and the coach read the same.
 
-    model_config = SettingsConfigDict(env_prefix="ASSENT_", extra="ignore", frozen=True, hide_input_in_errors=True)
+    A field's description is its docstring (``use_attribute_docstrings``): the settings reference of the
+    documentation site is generated from these classes."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="ASSENT_", extra="ignore", frozen=True, hide_input_in_errors=True, use_attribute_docstrings=True
+    )
 
     kafka_security_protocol: SecurityProtocol = Field(
         "PLAINTEXT", validation_alias=env_alias("KAFKA_SECURITY_PROTOCOL")
     )
+    """How the Kafka clients connect: ``PLAINTEXT`` (no TLS, no SASL), ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``."""
     kafka_sasl_mechanism: SaslMechanism = Field("SCRAM-SHA-512", validation_alias=env_alias("KAFKA_SASL_MECHANISM"))
+    """The SASL mechanism (``SASL_*`` protocols): ``SCRAM-SHA-512``, ``SCRAM-SHA-256`` or ``PLAIN``."""
     kafka_sasl_username: str | None = Field(None, validation_alias=env_alias("KAFKA_SASL_USERNAME"))
+    """The SASL user (``SASL_*`` protocols only)."""
     kafka_sasl_password: SecretStr | None = Field(None, validation_alias=env_alias("KAFKA_SASL_PASSWORD"))
+    """The SASL user's password: held as a secret, never logged, printed or put in an error."""
     kafka_ssl_cafile: str | None = Field(None, validation_alias=env_alias("KAFKA_SSL_CAFILE"))
+    """PEM file of the CA that signed the brokers' certificates (``SSL``, ``SASL_SSL``); unset: the system's CAs."""
     kafka_ssl_certfile: str | None = Field(None, validation_alias=env_alias("KAFKA_SSL_CERTFILE"))
+    """PEM client certificate, for brokers that require one (mutual TLS)."""
     kafka_ssl_keyfile: str | None = Field(None, validation_alias=env_alias("KAFKA_SSL_KEYFILE"))
+    """PEM private key of the client certificate."""
 
     def kafka_security(self) -> KafkaSecurity:
         """These settings as the model every Kafka client of Assent takes."""

@@ -60,16 +60,23 @@ _GROUP = GroupTimeouts()
 class ServiceSettings(KafkaSecuritySettings):
     """Settings every Assent service shares. Each service subclasses it for its own."""
 
-    model_config = SettingsConfigDict(env_prefix="ASSENT_", extra="ignore", frozen=True, hide_input_in_errors=True)
+    model_config = SettingsConfigDict(
+        env_prefix="ASSENT_", extra="ignore", frozen=True, hide_input_in_errors=True, use_attribute_docstrings=True
+    )
 
     service_name: str = "assent"
+    """The service's name: its consumer group (after the topic prefix), Kafka client id, trace and log ``service``,
+    and the ``iss`` of the service credentials it signs. Each service sets its own."""
     kafka_bootstrap_servers: str = Field("127.0.0.1:9092", validation_alias=_env("KAFKA_BOOTSTRAP_SERVERS"))
+    """The Kafka cluster's bootstrap servers (``host:port``, comma-separated)."""
     kafka_idempotence: bool = Field(
         True,
         validation_alias=_env("KAFKA_IDEMPOTENCE"),
         description="Idempotent producer (acks=all). Off only for brokers without InitProducerId.",
     )
     topic_prefix: str = ""
+    """Put before every topic name and consumer group of the deployment (``assent_demo_1a2b3c4d.``): several
+    systems can share one cluster."""
     create_topics: bool = True
     """Create the topics as the service starts (``ASSENT_CREATE_TOPICS``). Off where the operator creates them
     (``deploy/kafka``: Strimzi ``KafkaTopic`` resources, or ``create-topics.sh``) and the service may not: then a
@@ -86,12 +93,17 @@ class ServiceSettings(KafkaSecuritySettings):
     kafka_session_timeout_ms: int = _GROUP.session_timeout_ms
     """How long after a replica's last heartbeat its consumer group drops it (see :class:`GroupTimeouts`)."""
     kafka_heartbeat_interval_ms: int = _GROUP.heartbeat_interval_ms
+    """How often a replica's consumer heartbeats to its group; shorter than the session timeout."""
     kafka_rebalance_timeout_ms: int = _GROUP.rebalance_timeout_ms
+    """How long the broker waits for the group's members to join again in a rebalance."""
     kafka_max_poll_interval_ms: int = _GROUP.max_poll_interval_ms
+    """A replica that asks for no messages this long (a handler stuck) leaves its group."""
     database_url: str = Field(
         "postgresql+asyncpg://postgres:postgres@127.0.0.1:5432/assent", validation_alias=_env("DATABASE_URL")
     )
+    """The PostgreSQL database (``postgresql+asyncpg://...``); each service keeps its tables in a schema of its own."""
     redis_url: str = Field("redis://127.0.0.1:6379/0", validation_alias=_env("REDIS_URL"))
+    """Redis, the gateway replicas' channel for fan-out (live events, outcomes)."""
     migrate_on_start: bool = True
     """Bring the service's tables to the newest migration as it starts (``ASSENT_MIGRATE_ON_START``). Off where a
     migration job does it with a role that may change the schema and the service's own role may not
@@ -99,13 +111,17 @@ class ServiceSettings(KafkaSecuritySettings):
     otlp_endpoint: str | None = Field(
         None, validation_alias=AliasChoices("ASSENT_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
     )
+    """Where spans are exported over OTLP/HTTP; unset: none are exported (the context still travels)."""
     http_host: str = "127.0.0.1"
+    """The address the service's HTTP server binds."""
     http_port: int = 8000
+    """The port of the service's HTTP server (its API, ``/livez``, ``/readyz``, ``/metrics``)."""
     db_pool_size: int = 10
     """Connections each replica keeps open to PostgreSQL."""
     db_pool_overflow: int = 0
     """Extra connections opened under a burst and closed when returned; each costs a new backend and a login."""
     outbox_poll_seconds: float = 0.5
+    """How often the outbox relay sweeps for rows a process that died left behind."""
     inbox_retention_days: float = 14.0
     """How long the inbox remembers a message id; keep it longer than the topics' retention (Kafka: 7 days)."""
     http_body_timeout_seconds: float = 10.0
@@ -115,6 +131,7 @@ class ServiceSettings(KafkaSecuritySettings):
     max_message_bytes: int = 900_000
     """The largest message a service publishes (Kafka's default limit is 1 MiB); a larger result becomes an error."""
     log_level: str = "INFO"
+    """The lowest level logged (``DEBUG``, ``INFO``, ``WARNING``, ``ERROR``)."""
     log_repeat_seconds: float = Field(60.0, ge=0)
     """After a line of a kind (logger, level, template), how long repeats of it are only counted (0: never)."""
     log_format: Literal["json", "console"] = Field("json", validation_alias=_env("LOG_FORMAT"))

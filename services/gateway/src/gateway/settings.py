@@ -41,13 +41,19 @@ class GatewaySettings(ServiceSettings):
     oidc_console_scope: str = "openid"
     """The scope the console asks for (some issuers want the API's own scope to issue an access token for it)."""
     oidc_jwks_cache_seconds: int = 300
+    """How long the issuer's JWKS is kept before it is fetched again."""
     oidc_jwks_refresh_cooldown_seconds: float = 30.0
     """A token naming an unknown key id fetches the JWKS again at most this often (a rotated key waits that long;
     forged key ids cannot hammer the issuer)."""
     oidc_algorithms: tuple[str, ...] = ("RS256", "ES256")
+    """The signature algorithms an access token may use (JSON list)."""
     oidc_leeway_seconds: int = 30
+    """Clock skew allowed when an access token's expiry and not-before times are checked."""
     oidc_user_claim: str = "sub"
+    """The claim that names the user."""
     oidc_org_claim: str = "org_id"
+    """The claim that names the user's organisation."""
     oidc_roles_claim: str = "roles"
+    """The claim that lists the user's roles (a list, or a space-separated string)."""
     decision_timeout_seconds: float = 10.0
     """How long a decision POST waits for the owner's outcome before answering 504 (the decision stands)."""
