@@ -1,26 +1,43 @@
 """``assent`` against the real services: a read with ``--json``, show's diff, apply, apply-all, the exit code of a
 stale apply (and of a stale request stopping Apply all), of a missing session, a bad token and no gateway; the config
-file and the environment. The installed command runs as a process for a read and the stale apply; the rest run in
-this process (Click's runner, in a thread), which costs no interpreter start each."""
+file and the environment. What a new user meets first: a decision on a request decided already (the API's refusal),
+``show`` of one (how it was decided), a URL without a scheme or with a path, no token or a refused one (each says what
+to do), counts in the singular; the table of exit codes. The installed command runs as a process for a read, the
+stale apply and a few first errors; the rest run in this process (Click's runner, in a thread), which costs no
+interpreter start each."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import re
+import subprocess
 import sys
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from assent_cli.client import AUTH, CONFLICT, FAILED, NOT_FOUND, OK, REFUSED, UNAVAILABLE, exit_code
-from assent_cli.config import DEFAULT_URL, ConfigError, load
-from assent_cli.main import cli
-from tests.conftest import Stack, new_world
+from assent_cli.client import exit_code
+from assent_cli.config import DEFAULT_URL, BadUrl, ConfigError, load
+from assent_cli.exit_codes import ExitCode
+from assent_cli.main import cli, plural
+from tests.conftest import OPERATOR, Stack, new_world
+from tests.test_connections import create_login, ids, open_session
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
+from tests.test_task_drafts import draft, read_task
+
+OK, FAILED, USAGE, AUTH = ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE, ExitCode.AUTH
+NOT_FOUND, CONFLICT, REFUSED, UNAVAILABLE = (
+    ExitCode.NOT_FOUND,
+    ExitCode.CONFLICT,
+    ExitCode.REFUSED,
+    ExitCode.UNAVAILABLE,
+)
 
 ASSENT = Path(sys.executable).parent / "assent"
 """The command as ``make install`` installs it."""
@@ -115,7 +132,7 @@ async def test_the_command_reads_shows_applies_and_says_stale_with_its_exit_code
         assert stopped.code == CONFLICT, (stopped.code, stopped.out)
         assert f"seq {second}: stopped (409)" in stopped.out
         again = await assent("apply", sid, str(first), env=env)
-        assert again.code == NOT_FOUND, again.err  # no longer open
+        assert again.code == REFUSED and "error 422: this request was already applied by" in again.err, again.err
 
         assert (await assent("decline", sid, str(second), env=env)).code == OK
         done = await assent("apply-all", sid, "--json", env=env)
@@ -176,3 +193,205 @@ def test_options_win_over_the_environment_which_wins_over_the_file(
     config.write_text("url = 3\n")
     with pytest.raises(ConfigError, match="url must be a string"):
         load(str(config))
+
+
+def token_of(http: Any) -> str:
+    return str(http.headers["Authorization"]).removeprefix("Bearer ")
+
+
+NO_FILE = "/nonexistent/assent/config.toml"
+"""The config file the isolated environment names (by XDG_CONFIG_HOME), which does not exist."""
+MOMENT = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
+
+
+@pytest.mark.integration
+async def test_a_decision_on_a_decided_request_is_the_apis_refusal_and_show_says_how_it_was_decided(
+    stack: Stack,
+) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        env = {"ASSENT_URL": stack.gateway_url, "ASSENT_TOKEN": token_of(http)}
+        ada = await memory(http, world.agent_id)
+        # A login nothing reads through here (no server answers at its URL): its request is decided all the same.
+        desk = await create_login(http, "http://127.0.0.1:9/mcp", ids("desk"), "guild", world.guild_id)
+        turn = (await open_session(coach, http, world)).begin_turn()
+        sid = turn.session.session_id
+        task = await read_task(turn, world.agent_id)
+        calls = [
+            await propose(turn, world.agent_id, "Prefer short answers.\nQuote the order.\n", ada["version"]),
+            await draft(turn, world.agent_id, "Answer refunds.\n", task["hash"]),
+            await turn.call(
+                "studio_edit_note",
+                {"action": "create", "level": "guild", "key": "first.md", "content": "# First\n", "reason": "r"},
+            ),
+            await turn.call("studio_request_connection_access", {"connection_id": desk["login_id"], "reason": "r"}),
+        ]
+        assert all(c.ok for c in calls), [c.error for c in calls]
+        await turn.end_step()
+        edit, task_draft, note, login = (turn.calls[c.tool_call_id].seq for c in calls)
+        await wait_pending(http, sid, 4)
+        assert (await assent("apply", sid, str(edit), env=env)).code == OK
+        assert (await assent("decline", sid, str(task_draft), env=env)).code == OK  # the draft's decline: discard
+        granted = await assent("apply", sid, str(login), env=env)  # a login request's apply: grant
+        assert (granted.code, granted.out) == (
+            OK,
+            f"seq {login}: granted (granted read access to Desk for the session)\n",
+        )
+
+        card = (await http.get(f"/api/studio/sessions/{sid}/edits/{edit}")).json()
+        at = f"{datetime.fromisoformat(card['resolution']['resolved_at']):%Y-%m-%d %H:%M:%S} UTC"
+        applied = f"error 422: this request was already applied by {OPERATOR} at {at}\n"
+        again = await installed("apply", sid, str(edit), env=env)
+        assert (again.code, again.out, again.err) == (REFUSED, "", applied)
+        declined = await assent("decline", sid, str(edit), env=env)
+        assert (declined.code, declined.err) == (REFUSED, applied)
+        published = await assent("apply", sid, str(task_draft), env=env)  # a draft's apply (publish), at …/drafts/
+        assert published.code == REFUSED, published.err
+        assert re.fullmatch(
+            f"error 422: this request was already discarded by {re.escape(OPERATOR)} at {MOMENT}\n", published.err
+        )
+        # A login request answered already is 409 at its endpoint (its kind's answer), so 5, in the API's words.
+        for command in ("apply", "decline"):
+            answered = await assent(command, sid, str(login), env=env)
+            assert answered.code == CONFLICT, answered.err
+            assert re.fullmatch(
+                f"error 409: this request was already granted by {re.escape(OPERATOR)} at {MOMENT}\n", answered.err
+            ), command
+
+        shown = await assent("show", sid, str(edit), env=env)
+        label = card["target"]["label"]
+        assert (shown.code, shown.out, shown.err) == (
+            REFUSED,
+            "",
+            f"error: seq {edit} of session {sid} ({label}) is no longer open: it was applied by {OPERATOR} at {at}\n",
+        )
+        as_json = await assent("show", sid, str(edit), "--json", env=env)
+        assert as_json.code == REFUSED and as_json.json()["item"] is None
+        assert as_json.json()["card"]["resolution"] == card["resolution"]
+        shown_draft = await assent("show", sid, str(task_draft), env=env)
+        assert (shown_draft.code, shown_draft.err) == (
+            REFUSED,
+            f"error: seq {task_draft} of session {sid} is no longer open: it was discarded by {OPERATOR}\n",
+        )
+
+        missing = note + 100
+        nothing = (
+            f"error: session {sid} has no open request at seq {missing}: `assent pending {sid}` lists the open ones\n"
+        )
+        for command in ("show", "apply", "decline"):
+            ran = await assent(command, sid, str(missing), env=env)
+            assert (ran.code, ran.out, ran.err) == (NOT_FOUND, "", nothing), command
+        # No route reads a login request by seq: show of an answered one can only say it is not open.
+        login_shown = await assent("show", sid, str(login), env=env)
+        assert (login_shown.code, login_shown.err) == (NOT_FOUND, nothing.replace(f"seq {missing}:", f"seq {login}:"))
+        assert (await assent("show", sid, str(note), env=env)).code == OK  # the open one shows as ever
+
+        # Apply all and Decline all with nothing open resolve nothing, and say so.
+        assert (
+            await assent("apply-all", sid, env=env)
+        ).out == f"seq {note}: applied\nApplied 1 request; 0 requests still open.\n"
+        for command, verb in (("apply-all", "Applied"), ("decline-all", "Declined")):
+            ran = await assent(command, sid, env=env)
+            assert (ran.code, ran.out) == (OK, f"{verb} 0 requests; 0 requests still open.\n"), command
+        late = await assent("apply", sid, str(note), env=env)
+        assert late.code == REFUSED, late.err
+        assert re.fullmatch(
+            f"error 422: this request was already applied by {re.escape(OPERATOR)} at {MOMENT}\n", late.err
+        )
+
+
+@pytest.mark.integration
+async def test_a_gateway_url_without_a_scheme_or_with_a_path_says_what_to_write(stack: Stack) -> None:
+    async with stack.http() as http:
+        await new_world(http)
+        token = token_of(http)
+        bare = stack.gateway_url.removeprefix("http://")
+        assert bare != stack.gateway_url
+        no_scheme = f"has no scheme: write http://{bare} (or https://{bare} where the gateway is served over TLS)\n"
+        given = await assent("--url", bare, "sessions", env={"ASSENT_TOKEN": token})
+        assert (given.code, given.out, given.err) == (
+            USAGE,
+            "",
+            f"error: the gateway URL '{bare}' (from --url) {no_scheme}",
+        )
+        from_env = await installed("sessions", env={"ASSENT_URL": bare, "ASSENT_TOKEN": token})
+        assert (from_env.code, from_env.err) == (
+            USAGE,
+            f"error: the gateway URL '{bare}' (from ASSENT_URL) {no_scheme}",
+        )
+        with pytest.raises(BadUrl, match="must be http:// or https:// and a host"):
+            load(url="ftp://127.0.0.1:8100")
+
+        for path in ("/console", "/api"):
+            url = stack.gateway_url + path
+            wrong = await assent("--url", url, "sessions", env={"ASSENT_TOKEN": token})
+            assert (wrong.code, wrong.out, wrong.err) == (
+                USAGE,
+                "",
+                f"error: {url} (from --url) answers, but not as Assent's API: GET /api/studio/sessions gave 404 Not "
+                f"Found (application/json). Give the gateway's base URL, with no path after it, e.g. "
+                f"{stack.gateway_url}, with --url, ASSENT_URL or url in the config file\n",
+            ), path
+        # The API's own 404 stays the API's.
+        missing = await assent("--url", stack.gateway_url, "pending", "ses_nope", env={"ASSENT_TOKEN": token})
+        expected = (await http.get("/api/studio/sessions/ses_nope/pending")).json()["detail"]
+        assert (missing.code, missing.err) == (NOT_FOUND, f"error 404: {expected}\n")
+
+
+@pytest.mark.integration
+async def test_no_token_says_how_to_give_one_and_a_refused_token_says_it_was_refused(
+    stack: Stack, tmp_path: Path
+) -> None:
+    url = {"ASSENT_URL": stack.gateway_url}
+    none = await installed("sessions", env=url)
+    assert (none.code, none.out, none.err) == (
+        AUTH,
+        "",
+        "error 401: a bearer token is required\n"
+        'no token was given: pass --token TOKEN, set ASSENT_TOKEN, or write token = "TOKEN" in '
+        f"{NO_FILE} (--config or ASSENT_CONFIG names another file)\n",
+    )
+    refused = "error 401: the token is not valid\nthe token from {} was refused: give a valid one with --token, "
+    given = await assent("--token", "nope", "sessions", env=url)
+    assert (given.code, given.err) == (
+        AUTH,
+        refused.format("--token") + f"ASSENT_TOKEN or the config file ({NO_FILE})\n",
+    )
+    config = tmp_path / "config.toml"
+    config.write_text(f'url = "{stack.gateway_url}"\ntoken = "nope"\n')
+    in_file = await assent("--config", str(config), "sessions", env={})
+    assert (in_file.code, in_file.err) == (
+        AUTH,
+        refused.format(f"the config file {config}") + f"ASSENT_TOKEN or the config file ({config})\n",
+    )
+
+
+@pytest.mark.integration
+async def test_counts_of_one_are_singular(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        env = {"ASSENT_URL": stack.gateway_url, "ASSENT_TOKEN": token_of(http)}
+        ada = await memory(http, world.agent_id)
+        turn = await open_turn(coach, world)
+        assert (await propose(turn, world.agent_id, "Quote the order.\n", ada["version"])).ok
+        await turn.end_step()
+        await wait_pending(http, turn.session.session_id, 1)
+        sessions = await assent("sessions", env=env)
+        assert sessions.code == OK and sessions.out.splitlines()[0].strip() == "1 session (page 1)", sessions.out
+        across = await assent("pending", env=env)
+        assert across.code == OK and across.out.splitlines()[0].strip() == "1 pending request (page 1)", across.out
+    assert [plural(n, "send") for n in (0, 1, 2)] == ["0 sends", "1 send", "2 sends"]
+
+
+def test_the_exit_codes_are_one_table_that_imports_with_no_side_effects() -> None:
+    assert [int(code) for code in ExitCode] == list(range(8))
+    assert all(code.summary and code.description and code.__doc__ == code.description for code in ExitCode)
+    listed = CliRunner().invoke(cli, ["codes"])
+    assert listed.output == "".join(f"{int(code)}  {code.summary}\n" for code in ExitCode)
+    probe = (
+        "import sys, assent_cli.exit_codes\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in {'click', 'httpx', 'rich'} or m.count('.') and "
+        "m.startswith('assent_cli.') and m != 'assent_cli.exit_codes'))"
+    )
+    imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert (imported.stdout, imported.stderr) == ("[]\n", "")

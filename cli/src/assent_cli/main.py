@@ -2,13 +2,23 @@
 
 Reads print a table (or the answer as JSON with ``--json``); decisions print what happened. Every decision, Apply all
 and Decline all goes with an ``Idempotency-Key`` (``--key`` to choose it), so a retried command is decided once. The
-exit code says how it went (``assent codes`` lists them; :mod:`assent_cli.client`).
+exit code says how it went (``assent codes`` lists them; :mod:`assent_cli.exit_codes`).
+
+A decision names its request by session and seq; the CLI finds it among the session's open requests (the tray
+says where to send it and the words of its buttons). A request that is not open any more is still decided at the
+API, which answers as it does for any client (a request applied already: 422, "already applied by ... at ...", exit
+6): the CLI finds where (the card routes by seq, ``GET …/{endpoint}/{seq}``, of the endpoints of
+``/console/kinds.json``) and sends the decision there. ``show`` of such a request says how it was decided, by whom
+and when, as its card tells it. Where no route tells of the seq, the CLI says plainly that the session has no open
+request there, and how to list the open ones.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -17,9 +27,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from . import client
-from .client import Api, ApiError
-from .config import ConfigError, load
+from .client import Api, ApiError, Failure, exit_code
+from .config import BadUrl, ConfigError, load
+from .exit_codes import ExitCode
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -50,15 +60,26 @@ class Desk(click.Group):
             return super().invoke(ctx)
         except ApiError as exc:
             err.print(f"[red]error[/red] {exc.status or 'no answer'}: {escape(exc.detail)}")
+            if exc.hint:
+                err.print(escape(exc.hint))
             raise click.exceptions.Exit(exc.code) from None
+        except Failure as exc:
+            err.print(f"[red]error[/red]: {escape(exc.message)}")
+            raise click.exceptions.Exit(exc.code) from None
+        except BadUrl as exc:
+            err.print(f"[red]error[/red]: {escape(str(exc))}")
+            raise click.exceptions.Exit(ExitCode.USAGE) from None
         except ConfigError as exc:
             err.print(f"[red]config[/red] {escape(str(exc))}")
-            raise click.exceptions.Exit(client.FAILED) from None
+            raise click.exceptions.Exit(ExitCode.FAILED) from None
 
 
 @click.group(cls=Desk, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config_path", envvar="ASSENT_CONFIG", help="The config file (TOML: url, token).")
-@click.option("--url", help="The gateway's URL (else ASSENT_URL, the config file, http://127.0.0.1:8100).")
+@click.option(
+    "--url",
+    help="The gateway's base URL, with http:// or https:// (else ASSENT_URL, the config file, http://127.0.0.1:8100).",
+)
 @click.option("--token", help="The API token (else ASSENT_TOKEN, the config file).")
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None, url: str | None, token: str | None) -> None:
@@ -70,6 +91,11 @@ def cli(ctx: click.Context, config_path: str | None, url: str | None, token: str
 def main() -> None:
     """The ``assent`` command."""
     cli()
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 session``, ``2 sessions`` (``many``: the plural, where it is not ``word`` + s)."""
+    return f"{count} {word if count == 1 else many or word + 's'}"
 
 
 def emit(data: Any, as_json: bool, human: Callable[[Any], None]) -> None:
@@ -123,7 +149,11 @@ def pending(
         emit(tray, as_json, show_tray)
         return
     found = state.api.get("/api/studio/pending", section=section, agent_id=agent_id, page=page, page_size=page_size)
-    emit(found, as_json, lambda data: show_items(data["items"], f"{data['total']} pending (page {data['page']})"))
+    emit(
+        found,
+        as_json,
+        lambda data: show_items(data["items"], f"{plural(data['total'], 'pending request')} (page {data['page']})"),
+    )
 
 
 @cli.command()
@@ -132,11 +162,25 @@ def pending(
 @json_option
 @pass_state
 def show(state: State, session_id: str, seq: int, as_json: bool) -> None:
-    """One pending request: its card with a coloured diff per field (where its kind has a card), else its item."""
-    item = find_item(state.api, session_id, seq)
+    """One pending request: its card with a coloured diff per field (where its kind has a card), else its item.
+
+    A request decided already is not shown: the command says how it was decided, by whom and when (its card, with
+    ``--json``) and exits 6; a seq with no open request, 4."""
+    item = open_item(state.api, session_id, seq)
+    if item is None:
+        found = locate(state.api, session_id, seq)
+        if found is None or found.card is None:
+            raise not_open(session_id, seq)
+        if found.card.get("status") != "pending":
+            if as_json:
+                click.echo(json.dumps({"item": None, "card": found.card}, indent=2, default=str))
+            raise Failure(ExitCode.REFUSED, decided(session_id, seq, found.card))
+        item = open_item(state.api, session_id, seq)  # proposed since the tray was read
+        if item is None:
+            raise not_open(session_id, seq)
     card = None
     try:
-        card = state.api.get(item["decision_path"])
+        card = state.api.get(item["decision_path"], check_url=False)
     except ApiError as exc:
         if exc.status not in (404, 405):
             raise
@@ -166,16 +210,30 @@ def proposals(state: State, agent_id: str, as_json: bool) -> None:
 @cli.command()
 def codes() -> None:
     """The exit codes, which scripts may rely on."""
-    for code, meaning in client.EXIT_CODES.items():
-        click.echo(f"{code}  {meaning}")
+    for code in ExitCode:
+        click.echo(f"{code.value}  {code.summary}")
 
 
 # --- decisions ------------------------------------------------------------------------------------------------
 
 
 def decide_one(state: State, session_id: str, seq: int, button: str, key: str | None, as_json: bool) -> None:
-    item = find_item(state.api, session_id, seq)
-    outcome = state.api.decide(item["decision_path"], {"decision": item["decisions"][button]}, key)
+    """Send ``button``'s decision on the request at ``seq``: where its tray item says, or, when it is not open, where
+    :func:`locate` finds it (the API answers a decided one as it answers any client)."""
+    item = open_item(state.api, session_id, seq)
+    if item is not None:
+        path, decision, blind = item["decision_path"], item["decisions"][button], False
+    else:
+        found = locate(state.api, session_id, seq)
+        if found is None:
+            raise not_open(session_id, seq)
+        path, decision, blind = found.path, found.decisions[button], found.card is None
+    try:
+        outcome = state.api.decide(path, {"decision": decision}, key)
+    except ApiError as exc:
+        if blind and exc.status == 404:  # the one endpoint with no read by seq has no request there either
+            raise not_open(session_id, seq) from None
+        raise
     emit(outcome, as_json, lambda o: out.print(f"seq {seq}: {o.get('outcome')} ({escape(o.get('detail', ''))})"))
 
 
@@ -206,7 +264,7 @@ def all_of(state: State, session_id: str, what: str, key: str | None, as_json: b
     emit(done, as_json, show_all)
     stopped = done.get("stopped")
     if stopped is not None:
-        raise click.exceptions.Exit(client.exit_code(int(stopped["status"])) or client.FAILED)
+        raise click.exceptions.Exit(exit_code(int(stopped["status"])) or ExitCode.FAILED)
 
 
 @cli.command("apply-all")
@@ -237,7 +295,7 @@ def decline_all(state: State, session_id: str, key: str | None, as_json: bool) -
 def continue_(state: State, session_id: str, as_json: bool) -> None:
     """Send the paused turn's continuation again (409 while it still waits on decisions)."""
     sent = state.api.request("POST", f"/api/studio/sessions/{session_id}/continue")
-    emit(sent, as_json, lambda s: out.print(f"sent again ({s['sends']} sends)\n{escape(s['text'])}"))
+    emit(sent, as_json, lambda s: out.print(f"sent again ({plural(s['sends'], 'send')})\n{escape(s['text'])}"))
 
 
 def set_grant(state: State, session_id: str, login_id: str, granted: bool, as_json: bool) -> None:
@@ -315,13 +373,79 @@ def discard(state: State, agent_id: str, proposal_id: str, key: str | None, as_j
 # --- what people read -----------------------------------------------------------------------------------------
 
 
-def find_item(api: Api, session_id: str, seq: int) -> dict[str, Any]:
-    """The open request at ``seq`` of the session, as its tray shows it (404 when it is not open)."""
+def open_item(api: Api, session_id: str, seq: int) -> dict[str, Any] | None:
+    """The open request at ``seq`` of the session, as its tray shows it (None when it is not open; 404 when there
+    is no such session)."""
     tray = api.get(f"/api/studio/sessions/{session_id}/pending")
     for item in tray["items"]:
         if item["seq"] == seq:
             return dict(item)
-    raise ApiError(404, f"session {session_id!r} has no open request at seq {seq}")
+    return None
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a request that is not open is decided: ``path``, the words of its buttons (``apply``, ``decline``),
+    and its card as the endpoint's read by seq tells it (None: the endpoint has no such read)."""
+
+    path: str
+    decisions: dict[str, str]
+    card: dict[str, Any] | None
+
+
+def locate(api: Api, session_id: str, seq: int) -> Located | None:
+    """The request at ``seq`` among the session's decision endpoints (the kind registry's, ``/console/kinds.json``):
+    the first whose read by seq (``GET …/{endpoint}/{seq}``) knows it; else, when exactly one endpoint has no such
+    read (its route takes a decision only), that one, where the API tells whether it holds the request; else None.
+    An endpoint decided elsewhere (the Proposals page's, by agent and proposal) has no route here: its 404 is
+    passed over."""
+    kinds = api.kinds()
+    words: dict[str, dict[str, str]] = {}
+    for spec in kinds.values():
+        words.setdefault(spec["endpoint"], {"apply": spec["apply"], "decline": spec["decline"]})
+    blind: list[Located] = []
+    for endpoint, decisions in words.items():
+        path = f"/api/studio/sessions/{session_id}/{endpoint}/{seq}"
+        try:
+            card = api.get(path, check_url=False)
+        except ApiError as exc:
+            if exc.status == 405:
+                blind.append(Located(path, decisions, None))
+            elif exc.status != 404:
+                raise
+            continue
+        spec = kinds.get(card.get("kind", ""))
+        return Located(path, {"apply": spec["apply"], "decline": spec["decline"]} if spec else decisions, card)
+    return blind[0] if len(blind) == 1 else None
+
+
+def not_open(session_id: str, seq: int) -> Failure:
+    return Failure(
+        ExitCode.NOT_FOUND,
+        f"session {session_id} has no open request at seq {seq}: `assent pending {session_id}` lists the open ones",
+    )
+
+
+def decided(session_id: str, seq: int, card: dict[str, Any]) -> str:
+    """How the request of ``card`` was decided, by whom and when, as far as its card tells (an edit's card has a
+    ``resolution``; a Task draft's card its status and who published or discarded it)."""
+    resolution = card.get("resolution") or {}
+    status = resolution.get("status") or card.get("status") or "decided"
+    by = resolution.get("resolved_by") or card.get(f"{status}_by_user_id")
+    at = resolution.get("resolved_at")
+    when = ""
+    if at:
+        try:
+            moment = datetime.fromisoformat(str(at))
+            moment = moment.astimezone(UTC) if moment.tzinfo else moment
+            when = f" at {moment:%Y-%m-%d %H:%M:%S} UTC"
+        except ValueError:
+            when = f" at {at}"
+    label = (card.get("target") or {}).get("label")
+    return (
+        f"seq {seq} of session {session_id}{f' ({label})' if label else ''} is no longer open: it was {status}"
+        f"{f' by {by}' if by else ''}{when}"
+    )
 
 
 def row(table: Table, *cells: Any) -> None:
@@ -330,7 +454,7 @@ def row(table: Table, *cells: Any) -> None:
 
 
 def show_sessions(found: dict[str, Any]) -> None:
-    table = Table(title=f"{found['total']} sessions (page {found['page']})")
+    table = Table(title=f"{plural(found['total'], 'session')} (page {found['page']})")
     for column in ("session", "state", "waiting on", "operator", "guild", "opened"):
         table.add_column(column)
     for s in found["items"]:
