@@ -7,6 +7,7 @@ then waits until no process of that run is left: the launcher, the services, the
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.integration
 MARK = "ASSENT_TEST_RUN_MARK"
 """An environment variable only the processes of one run carry (read by these tests, by nothing else)."""
 READY = "Assent is running."
+STOPPED = "Stopped: every service and server this run started has ended."
 
 
 @dataclass(frozen=True)
@@ -241,9 +243,22 @@ def launcher(procs: dict[int, Proc]) -> int:
     return pid
 
 
+def the_printed_commands_answer_readably(run: Run) -> None:
+    """The demo's first two printed commands, run as a user pastes them, answer JSON over several indented lines."""
+    text = run.text()
+    for label, until in (("See what waits:", "See a card"), ("Ada's Memory now:", "When you have decided")):
+        command = text.split(label, 1)[1].split(until, 1)[0].rsplit("\n", 1)[0]
+        answer = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60, check=True)
+        assert answer.stdout.count("\n") > 2 and "\n    " in answer.stdout, (command, answer.stdout)
+        assert isinstance(json.loads(answer.stdout), dict)
+
+
 def ctrl_c(run: Run, procs: dict[int, Proc]) -> None:
+    the_printed_commands_answer_readably(run)
     os.killpg(run.process.pid, signal.SIGINT)  # what the terminal does on Ctrl-C: the whole foreground job
     run.exited()
+    wait_until(lambda: STOPPED in run.text(), 30, "make run saying it has stopped")  # it says so, once it has
+    assert run.text().index("Stopping ...") < run.text().index(STOPPED)
 
 
 def sigterm_to_make(run: Run, procs: dict[int, Proc]) -> None:

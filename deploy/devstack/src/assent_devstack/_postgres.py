@@ -90,7 +90,7 @@ def pg_bin_dir() -> Path:
 def start_postgres(
     state_dir: Path,
     port: int | None = None,
-    timeout: float = 60.0,
+    timeout: float | None = None,
     *,
     install: Path | None = None,
     detached: bool = False,

@@ -21,7 +21,9 @@ def redis_server_bin() -> Path:
     return binary
 
 
-def start_redis(state_dir: Path, port: int | None = None, timeout: float = 30.0, *, detached: bool = False) -> Service:
+def start_redis(
+    state_dir: Path, port: int | None = None, timeout: float | None = None, *, detached: bool = False
+) -> Service:
     """Start an in-memory Redis (no RDB, no AOF) on 127.0.0.1 and wait until it answers PING.
 
     `endpoint` is `redis://127.0.0.1:<port>/0`. The server runs in a session of its own and is killed when the

@@ -142,23 +142,22 @@ class Service:
         return True
 
 
-def wait_ready(service: Service, timeout: float, started: float | None = None) -> Service:
+def wait_ready(service: Service, timeout: float | None = None, started: float | None = None) -> Service:
     """Block until `service.healthy()`, then set `service.startup_seconds` (counted from `started`, a
     `time.monotonic()` value, default now) and return it.
 
-    If the server dies, does not answer within `timeout` seconds, or the wait is interrupted, the
-    server is stopped and DevstackError (with its log tail) or the interrupt is raised.
+    The server is waited for as long as it makes progress (its logs grow or its processes spend CPU), up to
+    `timeout` seconds (default: ASSENT_START_TIMEOUT_SECONDS; see :mod:`assent_devstack._progress`). If the
+    server dies, stops making progress, reaches that bound, or the wait is interrupted, the server is stopped and
+    DevstackError (with its log tail) or the interrupt is raised.
     """
+    from assent_devstack._progress import StartWatch
+
     started = time.monotonic() if started is None else started
-    deadline = time.monotonic() + timeout
+    watch = StartWatch(service.name, lambda: _with_descendants(service._live_pids()), service.logs, timeout=timeout)
     try:
         while True:
-            answered = probe(
-                service.kind,
-                service.endpoint,
-                timeout=min(5.0, max(deadline - time.monotonic(), 1.0)),
-                **service.probe_kwargs,
-            )
+            answered = probe(service.kind, service.endpoint, timeout=5.0, **service.probe_kwargs)
             # Checked after the probe, so that another server answering on the same port is not
             # mistaken for ours when ours has died.
             if not service.alive():
@@ -166,10 +165,8 @@ def wait_ready(service: Service, timeout: float, started: float | None = None) -
                 raise DevstackError(f"{service.name} exited during start-up (exit code {code})\n{service.log_tail()}")
             if answered:
                 break
-            if time.monotonic() > deadline:
-                raise DevstackError(
-                    f"{service.name} did not answer on {service.endpoint} within {timeout:.0f}s\n{service.log_tail()}"
-                )
+            if (why := watch.verdict()) is not None:
+                raise DevstackError(f"{why}; it did not answer on {service.endpoint}\n{service.log_tail()}")
             time.sleep(0.1)
     except BaseException:
         if service.alive():

@@ -24,6 +24,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,6 +129,7 @@ class ServiceContainer(ServiceProcess):
             init=True,
         )
         self.containers.append(container)
+        self._launched, self.ready_seconds = time.monotonic(), None
         self.process = ContainerProcess(container)  # type: ignore[assignment]  # answers what is asked of a Popen
         threading.Thread(target=_copy_logs, args=(container, self.log_path), daemon=True).start()
 

@@ -20,6 +20,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
 from ._probes import port_open
+from ._progress import StartWatch
 from ._service import DevstackError, start_tied, tail
 
 ORDERS: dict[str, list[dict[str, object]]] = {
@@ -65,8 +66,13 @@ class McpServerProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
 
-    def start(self, timeout: float = 30.0) -> McpServerProcess:
-        """Start the server and wait until it listens; DevstackError with its log tail when it does not."""
+    def start(self, timeout: float | None = None) -> McpServerProcess:
+        """Start the server and wait until it listens (:meth:`launch`, then :meth:`wait_listening`)."""
+        self.launch()
+        return self.wait_listening(timeout)
+
+    def launch(self) -> McpServerProcess:
+        """Start the server without waiting for it."""
         with self.log_path.open("ab") as log:
             self.process = start_tied(
                 [sys.executable, "-m", self.module, "--port", str(self.port)],
@@ -76,12 +82,20 @@ class McpServerProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        deadline = time.monotonic() + timeout
+        return self
+
+    def wait_listening(self, timeout: float | None = None) -> McpServerProcess:
+        """Wait until the launched server listens, for as long as it makes progress (``timeout`` overrides
+        ``ASSENT_START_TIMEOUT_SECONDS``); DevstackError with its log tail when it exits or gives up."""
+        assert self.process is not None, "launch() first"
+        process = self.process
+        watch = StartWatch(f"the MCP server {self.module}", lambda: (process.pid,), (self.log_path,), timeout=timeout)
         while not port_open(self.port, timeout=0.5):
-            if self.process.poll() is not None or time.monotonic() > deadline:
+            why = f"it exited with {process.returncode}" if process.poll() is not None else watch.verdict()
+            if why is not None:
                 self.stop()
                 raise DevstackError(
-                    f"the MCP server {self.module} did not listen on {self.port}:\n{tail(self.log_path)}"
+                    f"the MCP server {self.module} did not listen on {self.port}: {why}\n{tail(self.log_path)}"
                 )
             time.sleep(0.05)
         return self
@@ -101,9 +115,13 @@ class McpServerProcess:
                 self.kill()
 
 
-def start_mcp_server(port: int, log_path: Path, module: str = "assent_devstack.mcp_demo") -> McpServerProcess:
-    """Start the MCP server of ``module`` (by default the order desk) on ``port``: ``python -m <module> --port``."""
-    return McpServerProcess(module, port, log_path).start()
+def start_mcp_server(
+    port: int, log_path: Path, module: str = "assent_devstack.mcp_demo", *, wait: bool = True
+) -> McpServerProcess:
+    """Start the MCP server of ``module`` (by default the order desk) on ``port``: ``python -m <module> --port``;
+    without ``wait``, return at once (:meth:`McpServerProcess.wait_listening` waits)."""
+    server = McpServerProcess(module, port, log_path)
+    return server.start() if wait else server.launch()
 
 
 def main(argv: list[str] | None = None, server: MCPServer | None = None) -> None:

@@ -30,6 +30,7 @@ import os
 import shutil
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -301,25 +302,37 @@ async def _demo_turn(system: System, kafka: str, prefix: str, idempotent: bool, 
         login_seq = turn.calls[access.tool_call_id].seq
         sid = session.session_id
         auth = f"-H 'Authorization: Bearer {TOKEN}'"
+        post = f"{auth} -X POST -H 'Content-Type: application/json'"
+        pretty = "| python3 -m json.tool"  # the answers are JSON on one line; this indents them
         studio = f"{gateway}/api/studio/sessions/{sid}"
         cards = f"{studio}/edits"
         print(
             f"""
-Assent is running.  Gateway: {gateway}   API docs: {gateway}/docs   Logs: {logs}
+Assent is running.  Gateway: {gateway}   Console: {gateway}/console   API docs: {gateway}/docs
+Token: {TOKEN}   Logs: {logs}/
 
 The coach proposed three changes (session {sid}): Ada's Memory (seq {seq}), a new note of the guild
 (seq {note_seq}) and the guild's short description (seq {guild_seq}); and it asked for read access to the
 order desk's login (seq {login_seq}). The turn now waits on you.
 
-  See what waits:     curl -s {auth} {studio}/pending
-  See a card:         curl -s {auth} {cards}/{seq}      (and {note_seq}, {guild_seq})
-  Apply one:          curl -s {auth} -X POST -H 'Content-Type: application/json' \\
-                           -d '{{"decision": "apply"}}' {cards}/{seq}
-  (or decline it:     ... -d '{{"decision": "decline"}}' ...)
-  The Logins popover: curl -s {auth} {studio}/connections
-  Grant the login:    curl -s {auth} -X POST -H 'Content-Type: application/json' \\
-                           -d '{{"decision": "grant"}}' {studio}/logins/{login_seq}
-  Ada's Memory now:   curl -s {auth} {gateway}/api/workspace/agents/ada/memory
+  See what waits:
+    curl -s {auth} \\
+      {studio}/pending {pretty}
+  See a card (and {note_seq}, {guild_seq}):
+    curl -s {auth} \\
+      {cards}/{seq} {pretty}
+  Apply one (or decline it: "decline"):
+    curl -s {post} -d '{{"decision": "apply"}}' \\
+      {cards}/{seq} {pretty}
+  The Logins popover:
+    curl -s {auth} \\
+      {studio}/connections {pretty}
+  Grant the login (or decline it):
+    curl -s {post} -d '{{"decision": "grant"}}' \\
+      {studio}/logins/{login_seq} {pretty}
+  Ada's Memory now:
+    curl -s {auth} \\
+      {gateway}/api/workspace/agents/ada/memory {pretty}
 
 When you have decided all four, the coach's turn resumes and its continuation is printed here; with the login
 granted, the coach then reads the order desk through it, and what it read is printed too.
@@ -380,9 +393,11 @@ def _run(args: argparse.Namespace) -> None:
             stopping = True  # first, before anything that a signal could interrupt
             print("Stopping ...", flush=True)
             cleanup.close()
+            print("Stopped: every service and server this run started has ended.", flush=True)
 
 
 def _start_and_play(args: argparse.Namespace, state_dir: Path, port: int, cleanup: contextlib.ExitStack) -> None:
+    began = time.monotonic()
     logs = state_dir / "logs"
     shutil.rmtree(logs, ignore_errors=True)  # the previous run's logs
 
@@ -424,14 +439,21 @@ def _start_and_play(args: argparse.Namespace, state_dir: Path, port: int, cleanu
     )
     cleanup.callback(system.stop)
     logs.mkdir(parents=True, exist_ok=True)
-    print("Starting the order desk's MCP server ...", flush=True)
-    mcp = start_mcp_server(free_port(), logs / "mcp-order-desk.log")
+    print(f"Starting the services ({', '.join(system.processes)}) and the order desk's MCP server ...", flush=True)
+    mcp = start_mcp_server(free_port(), logs / "mcp-order-desk.log", wait=False)
     cleanup.callback(mcp.stop)
-    print(f"Starting the services ({', '.join(system.processes)}) ...", flush=True)
     try:
         system.start()
     except (RuntimeError, TimeoutError) as e:
         raise RunError(str(e)) from e
+    mcp.wait_listening()
+    ready = system.ready_seconds()
+    print(
+        f"Ready {time.monotonic() - began:.1f}s after start: "
+        + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in ready.items() if seconds is not None)
+        + " from launch. Playing the demo's coach turn ...",
+        flush=True,
+    )
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a demo that runs fine ends
         asyncio.run(_demo_turn(system, kafka, prefix, idempotent, mcp.url))
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from assent_devstack._progress import StartWatch
 from assent_devstack._service import free_port as free_port  # the services' ports come from the same place
 
 
@@ -34,12 +35,16 @@ class ServiceProcess:
     python: str = sys.executable
     """The interpreter that runs it: this one, or another checkout's environment's."""
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    ready_seconds: float | None = field(default=None, init=False)
+    """Seconds from launch to ready, once :meth:`wait_ready` (or :meth:`ready_now`) has seen it ready."""
+    _launched: float = field(default=0.0, init=False, repr=False)
+    _last_answer: str = field(default="no answer", init=False, repr=False)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, extra_env: dict[str, str] | None = None, timeout: float = 60.0) -> None:
+    def start(self, extra_env: dict[str, str] | None = None, timeout: float | None = None) -> None:
         """Start the process and wait until it is ready (:meth:`launch`, then :meth:`wait_ready`)."""
         self.launch(extra_env)
         self.wait_ready(timeout)
@@ -53,6 +58,7 @@ class ServiceProcess:
         from assent_devstack._service import start_tied
 
         env = {**os.environ, **self.env, "ASSENT_HTTP_PORT": str(self.port), **(extra_env or {})}
+        self.ready_seconds = None
         with self.log_path.open("ab") as log:  # the child has its own copy
             self.process = start_tied(
                 [self.python, "-m", self.module],
@@ -63,43 +69,57 @@ class ServiceProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        self._launched = time.monotonic()
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        """Wait until the launched process is ready: ``/readyz`` answers 200 naming this service, the process is
+    def watch(self, timeout: float | None = None) -> StartWatch:
+        """A watch of the launched process's start (:class:`~assent_devstack._progress.StartWatch`): its log and
+        its CPU; ``timeout`` overrides ``ASSENT_START_TIMEOUT_SECONDS``."""
+        assert self.process is not None, "launch() first"
+        process = self.process
+        return StartWatch(self.module, lambda: (process.pid,), (self.log_path,), timeout=timeout)
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until the launched process is ready (:meth:`ready_now`) for as long as it makes progress
+        (:class:`~assent_devstack._progress.StartWatch`; ``timeout`` overrides the bound of
+        ``ASSENT_START_TIMEOUT_SECONDS``). Raises RuntimeError with the log tail when the process exits, TimeoutError
+        (after stopping it) when it stops making progress or reaches the bound.
+        """
+        watch = self.watch(timeout)
+        while not self.ready_now(watch):
+            time.sleep(0.1)
+
+    def ready_now(self, watch: StartWatch) -> bool:
+        """One look at a starting process: True once ``/readyz`` answers 200 naming this service, the process is
         still running after that answer, and (where /proc tells) it is the one listening on the port, so that
-        another process on the port is never taken for it. Raises RuntimeError with the log tail when the process
-        exits, TimeoutError (after stopping it) when it is not ready within ``timeout``.
+        another process on the port is never taken for it; False while it may still get there. Sets
+        :attr:`ready_seconds`. Raises as :meth:`wait_ready` does.
         """
         from assent_devstack._service import listens_on
 
         assert self.process is not None, "launch() first"
-        deadline = time.monotonic() + timeout
-        last = "no answer"
-        while time.monotonic() < deadline:
+        try:
+            response: httpx.Response | None = httpx.get(f"{self.url}/readyz", timeout=1.0)
+        except httpx.HTTPError as e:
+            response, self._last_answer = None, f"no answer ({type(e).__name__})"
+        # Checked after the request: once ours has exited, whatever answers on the port is not ours.
+        if self.process.poll() is not None:
+            raise RuntimeError(f"{self.module} exited with {self.process.returncode}:\n{self.log_tail()}")
+        if response is not None:
             try:
-                response: httpx.Response | None = httpx.get(f"{self.url}/readyz", timeout=1.0)
-            except httpx.HTTPError as e:
-                response, last = None, f"no answer ({type(e).__name__})"
-            # Checked after the request: once ours has exited, whatever answers on the port is not ours.
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.module} exited with {self.process.returncode}:\n{self.log_tail()}")
-            if response is not None:
-                try:
-                    body = response.json()
-                except ValueError:
-                    body = None
-                service = body.get("service") if isinstance(body, dict) else None
-                last = f"HTTP {response.status_code} {response.text[:200]!r}"
-                if service != self.module:
-                    last = f"{last}, which is not {self.module!r}'s answer"
-                elif response.status_code == 200 and listens_on(self.process.pid, self.port) is not False:
-                    return
-            time.sleep(0.1)
-        self.stop()
-        raise TimeoutError(
-            f"{self.module} did not become ready on port {self.port} in {timeout}s (last answer: {last}):\n"
-            f"{self.log_tail()}"
-        )
+                body = response.json()
+            except ValueError:
+                body = None
+            service = body.get("service") if isinstance(body, dict) else None
+            self._last_answer = f"HTTP {response.status_code} {response.text[:200]!r}"
+            if service != self.module:
+                self._last_answer = f"{self._last_answer}, which is not {self.module!r}'s answer"
+            elif response.status_code == 200 and listens_on(self.process.pid, self.port) is not False:
+                self.ready_seconds = round(time.monotonic() - self._launched, 2)
+                return True
+        if (why := watch.verdict()) is not None:
+            self.stop()
+            raise TimeoutError(f"{why} (last answer on port {self.port}: {self._last_answer}):\n{self.log_tail()}")
+        return False
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -158,19 +178,29 @@ class System:
             return processes[name]  # type: ignore[no-any-return]  # a dict of ServiceProcess read through __dict__
         raise AttributeError(name)
 
-    def start(self) -> None:
-        """Start every service in order; when one fails (or the start is interrupted), stop every one started,
-        then raise."""
+    def start(self, timeout: float | None = None) -> None:
+        """Start every service and wait until all are ready, each for as long as it makes progress (see
+        :meth:`ServiceProcess.wait_ready`); when one fails (or the start is interrupted), stop every one started,
+        then raise. Each one's :attr:`~ServiceProcess.ready_seconds` says how long it took."""
         try:
             # All at once: each migrates its own schema and joins its own consumer group, and none needs another
             # to start; waiting for each in turn would add up their start-up times.
             for process in self.processes.values():
                 process.launch()
-            for process in self.processes.values():
-                process.wait_ready()
+            watches = {name: process.watch(timeout) for name, process in self.processes.items()}
+            while watches:
+                for name in list(watches):
+                    if self.processes[name].ready_now(watches[name]):
+                        del watches[name]
+                if watches:
+                    time.sleep(0.1)
         except BaseException:
             self.stop()
             raise
+
+    def ready_seconds(self) -> dict[str, float | None]:
+        """Each service's time from launch to ready, in start order (None for one not seen ready)."""
+        return {name: process.ready_seconds for name, process in self.processes.items()}
 
     def stop(self) -> None:
         for process in reversed(self.processes.values()):
