@@ -117,7 +117,7 @@ class ServiceSettings(KafkaSecuritySettings):
     http_port: int = 8000
     """The port of the service's HTTP server (its API, ``/livez``, ``/readyz``, ``/metrics``)."""
     db_pool_size: int = 10
-    """Connections each replica keeps open to PostgreSQL."""
+    """Connections each replica keeps open to PostgreSQL; more requests than that wait for one."""
     db_pool_overflow: int = 0
     """Extra connections opened under a burst and closed when returned; each costs a new backend and a login."""
     outbox_poll_seconds: float = 0.5

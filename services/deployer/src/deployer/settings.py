@@ -24,7 +24,9 @@ class DeployerSettings(ServiceSettings):
     """The deploy target of agents whose Deploys settings name none (``ASSENT_DEPLOY_TARGET``, JSON:
     ``{"kind": "local"}``, ``{"kind": "webhook", "url": ...}``, ``{"kind": "kubernetes", ...}``)."""
     build_concurrency: int = Field(2, ge=1, le=32)
-    """How many build and deploy jobs one process runs at once (``ASSENT_BUILD_CONCURRENCY``)."""
+    """How many build and deploy jobs one process runs at once (``ASSENT_BUILD_CONCURRENCY``). A running job uses two
+    database connections at once, so the deployer refuses to start unless its pool (``ASSENT_DB_POOL_SIZE`` +
+    ``ASSENT_DB_POOL_OVERFLOW``) holds twice this plus 3: the relay's lock and the consumers need theirs."""
     poll_seconds: float = Field(60.0, ge=0)
     """How often the remotes of sources that build on push are fetched (``ASSENT_POLL_SECONDS``; 0: never)."""
 
