@@ -15,9 +15,11 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from redis.asyncio import Redis
 
-from assent.contracts import ToolCall
+from assent.contracts import DecisionMade, ToolCall
+from assent.runtime.kit import proposal_id_for
 from assent.telemetry import trace_id_of
-from tests.conftest import Stack, new_world, running_stack, wait_for
+from assent.topics import DECISIONS, PROPOSALS_DECIDED
+from tests.conftest import OPERATOR, Stack, new_world, running_stack, wait_for
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 
 pytestmark = pytest.mark.integration
@@ -163,11 +165,51 @@ async def test_one_trace_spans_tool_call_proposal_decision_and_outcome(stack: St
         assert len(call) == 1
         (trace_id,) = trace_ids(call)
         assert trace_id and trace_id != "0" * 32
-        for topic in ("proposals.proposed", "studio.tool-results", "proposals.decided", "proposals.outcomes"):
+        for topic in ("proposals.proposed", "studio.tool-results", "edits.decisions", "proposals.outcomes"):
             records = await stack.records(stack.topic(topic), of_session)
             assert records, topic
             assert trace_ids(records) == {trace_id}, topic
+        # The decision went to its owner's topic only (published before the outcome that came back).
+        for topic in ("proposals.decided", *(t.name for t in DECISIONS.values() if t.name != "edits.decisions")):
+            assert await stack.records(stack.topic(topic), of_session) == [], topic
         assert ToolCall.model_validate_json(call[0].value).tool == "studio_edit_memory"
+
+
+async def test_a_decision_an_earlier_release_left_on_the_shared_topic_is_carried_out_after_the_upgrade(
+    stack: Stack,
+) -> None:
+    """Before each owner had a decisions topic of its own, the gateway published every decision on
+    ``proposals.decided``; the owners still read it, so what was left there when the gateway was upgraded is
+    carried out once, by the owner of its kind, and the turn goes on."""
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        turn = await open_turn(coach, world)
+        base = await memory(http, world.agent_id)
+        result = await propose(turn, world.agent_id, "Decided before the upgrade.\n", base["version"])
+        assert result.ok, result.error
+        await turn.end_step()
+        sid, seq = turn.session.session_id, turn.calls[result.tool_call_id].seq
+        await wait_pending(http, sid, 1)
+
+        left = DecisionMade(
+            decision_id=f"dec_{uuid.uuid4().hex}",
+            proposal_id=proposal_id_for(sid, result.tool_call_id),
+            session_id=sid,
+            seq=seq,
+            kind="memory",
+            decision="apply",
+            actor=OPERATOR,
+        )
+        await coach.publish(PROPOSALS_DECIDED, sid, left)
+
+        continuation = await turn.continuation(timeout=60)
+        assert len(continuation.decisions) == 1 and continuation.decisions[0].outcome == "applied", continuation
+        live = await memory(http, world.agent_id)
+        assert live["content"] == "Decided before the upgrade.\n" and live["version"] == base["version"] + 1
+        outcomes = await stack.records(
+            stack.topic("proposals.outcomes"), lambda r: json.loads(r.value).get("decision_id") == left.decision_id
+        )
+        assert [json.loads(r.value)["outcome"] for r in outcomes] == ["applied"]
 
 
 async def outcome_consumers_settled_at(stack: Stack, members: int) -> bool:

@@ -17,7 +17,14 @@ from aiokafka import AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
 from assent.kinds import KINDS
-from assent.topics import PROPOSALS_DECIDED, PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, STUDIO_SESSIONS, TOOL_CALLS
+from assent.topics import (
+    DECISIONS,
+    PROPOSALS_DECIDED,
+    PROPOSALS_OUTCOMES,
+    PROPOSALS_PROPOSED,
+    STUDIO_SESSIONS,
+    TOOL_CALLS,
+)
 from gateway.adapters.metrics import org_label
 from tests.conftest import Stack, wait_for
 from tests.test_memory_edits import memory, new_world, open_turn, propose, wait_pending
@@ -130,13 +137,18 @@ async def test_each_family_moves_by_what_a_round_did(stack: Stack) -> None:
     assert services == {*OWNERS, "gateway"}
 
     # Messages handled: the session opened reaches every service once; the proposal and its outcome the gateway;
-    # the call the edits service; the decision every owner (those whose kind it is not pass it over, handled).
+    # the call the edits service; the decision its owner only, on its own topic (every consumer has fetched all
+    # there was: the other owners had it to read nowhere).
     for service in services:
         assert moved(before, after, service, "assent_messages_handled_total", topic=STUDIO_SESSIONS.name) == 1, service
     assert moved(before, after, "edits", "assent_messages_handled_total", topic=TOOL_CALLS["edits"].name) == 1
     assert moved(before, after, "gateway", "assent_messages_handled_total", topic=PROPOSALS_PROPOSED.name) == 1
+    assert moved(before, after, "edits", "assent_messages_handled_total", topic=DECISIONS["edits"].name) == 1
     for owner in OWNERS:
-        assert moved(before, after, owner, "assent_messages_handled_total", topic=PROPOSALS_DECIDED.name) == 1, owner
+        assert moved(before, after, owner, "assent_messages_handled_total", topic=PROPOSALS_DECIDED.name) == 0, owner
+        decisions = [topic.name for topic in DECISIONS.values()]
+        handled = sum(moved(before, after, owner, "assent_messages_handled_total", topic=t) for t in decisions)
+        assert handled == (1 if owner == "edits" else 0), owner
     handlers = {dict(key)["handler"] for key in after["edits"]["assent_messages_handled_total"]}
     assert {"session", "tool_call", "decision"} <= handlers, handlers
 

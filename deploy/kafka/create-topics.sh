@@ -52,6 +52,16 @@ create studio.tool-results ${PARTITIONS:-3}
 create studio.tool-results.dlq 1
 create proposals.proposed ${PARTITIONS:-3}
 create proposals.proposed.dlq 1
+create edits.decisions ${PARTITIONS:-3}
+create edits.decisions.dlq 1
+create routines.decisions ${PARTITIONS:-3}
+create routines.decisions.dlq 1
+create access.decisions ${PARTITIONS:-3}
+create access.decisions.dlq 1
+create connections.decisions ${PARTITIONS:-3}
+create connections.decisions.dlq 1
+create deployer.decisions ${PARTITIONS:-3}
+create deployer.decisions.dlq 1
 create proposals.decided ${PARTITIONS:-3}
 create proposals.decided.dlq 1
 create proposals.outcomes ${PARTITIONS:-3}

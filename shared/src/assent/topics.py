@@ -132,7 +132,21 @@ DEPLOYER_TOOL_CALLS = TOOL_CALLS["deployer"]
 STUDIO_TURNS = Topic("studio.turns", "session_id", ("coach",), ("gateway",), (StepEnded,))
 TOOL_RESULTS = Topic("studio.tool-results", "session_id", OWNERS, ("coach", "gateway"), (ToolResult,))
 PROPOSALS_PROPOSED = Topic("proposals.proposed", "session_id", OWNERS, ("gateway",), (ProposalProposed,))
+
+
+def _decisions(owner: str) -> Topic:
+    return Topic(f"{owner}.decisions", "session_id", ("gateway",), (owner,), (DecisionMade,))
+
+
+DECISIONS: dict[str, Topic] = {owner: _decisions(owner) for owner in OWNERS}
+"""Each owner service's decisions: the gateway publishes a decision on the topic of its kind's owner
+(:func:`decisions_of`), so that an owner reads its own decisions only, and an owner added costs the rounds it takes
+no part in nothing. (Twenty owners make twenty topics of three partitions each, and their dead-letter twins: a
+broker holds many thousands.) Keyed by session, as the session's calls are."""
 PROPOSALS_DECIDED = Topic("proposals.decided", "session_id", ("gateway",), OWNERS, (DecisionMade,))
+"""Where every owner's decisions went before each owner had its own topic (:data:`DECISIONS`). Nothing publishes
+on it now; the owners still read it, so that the decisions a gateway of the earlier release left there are carried
+out after an upgrade (each owner passes over the others' decisions unopened), until a later release retires it."""
 PROPOSALS_OUTCOMES = Topic("proposals.outcomes", "session_id", OWNERS, ("gateway", "coach"), (ProposalOutcome,))
 STUDIO_CONTINUATIONS = Topic("studio.continuations", "session_id", ("gateway",), ("coach",), (TurnContinuation,))
 WORKSPACE_EVENTS = Topic(
@@ -180,6 +194,7 @@ REGISTRY: tuple[Topic, ...] = (
     STUDIO_TURNS,
     TOOL_RESULTS,
     PROPOSALS_PROPOSED,
+    *DECISIONS.values(),
     PROPOSALS_DECIDED,
     PROPOSALS_OUTCOMES,
     STUDIO_CONTINUATIONS,
@@ -195,6 +210,11 @@ TOOL_ROUTES: dict[str, Topic] = {
 }
 """Which topic carries a call of each tool, derived from the kind registry, so the coach can route without
 knowing the services."""
+
+
+def decisions_of(kind: str) -> Topic:
+    """The topic that carries the decisions on requests of ``kind``: its owner's; ``KeyError`` for an unknown kind."""
+    return DECISIONS[KINDS[kind].owner]
 
 
 def route(tool: str) -> Topic:

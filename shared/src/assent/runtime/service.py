@@ -43,7 +43,7 @@ from ..outbox import Outbox, OutboxRelay
 from ..service_auth import InvalidServiceToken, ServiceSigner, ServiceVerifier, service_keys
 from ..settings import ServiceSettings
 from ..telemetry import setup_telemetry
-from ..topics import PROPOSALS_DECIDED, STUDIO_SESSIONS, TOOL_CALLS, WORKSPACE_EVENTS, Topic
+from ..topics import DECISIONS, PROPOSALS_DECIDED, STUDIO_SESSIONS, TOOL_CALLS, WORKSPACE_EVENTS, Topic
 from .consumer import FailurePolicy, MalformedAnswer, Received, batch_span, subscribe
 from .kit import LiveCard, OwnerKit
 from .malformed_calls import answer_malformed_call
@@ -311,7 +311,9 @@ class ServiceRuntime:
         self.consume_batch(TOOL_CALLS[self.service], kit.on_tool_calls, label="tool_call")
         # A call that cannot be read is answered with an error wherever its envelope can be, not dead-lettered.
         self._answers[TOOL_CALLS[self.service]] = answer_malformed_call
-        # Every owner reads the one decisions topic; another owner's decisions are passed over unopened.
+        # Its own decisions only, on a topic of its own; and what an earlier release's gateway left on the one topic
+        # every owner read then, passing over the other owners' decisions unopened.
+        self.consume_batch(DECISIONS[self.service], kit.on_decisions, label="decision")
         self.consume_batch(PROPOSALS_DECIDED, kit.on_decisions, label="decision", when=lambda d: d.kind in kit.kinds)
         router = self.internal_router(tags=["internal"])
 

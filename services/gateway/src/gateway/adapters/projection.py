@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from assent.contracts import DecisionMade, ProposalOutcome
 from assent.db import driver_connection, json_param, update_rows
 from assent.outbox import Outbox
-from assent.topics import PROPOSALS_DECIDED
+from assent.topics import decisions_of
 
 from . import tables as t
 
@@ -261,7 +261,9 @@ class SqlDecisions:
             message.id,
         )
         async with self.engine.connect() as conn:
-            await self.outbox.write_with(conn, INSERT_DECISION, row, [(PROPOSALS_DECIDED, message.session_id, message)])
+            await self.outbox.write_with(
+                conn, INSERT_DECISION, row, [(decisions_of(message.kind), message.session_id, message)]
+            )
 
     async def outcome(self, decision_id: str) -> dict[str, Any] | None:
         """The decision's outcome as the projection holds it (None until it arrived)."""
