@@ -179,12 +179,24 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         await expect(login.get_by_role("button", name="Grant read access")).to_be_visible()
         await expect(login.get_by_role("button", name="Decline")).to_be_visible()
 
-        # The guild card: one diff per changed field, the added lines marked.
+        # The guild card: one diff per changed field, the added lines marked; the tray counts its fields' lines
+        # added up (an empty field filled removes none), as the API's pending item and card do.
         await guild.get_by_role("button", name="Show changes").click()
         diffs = guild.locator("pre.diff")
         await expect(diffs).to_have_count(2)
         await expect(guild.get_by_role("heading", name="about +1 \u22120")).to_be_visible()
+        await expect(guild.locator("h4 .count")).to_have_text(["+1 \u22120", "+2 \u22120"])
+        await expect(guild.locator(".meta")).to_contain_text("guild \u00b7 edit \u00b7 +3 \u22120 \u00b7 ")
         await expect(diffs.first.locator(".line.add")).to_have_text(["added: +We answer within a day."])
+        tray = next(
+            i for i in (await http.get(f"/api/studio/sessions/{sid}/pending")).json()["items"] if i["seq"] == seqs[1]
+        )
+        card = (await http.get(f"/api/studio/sessions/{sid}/edits/{seqs[1]}")).json()
+        assert [(f["name"], f["lines"]) for f in card["fields"]] == [
+            ("about", {"added": 1, "removed": 0}),
+            ("description", {"added": 2, "removed": 0}),
+        ]
+        assert tray["lines"] == {"added": 3, "removed": 0}  # the card's fields' added up
         await axe(one)
         await shot(one, "desk")
 

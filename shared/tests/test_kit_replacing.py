@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict
 
 from assent.contracts import (
     AgentRef,
+    CardField,
     DecisionMade,
-    LineCounts,
     ProposalBase,
     ProposalOutcome,
     ProposalProposed,
@@ -66,10 +66,10 @@ class ToyKind(ProposalKind):
             target=ProposalTarget(kind=self.name, label=f"{self.name} of {args.agent_id}", agent_id=args.agent_id),  # type: ignore[arg-type]
             base=ProposalBase(hash=None),
             proposed_hash="h",
-            lines=LineCounts(added=1, removed=0),
             reason="asked",
             before="",
             after="text\n",
+            fields=(CardField(name="text", before=None, after="text\n"),),
             payload={},
             supersedes=supersedes,
             **self.widget_fields(args.agent_id),

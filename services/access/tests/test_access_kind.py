@@ -7,13 +7,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from access.adapters.repository import AccessRepository, HeldBinding
 from access.domain.access import Binding, CatalogTool, Change, Connection, Scope
 from access.kinds.access import AccessKind
 from assent.contracts import DecisionMade, ProposalOutcome, ProposalProposed, SessionContext, ToolCall, ToolResult
 from assent.domain import Agent, Guild
 from assent.runtime import OwnerKit
-from assent.testing import FakeUnitOfWork, FakeWorkspace
+from assent.testing import FakeUnitOfWork, FakeWorkspace, shown_line_counts
 from assent.topics import PROPOSALS_OUTCOMES, TOOL_RESULTS
 
 ORG, GUILD, SESSION, OPERATOR = "org", "guild", "s1", "operator@example.com"
@@ -267,3 +269,21 @@ async def test_a_connection_of_a_server_the_guild_reaches_through_its_login_is_w
         ("agent", "a1", "connection", server): "c_guild",
     }
     assert world.repo.held[("guild", GUILD, "connection", server)] is False
+
+
+@pytest.mark.parametrize(
+    ("arguments", "tray"),
+    [
+        (edit(native_tools={"web_search": "off"}), (1, 1)),  # the tool's line says off
+        (edit(native_tools={"web_search": "off", "fetch_url": "off"}), (2, 2)),
+        (edit(connections={"c1": "off"}), (3, 3)),  # the connection's line and its two tools'
+    ],
+    ids=["one tool", "two tools", "a connection"],
+)
+async def test_the_tray_counts_the_lines_the_card_shows(arguments: dict[str, Any], tray: tuple[int, int]) -> None:
+    world = await new_world()
+    result = await world.call(arguments, seq=1)
+    assert result.widget is not None, result.error
+    shown = await shown_line_counts(world.kit, world.uow, result.widget.proposal_id)
+    assert (shown.tray, shown.card) == (tray, [("access", *tray)])
+    assert shown.tray == shown.card_total

@@ -23,7 +23,7 @@ from assent.contracts import (
     ToolResult,
 )
 from assent.domain import Agent, Guild
-from assent.testing import FakeProposals, FakeUnitOfWork, FakeWorkspace
+from assent.testing import FakeProposals, FakeUnitOfWork, FakeWorkspace, shown_line_counts
 from assent.topics import PROPOSALS_OUTCOMES, TOOL_RESULTS
 from connections import workspace
 from connections.adapters.crypto import CredentialBox
@@ -266,6 +266,18 @@ async def test_a_login_request_is_a_connection_access_widget_in_the_logins_secti
     assert (proposed.section, proposed.card.apply_label, proposed.action) == ("Logins", "Grant read access", "grant")
     assert proposed.card.notes == ("Server: https://helpdesk.example/mcp", "Account: support@acme.example")
     assert world.logins.grants == {}
+
+
+async def test_a_login_request_counts_no_lines_in_the_tray_or_on_its_card() -> None:
+    """A grant changes no text: the card shows the login as it is, and neither it nor the tray counts a line."""
+    world = await new_world()
+    result = await world.request("helpdesk")
+    assert result.widget is not None, result.error
+    shown = await shown_line_counts(world.kit, world.uow, result.widget.proposal_id)
+    assert (shown.tray, shown.card) == ((0, 0), [("login", 0, 0)])
+    [proposed] = world.uow.messages(ProposalProposed)
+    text = "server: https://helpdesk.example/mcp\naccount: support@acme.example\n"
+    assert [(f.name, f.before, f.after) for f in proposed.card.fields] == [("login", text, text)]
 
 
 @pytest.mark.parametrize(

@@ -24,14 +24,16 @@ from assent.contracts import (
 )
 from assent.domain import Agent, Guild
 from assent.runtime import OwnerKit
-from assent.testing import FakeUnitOfWork, FakeWorkspace
+from assent.testing import FakeUnitOfWork, FakeWorkspace, shown_line_counts
 from deployer.adapters.artifacts import Artifacts
 from deployer.adapters.formats import load_docs, load_schemas
 from deployer.adapters.git import GitRepos, Source
 from deployer.adapters.repository import Build, Deploy, DeployerRepository, Deployment, DeploySettings, Issue
 from deployer.adapters.targets import Targets
 from deployer.deploys import Deploys
+from deployer.domain.proposals import FileChange
 from deployer.kinds.source import SourceKind
+from deployer.routes.source import file_diff
 
 FILES = {"skills/refunds.md": "# Refunds\n", "knowledge/policy.md": "Five days.\n", "amodal.json": "{}\n"}
 SAM = Requester(user_id="u_sam", email="sam@acme.example", org_id="acme")
@@ -469,3 +471,32 @@ async def test_approving_a_deletion_removes_the_file_from_the_bare_repository(ri
     assert outcome.outcome == "approved", outcome.detail
     commit = outcome.effects["commit"]
     assert [e.path for e in await rig.repos.tree(rig.source, commit)] == ["amodal.json", "skills/refunds.md"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "tray", "card"),
+    [
+        (
+            {"skills/refunds.md": "# Refunds\nConfirm.\n", "knowledge/faq.md": "Q.\nA.\n"},
+            (3, 0),
+            [("knowledge/faq.md", 2, 0), ("skills/refunds.md", 1, 0)],  # by path
+        ),
+        ({"knowledge/policy.md": "Three days.\n"}, (1, 1), [("knowledge/policy.md", 1, 1)]),
+        ({"knowledge/policy.md": None}, (0, 1), [("knowledge/policy.md", 0, 1)]),
+    ],
+    ids=["a change and a new file", "an edit", "a deletion"],
+)
+async def test_the_tray_counts_the_lines_the_files_show(
+    rig: Rig, changes: dict[str, str | None], tray: tuple[int, int], card: list[tuple[str, int, int]]
+) -> None:
+    """The tray's count of a source proposal is its files' on the card and on the Proposals page, added up."""
+    read = await rig.call("read_repo_file", {"agent_id": "ada", "path": "knowledge/policy.md"}, channel="builder")
+    assert read.ok
+    result = await propose(rig, changes, channel="builder")
+    assert result.widget is not None, result.error
+    shown = await shown_line_counts(rig.kit, rig.uow, result.widget.proposal_id)
+    assert (shown.tray, shown.card) == (tray, card)
+    assert shown.tray == shown.card_total
+    files = rig.uow.proposals.proposals[result.widget.proposal_id].payload["files"]
+    page = [file_diff(FileChange.from_json(f), []) for f in files]
+    assert [(f["path"], f["lines"]["added"], f["lines"]["removed"]) for f in page] == card

@@ -7,10 +7,12 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from assent.contracts import DecisionMade, ProposalOutcome, ProposalProposed, SessionContext, ToolCall, ToolResult
 from assent.domain import Agent, Guild
 from assent.runtime import OwnerKit
-from assent.testing import FakeUnitOfWork, FakeWorkspace
+from assent.testing import FakeUnitOfWork, FakeWorkspace, shown_line_counts
 from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, TOOL_RESULTS
 from edits.adapters.collections import CollectionsRepository
 from edits.domain.collections import AccessRow, ColumnPlan, ColumnSpec, LiveCollection, RecordCounts, convert
@@ -371,3 +373,49 @@ async def test_a_rename_to_a_name_taken_meanwhile_is_stale() -> None:
     outcome = await world.decide(result)
     assert (outcome.outcome, outcome.status) == ("stale", 409)
     assert world.repo.collections[cid].name == "refunds" and world.repo.log_entries == []
+
+
+# --- line counts: the tray's are the card's -----------------------------------------------------------------
+
+CREATE = {
+    "action": "create",
+    "name": "catalog",
+    "purpose": "Products",
+    "columns": [{"name": "sku", "type": "text"}],
+    "scope": "guild",
+}
+EDIT = {
+    "action": "edit",
+    "collection": "refunds",
+    "name": "returns",
+    "columns": [
+        {"name": "order_id", "type": "text", "required": True, "unique": True},
+        {"name": "amount", "type": "text"},
+        {"name": "note", "type": "text"},
+        {"name": "memo", "type": "text"},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "label", "tray"),
+    [
+        (CREATE, "table catalog", (4, 0)),  # the table's four lines, from nothing
+        (EDIT, "table refunds", (2, 1)),  # the name's line changed, a column's line added
+        ({"action": "delete", "collection": "refunds"}, "table refunds", (0, 6)),
+    ],
+    ids=["create", "edit", "delete"],
+)
+async def test_the_tray_counts_the_lines_the_card_shows(
+    arguments: dict[str, Any], label: str, tray: tuple[int, int]
+) -> None:
+    world = await new_world()
+    world.repo.place("refunds", COLUMNS, ROWS)
+    read = await world.call({"collection": "refunds"}, seq=1, tool="studio_read_collection")
+    assert read.output is not None
+    bound = {"base_updated_at": read.output["updated_at"]} if arguments["action"] == "edit" else {}
+    result = await world.call({**arguments, **bound}, seq=2)
+    assert result.widget is not None, result.error
+    shown = await shown_line_counts(world.kit, world.uow, result.widget.proposal_id)
+    assert (shown.tray, shown.card) == (tray, [(label, *tray)])
+    assert shown.tray == shown.card_total

@@ -14,7 +14,7 @@ from assent.contracts import AgentChanged, DecisionMade, ProposalOutcome, Sessio
 from assent.domain import Agent, Guild
 from assent.hashing import content_hash
 from assent.runtime import OwnerKit
-from assent.testing import FakeUnitOfWork, FakeWorkspace
+from assent.testing import FakeUnitOfWork, FakeWorkspace, shown_line_counts
 from assent.topics import PROPOSALS_OUTCOMES, TOOL_RESULTS, WORKSPACE_EVENTS
 from edits import draft_workspace
 from edits.adapters.drafts import DraftsRepository
@@ -321,3 +321,20 @@ async def test_the_read_tools_say_what_a_draft_binds() -> None:
     )
     outsider = await world.call("studio_read_task", {"agent_id": "out"}, 5)
     assert outsider.error is not None and (outsider.error.status, outsider.error.code) == (422, "agent_out_of_reach")
+
+
+@pytest.mark.parametrize(
+    ("content", "tray"),
+    [("Answer refunds.\nCite the order.\n", (1, 0)), ("Cite the order.\n", (1, 1)), ("", (0, 1))],
+)
+async def test_the_tray_counts_the_lines_the_card_shows(content: str, tray: tuple[int, int]) -> None:
+    """The tray's count beside the kind's card and the draft's own (the operator's routes), each counted as a card
+    counts a field."""
+    world = await new_world()
+    result = await world.draft(3, content)
+    assert result.widget is not None, result.error
+    shown = await shown_line_counts(world.kit, world.uow, result.widget.proposal_id)
+    assert (shown.tray, shown.card) == (tray, [("task.md", *tray)])
+    assert shown.tray == shown.card_total
+    card = await draft_workspace.read_draft(world.uow, SESSION, 3, caller_org=ORG)
+    assert (card["lines"]["added"], card["lines"]["removed"]) == tray

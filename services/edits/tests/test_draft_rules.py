@@ -55,7 +55,7 @@ def test_a_draft_of_a_live_member_binds_the_task_it_read() -> None:
         4,
         content_hash(TASK),
     )
-    assert (reviewed.added, reviewed.removed, reviewed.before) == (1, 0, TASK)
+    assert (reviewed.before, reviewed.after) == (TASK, "Answer refunds.\nCite the order.\n")
     assert reviewed.proposed_hash == content_hash("Answer refunds.\nCite the order.\n")
 
 

@@ -22,7 +22,7 @@ from assent.contracts import (
 from assent.domain import Agent, Guild
 from assent.hashing import content_hash
 from assent.runtime import OwnerKit, Received
-from assent.testing import FakeUnitOfWork, FakeWorkspace
+from assent.testing import FakeUnitOfWork, FakeWorkspace, shown_line_counts
 from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, TOOL_RESULTS, WORKSPACE_EVENTS
 from edits.adapters.repository import EditsRepository
 from edits.domain import guild as guild_rules
@@ -432,6 +432,54 @@ async def test_a_result_too_large_to_publish_becomes_an_error_result() -> None:
     world.repo.memories["a1"] = LiveMemory("a1", "Short.\n", 4, content_hash("Short.\n"))
     small = await world.call("studio_read_memory", {"agent_id": "a1"}, seq=4)
     assert small.ok and small.output is not None and small.output["content"] == "Short.\n"
+
+
+# --- line counts: the tray's are the card's -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("live", "tool", "arguments", "tray", "card"),
+    [
+        # The Memory: one field, the file.
+        (None, "studio_edit_memory", memory_args("New.\n"), (1, 1), [("memory.md", 1, 1)]),
+        (None, "studio_edit_memory", memory_args("Live.\nMore.\n"), (1, 0), [("memory.md", 1, 0)]),
+        # The guild: each changed field its own diff, the tray their sum.
+        (None, "studio_edit_guild", guild_args(about="We answer tickets fast."), (1, 1), [("about", 1, 1)]),
+        (
+            None,
+            "studio_edit_guild",
+            guild_args(about="Short.", description="Long.\n"),
+            (2, 3),
+            [("about", 1, 1), ("description", 1, 2)],
+        ),
+        # An empty field filled takes nothing away (its whole-text rendering once counted its blank line as -1) ...
+        (("", ""), "studio_edit_guild", guild_args(about="We answer within a day."), (1, 0), [("about", 1, 0)]),
+        (
+            ("", ""),
+            "studio_edit_guild",
+            guild_args(about="We answer within a day.", description="Support.\nRefunds.\n"),
+            (3, 0),
+            [("about", 1, 0), ("description", 2, 0)],
+        ),
+        # ... and a field emptied adds nothing.
+        (None, "studio_edit_guild", guild_args(description=""), (0, 2), [("description", 0, 2)]),
+    ],
+)
+async def test_the_tray_counts_the_lines_the_card_shows(
+    live: tuple[str, str] | None,
+    tool: str,
+    arguments: dict[str, Any],
+    tray: tuple[int, int],
+    card: list[tuple[str, int, int]],
+) -> None:
+    world = await new_world()
+    if live is not None:
+        world.uow.workspace.guilds[GUILD] = replace(world.guild, about=live[0], description=live[1])
+    result = await world.call(tool, arguments, seq=3)
+    assert result.widget is not None, result.error
+    shown = await shown_line_counts(world.kit, world.uow, result.widget.proposal_id)
+    assert (shown.tray, shown.card) == (tray, card)
+    assert shown.tray == shown.card_total
 
 
 # --- batches: what one fetch holds is checked as if it had come one message after another -------------

@@ -18,12 +18,11 @@ def args(**overrides: object) -> memory.EditMemory:
     return memory.EditMemory.model_validate({**fields, **overrides})
 
 
-def test_a_good_edit_binds_the_base_and_counts_lines() -> None:
+def test_a_good_edit_binds_the_base_and_keeps_both_texts() -> None:
     reviewed = memory.review_edit(SESSION, AGENT, LIVE, args(), max_bytes=1024)
     assert isinstance(reviewed, memory.MemoryProposal)
     assert reviewed.base_version == 3 and reviewed.base_hash == LIVE.hash
     assert reviewed.proposed_hash == content_hash("one\nthree\nfour\n")
-    assert (reviewed.added, reviewed.removed) == (2, 1)
     assert reviewed.before == LIVE.content and reviewed.after == "one\nthree\nfour\n"
 
 

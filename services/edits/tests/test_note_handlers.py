@@ -7,11 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pytest
+
 from assent.contracts import DecisionMade, ProposalOutcome, ProposalProposed, SessionContext, ToolCall, ToolResult
 from assent.domain import Agent, Guild
 from assent.hashing import content_hash
 from assent.runtime import OwnerKit
-from assent.testing import FakeUnitOfWork, FakeWorkspace
+from assent.testing import FakeUnitOfWork, FakeWorkspace, shown_line_counts
 from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, TOOL_RESULTS
 from edits.adapters.notes import NotesRepository
 from edits.domain.notes import LiveNote, NotePath
@@ -480,3 +482,28 @@ async def test_the_live_card_of_a_create_is_fresh_while_absent_and_stale_once_a_
     assert (card.live_hash, card.live_version) == (content_hash("Appeared.\n"), 1)
     assert [(f.name, f.before, f.after) for f in card.fields] == [(REFUNDS, "Appeared.\n", "Cite the order.\n")]
     assert world.repo.writes == []
+
+
+# --- line counts: the tray's are the card's -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("live", "arguments", "tray"),
+    [
+        (None, create(content="Cite the order.\nAnd the date.\n"), (2, 0)),
+        ("One.\nTwo.\n", edit("One.\nThree.\nFour.\n"), (2, 1)),
+        ("One.\nTwo.\n", delete(), (0, 2)),
+    ],
+    ids=["create", "edit", "delete"],
+)
+async def test_the_tray_counts_the_lines_the_card_shows(
+    live: str | None, arguments: dict[str, Any], tray: tuple[int, int]
+) -> None:
+    world = await new_world()
+    if live is not None:
+        world.repo.place(REFUNDS, live)
+    result = await world.call(arguments, seq=3)
+    assert result.widget is not None, result.error
+    shown = await shown_line_counts(world.kit, world.uow, result.widget.proposal_id)
+    assert (shown.tray, shown.card) == (tray, [(REFUNDS, *tray)])
+    assert shown.tray == shown.card_total

@@ -143,7 +143,7 @@ def test_a_create_binds_that_no_note_is_live_and_says_who_reads_it(
     assert reviewed.display_path == path and reviewed.action == "create"
     assert reviewed.base_version is None and reviewed.base_hash is None
     assert reviewed.proposed_hash == content_hash("a\nb\n")
-    assert (reviewed.before, reviewed.after, reviewed.added, reviewed.removed) == ("", "a\nb\n", 2, 0)
+    assert (reviewed.before, reviewed.after) == ("", "a\nb\n")
     assert reviewed.notes == (readers,)
     assert reviewed.agent_id == ("a1" if overrides["level"] == "agent" else None)
 
@@ -190,7 +190,8 @@ def test_an_edit_binds_version_and_hash() -> None:
     reviewed = notes.review_edit(SESSION, args, None, note, CAP)
     assert isinstance(reviewed, notes.NoteProposal)
     assert (reviewed.base_version, reviewed.base_hash) == (3, note.hash)
-    assert (reviewed.added, reviewed.removed) == (1, 1) and reviewed.proposed_hash == content_hash("one\nthree\n")
+    assert (reviewed.before, reviewed.after) == ("one\ntwo\n", "one\nthree\n")
+    assert reviewed.proposed_hash == content_hash("one\nthree\n")
 
 
 @pytest.mark.parametrize(
@@ -218,13 +219,13 @@ def test_an_edit_is_refused_with_a_reason(
     assert isinstance(refused, Refusal) and (refused.status, refused.code) == (status, code), refused
 
 
-def test_a_delete_shows_removed_lines_and_the_embedding_tasks() -> None:
+def test_a_delete_proposes_no_text_and_names_the_embedding_tasks() -> None:
     note = live("org/policy.md")
     args = request(action="delete", display_path="org/policy.md", base_version=3)
     assert isinstance(args, notes.DeleteNote)
     reviewed = notes.review_delete(SESSION, args, None, note, [ADA])
     assert isinstance(reviewed, notes.NoteProposal)
-    assert (reviewed.before, reviewed.after, reviewed.added, reviewed.removed) == ("one\ntwo\n", "", 0, 2)
+    assert (reviewed.before, reviewed.after) == ("one\ntwo\n", "")
     assert reviewed.base_hash == note.hash
     assert reviewed.notes == ("Embedded in the Task of: Ada; applying fails until none does",)
     assert notes.review_delete(SESSION, args, None, note, []).notes == ()  # type: ignore[union-attr]

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from assent.contracts import (
     DecisionMade,
     ProposalOutcome,
@@ -20,7 +22,7 @@ from assent.contracts import (
 )
 from assent.domain import Agent, Guild
 from assent.runtime import OwnerKit
-from assent.testing import FakeUnitOfWork, FakeWorkspace
+from assent.testing import FakeUnitOfWork, FakeWorkspace, shown_line_counts
 from assent.topics import AGENT_ROUTINES_CHANGED, PROPOSALS_OUTCOMES, TOOL_RESULTS
 from routines.adapters.repository import RoutinesRepository
 from routines.domain.routine import Routine
@@ -323,3 +325,21 @@ async def test_list_shows_the_source_guilds_routines() -> None:
     assert result.ok and result.output is not None
     assert [r["schedule_id"] for r in result.output["routines"]] == ["rtn_1"]
     assert result.output["routines_on"] is True
+
+
+@pytest.mark.parametrize(
+    ("arguments", "tray"),
+    [
+        (create(), (6, 0)),  # the routine's six lines, from nothing
+        (edit(instruction="Answer the newest thread.", paused=True), (2, 2)),  # its pause and its instruction
+        ({"action": "delete", "schedule_id": "rtn_1", "reason": "why"}, (0, 6)),
+    ],
+    ids=["create", "edit", "delete"],
+)
+async def test_the_tray_counts_the_lines_the_card_shows(arguments: dict[str, Any], tray: tuple[int, int]) -> None:
+    world = await new_world()
+    result = await world.call(arguments, seq=1)
+    assert result.widget is not None, result.error
+    shown = await shown_line_counts(world.kit, world.uow, result.widget.proposal_id)
+    assert (shown.tray, shown.card) == (tray, [("routine", *tray)])
+    assert shown.tray == shown.card_total

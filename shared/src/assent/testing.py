@@ -10,12 +10,23 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .contracts import AgentChanged, GuildChanged, Message, OrgChanged, SessionClosed, SessionContext, SessionOpened
+from .contracts import (
+    AgentChanged,
+    GuildChanged,
+    Message,
+    OrgChanged,
+    ProposalProposed,
+    SessionClosed,
+    SessionContext,
+    SessionOpened,
+)
 from .domain import Agent, Guild, Session
+from .runtime.kit import OwnerKit
 from .runtime.uow import CallContext, S, StoredProposal
-from .topics import Topic
+from .topics import PROPOSALS_PROPOSED, Topic
 
 M = TypeVar("M", bound=Message)
 
@@ -237,3 +248,30 @@ class FakeUnitOfWork:
         """Forget what was emitted so far (the next message's events start from an empty list)."""
         self.emitted.clear()
         self.locked_sessions.clear()
+
+
+@dataclass(frozen=True)
+class ShownLines:
+    """A request's line counts as the operator is shown them: the tray's ``(added, removed)`` and its card's
+    ``(field, added, removed)`` per field."""
+
+    tray: tuple[int, int]
+    card: list[tuple[str, int, int]]
+
+    @property
+    def card_total(self) -> tuple[int, int]:
+        return sum(added for _, added, _ in self.card), sum(removed for _, _, removed in self.card)
+
+
+async def shown_line_counts(kit: OwnerKit, uow: FakeUnitOfWork, proposal_id: str) -> ShownLines:
+    """The tray's line counts of a request, those of the ``ProposalProposed`` its owner announced, beside its card's
+    now: per field of the owner's live side, counted as the gateway's card counts each beside its diff
+    (:attr:`~assent.contracts.CardField.lines`). While the target is as the proposal read it, the card's add up to
+    the tray's (:attr:`ShownLines.card_total`)."""
+    (proposed,) = [m for m in uow.messages(ProposalProposed, PROPOSALS_PROPOSED.name) if m.proposal_id == proposal_id]
+    live = await kit.live_card(proposal_id, uow)
+    assert live is not None, f"the owner does not know {proposal_id!r}"
+    return ShownLines(
+        (proposed.lines.added, proposed.lines.removed),
+        [(field.name, field.lines.added, field.lines.removed) for field in live.fields],
+    )

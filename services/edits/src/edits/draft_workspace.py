@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from assent.hashing import line_counts, unified_diff
+from assent.contracts import CardField
+from assent.hashing import unified_diff
 from assent.runtime.uow import UnitOfWork
 
 from .adapters.drafts import DraftsRepository
@@ -35,7 +36,6 @@ async def card(uow: UnitOfWork, draft: drafts.Draft) -> dict[str, Any]:
     store = uow.store(DraftsRepository)
     agent = await store.agent(draft.agent_id)
     task = None if agent is None else agent.task
-    added, removed = line_counts(task or "", draft.newest.content)
     view = draft_view(draft, task or "")
     return {
         **view,
@@ -48,7 +48,9 @@ async def card(uow: UnitOfWork, draft: drafts.Draft) -> dict[str, Any]:
             "revision": None if agent is None else agent.revision,
         },
         "diff": unified_diff(task or "", draft.newest.content, drafts.TASK_FIELD),
-        "lines": {"added": added, "removed": removed},
+        # Counted as a card counts a field. The request's (the tray's) is its first version's: a later one does not
+        # reach the gateway's projection.
+        "lines": CardField(name=drafts.TASK_FIELD, before=task, after=draft.newest.content).lines.model_dump(),
         "missing_notes": await missing(uow, draft.org_id, draft.newest.content),
         "versions": [
             {"version": v.version, "author": v.author, "hash": v.hash, "created_at": v.created_at}

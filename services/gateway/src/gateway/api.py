@@ -17,9 +17,10 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 
 from assent.api import ROUTES, Error, Identity, Permission
-from assent.hashing import line_counts, unified_diff
+from assent.hashing import unified_diff
 from assent.http import RETRY_AFTER_SECONDS, PathId
 from assent.kinds import KINDS
+from assent.runtime import LiveCard
 
 from . import decisions, handlers, owner_routes, proposals
 from .adapters.owners import Owners, OwnerUnavailable
@@ -208,8 +209,12 @@ async def event_stream(deps: Deps, session_id: str, stream: str = "session") -> 
             yield "".join(f"event: {event['event']}\ndata: {json.dumps(event, default=str)}\n\n" for event in chunk)
 
 
-def card(session_id: str, seq: int, request: dict[str, Any], live: Any) -> dict[str, Any]:
-    """A request's card: the projected proposal beside the owner's live side now, with the diffs between them."""
+def card(session_id: str, seq: int, request: dict[str, Any], live: LiveCard) -> dict[str, Any]:
+    """A request's card: the projected proposal beside the owner's live side now, with the diffs between them.
+
+    Each field's line counts are :attr:`~assent.contracts.CardField.lines`, the count the owner summed into the
+    request's ``lines`` (the tray's) when it proposed: while the target is as read, the fields' counts add up to it.
+    """
     card = request["card"]
     fields = [
         FieldDiff(
@@ -217,7 +222,7 @@ def card(session_id: str, seq: int, request: dict[str, Any], live: Any) -> dict[
             live=field.before,
             proposal=field.after,
             diff=unified_diff(field.before or "", field.after or "", field.name),
-            lines=dict(zip(("added", "removed"), line_counts(field.before or "", field.after or ""), strict=True)),
+            lines=field.lines.model_dump(),
         )
         for field in live.fields
     ]

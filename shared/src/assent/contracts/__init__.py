@@ -13,7 +13,7 @@ from .deploys import (
     SourceCommitted,
 )
 from .envelope import Id, MalformedMessage, Message, Seq, Text, parse_message, upcaster
-from .proposals import Card, CardField, DecisionMade, ProposalOutcome, ProposalProposed
+from .proposals import Card, CardField, DecisionMade, ProposalOutcome, ProposalProposed, lines_of
 from .routines import RoutinesChanged, RoutineWokeUp
 from .sessions import SessionClosed, SessionOpened
 from .tool_calls import Channel, Requester, SessionContext, ToolCall
@@ -76,6 +76,7 @@ __all__ = [
     "ToolError",
     "ToolResult",
     "TurnContinuation",
+    "lines_of",
     "parse_message",
     "upcaster",
 ]

@@ -1,10 +1,12 @@
 """Messages on ``proposals.proposed``, ``proposals.decided`` and ``proposals.outcomes``."""
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..hashing import line_counts
 from ..kinds import DECISIONS, OUTCOMES, SECTIONS
 from .envelope import Id, Message, Seq
 from .tool_results import Action, Kind, LineCounts, ProposalBase, ProposalTarget
@@ -22,6 +24,27 @@ class CardField(BaseModel):
     name: str
     before: str | None
     after: str | None
+
+    @property
+    def lines(self) -> LineCounts:
+        """The lines this field's diff adds and removes (an absent text has none): what a card shows beside it."""
+        added, removed = line_counts(self.before or "", self.after or "")
+        return LineCounts(added=added, removed=removed)
+
+
+def lines_of(fields: Iterable[CardField]) -> LineCounts:
+    """A request's line counts: the sum of its card's fields' (:attr:`CardField.lines`).
+
+    The one count of a request. The owner announces it as ``ProposalProposed.lines`` (the tray's) from the fields it
+    proposes, and the gateway's card shows each live field's, so the tray and the card agree while the target is as
+    it was read. (Counting a whole-target text instead, a guild's fields rendered under headings, counted the blank
+    line an empty field renders as a removed line.)
+    """
+    added = removed = 0
+    for field in fields:
+        counts = field.lines
+        added, removed = added + counts.added, removed + counts.removed
+    return LineCounts(added=added, removed=removed)
 
 
 class Card(BaseModel):

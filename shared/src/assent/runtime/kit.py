@@ -51,6 +51,7 @@ from ..contracts import (
     ToolCall,
     ToolError,
     ToolResult,
+    lines_of,
 )
 from ..domain import Refusal, Session, invalid_arguments
 from ..faults import crash_point, fail_point
@@ -72,15 +73,15 @@ class Call:
 class Proposal:
     """An accepted proposal: what it binds, what its card shows, and what apply needs (``payload``).
 
-    ``before``/``after`` are the whole target as text when proposed; ``fields`` split it per field where a
-    card shows one diff per field; ``notes`` are the card's other lines (who reads a new note, ...).
+    ``before``/``after`` are the whole target as text when proposed; ``fields`` are the card's fields as the kind's
+    :meth:`~ProposalKind.live_view` gives them while the target is as read (one diff each), and its line counts come
+    from them (:attr:`lines`); ``notes`` are the card's other lines (who reads a new note, ...).
     """
 
     action: str
     target: ProposalTarget
     base: ProposalBase
     proposed_hash: str
-    lines: LineCounts
     reason: str
     before: str
     after: str
@@ -100,6 +101,11 @@ class Proposal:
     supersedes: StoredProposal | None = None
     """The waiting proposal this one replaces, as the kind's rule read it under the session's lock (the kind must
     declare superseding: :attr:`assent.kinds.KindSpec.supersedes`). The kit resolves it as superseded."""
+
+    @property
+    def lines(self) -> LineCounts:
+        """The lines it adds and removes: its fields' (:func:`~assent.contracts.lines_of`), as its card counts them."""
+        return lines_of(self.fields)
 
 
 @dataclass(frozen=True)
@@ -463,6 +469,7 @@ class OwnerKit:
     ) -> ToolResult:
         spec = kind.spec
         proposal_id = proposal_id_for(call.session_id, call.tool_call_id)
+        lines = proposal.lines
         result = self._result(
             call,
             Output(proposal.output) if proposal.output is not None else None,
@@ -474,7 +481,7 @@ class OwnerKit:
                 target=proposal.target,
                 base=proposal.base,
                 proposed_hash=proposal.proposed_hash,
-                lines=proposal.lines,
+                lines=lines,
                 widens=proposal.widens,
                 edit=proposal.edit,
                 agent=proposal.agent,
@@ -519,7 +526,7 @@ class OwnerKit:
                 target=proposal.target,
                 base=proposal.base,
                 proposed_hash=proposal.proposed_hash,
-                lines=proposal.lines,
+                lines=lines,
                 widens=proposal.widens,
                 reason=proposal.reason,
                 card=Card(

@@ -8,9 +8,8 @@ then it writes the agent-level bindings only, as the operator, with the proposal
 
 from __future__ import annotations
 
-from assent.contracts import AccessChange, AccessEdit, CardField, DecisionMade, LineCounts, ProposalBase, ProposalTarget
+from assent.contracts import AccessChange, AccessEdit, CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Refusal, check_live_member
-from assent.hashing import line_counts
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.uow import UnitOfWork
 
@@ -80,7 +79,6 @@ class AccessKind(ProposalKind):
             return refuse("no_change", "the request changes nothing: the agent already holds every setting it names")
         after = resolve(now.connections, changed_bindings(now.bindings, "agent", changes))
         before_text, after_text = now.access.text(), after.text()
-        added, removed = line_counts(before_text, after_text)
         widening = widens(now.access, after)
         edit = AccessEdit(changes=tuple(AccessChange(**c.as_json()) for c in changes), widens=widening)
         return Proposal(
@@ -94,10 +92,10 @@ class AccessKind(ProposalKind):
             ),
             base=ProposalBase(hash=now.access.hash),
             proposed_hash=after.hash,
-            lines=LineCounts(added=added, removed=removed),
             reason=args.reason,
             before=before_text,
             after=after_text,
+            fields=(CardField(name="access", before=before_text, after=after_text),),
             effects=effects(agent.name, now.access, after),
             widens=widening,
             edit=edit,

@@ -23,7 +23,6 @@ from pydantic import ValidationError
 from assent.contracts import (
     CardField,
     DecisionMade,
-    LineCounts,
     ProposalBase,
     ProposalTarget,
     SessionClosed,
@@ -147,12 +146,12 @@ class LoginKind(ProposalKind):
             target=ProposalTarget(kind="login", label=login.label, ref=login.login_id),
             base=ProposalBase(hash=login.card_hash),
             proposed_hash=login.card_hash,
-            lines=LineCounts(added=0, removed=0),
             reason=args.reason,
             before="",
             after=login.card_text,
             payload={"connection_id": login.login_id},
-            fields=(CardField(name="login", before=None, after=login.card_text),),
+            # A grant changes no text: the card shows the login as it is (no lines added or removed).
+            fields=(CardField(name="login", before=login.card_text, after=login.card_text),),
             notes=(f"Server: {login.server_url}", f"Account: {login.account}"),
             effects=("Lets the coach call this login's read-only tools until the session closes",),
         )

@@ -28,14 +28,12 @@ from assent.contracts import (
     CardField,
     DecisionMade,
     Id,
-    LineCounts,
     ProposalBase,
     ProposalTarget,
     SourceCommitted,
 )
 from assent.domain import Agent, Refusal
 from assent.faults import crash_point
-from assent.hashing import line_counts
 from assent.kinds import SUPERSEDED
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.kit import proposal_id_for
@@ -415,10 +413,6 @@ class SourceKind(ProposalKind):
         asked_by = who_asked(
             session.requester if session is not None else None, call.session.operator_user_id, call.session.org_id
         )
-        added = removed = 0
-        for change in changes:
-            a, r = line_counts(change.before or "", change.after or "")
-            added, removed = added + a, removed + r
         from_builder = ctx.origin == "builder"
         notes = ["From the builder chat" if from_builder else f"View chat: session {call.message.session_id}"]
         notes.append(f"Asked by {asked_by}" if asked_by else "Asked on a token minted with an API key")
@@ -454,7 +448,6 @@ class SourceKind(ProposalKind):
                 files={c.path: c.base_hash for c in changes},
             ),
             proposed_hash=files_hash({c.path: text_hash(c.after) for c in changes}),
-            lines=LineCounts(added=added, removed=removed),
             reason=args.reason,
             before="".join(c.before or "" for c in changes),
             after="".join(c.after or "" for c in changes),

@@ -18,8 +18,9 @@ from assent.api.source import (
     RepositoryIn,
     folder_clash,
 )
+from assent.contracts import CardField
 from assent.domain import Refusal
-from assent.hashing import line_counts, unified_diff
+from assent.hashing import unified_diff
 from assent.kinds import SUPERSEDED
 from assent.runtime import StoredProposal
 from assent.runtime.uow import UnitOfWork
@@ -315,12 +316,12 @@ def page_item(
 
 
 def file_diff(change: FileChange, stale: list[str]) -> dict[str, Any]:
-    added, removed = line_counts(change.before or "", change.after or "")
     return {
         "path": change.path,
         "action": change.action,
         "deleted": change.after is None,
         "diff": unified_diff(change.before or "", change.after or "", change.path),
-        "lines": {"added": added, "removed": removed},
+        # Counted as a card counts a field, so the files' counts add up to the request's (the tray's).
+        "lines": CardField(name=change.path, before=change.before, after=change.after).lines.model_dump(),
         "changed_since": change.path in stale,
     }

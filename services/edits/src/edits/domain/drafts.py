@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from assent.contracts import Id, Text
 from assent.domain import Agent, Refusal, Session, check_live_member
-from assent.hashing import content_hash, line_counts
+from assent.hashing import content_hash
 
 from .notes import embedded_paths
 
@@ -106,8 +106,6 @@ class DraftProposal:
     base_version: int
     base_hash: str
     proposed_hash: str
-    added: int
-    removed: int
     before: str
     after: str
     rationale: str
@@ -143,7 +141,6 @@ def review_create(
         )
     if args.content == agent.task:
         return Refusal(422, "no_change", f"the draft is the same as {agent.name}'s Task")
-    added, removed = line_counts(agent.task, args.content)
     return DraftProposal(
         agent_id=agent.agent_id,
         agent_name=agent.name,
@@ -151,8 +148,6 @@ def review_create(
         base_version=agent.revision,
         base_hash=live_hash,
         proposed_hash=content_hash(args.content),
-        added=added,
-        removed=removed,
         before=agent.task,
         after=args.content,
         rationale=args.rationale,

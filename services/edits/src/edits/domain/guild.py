@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, StringConstraints
 from assent.api.workspace import TEXT_ABOUT_MAX, TEXT_DESCRIPTION_MAX
 from assent.contracts import Text
 from assent.domain import Guild, Refusal, Session, check_source_guild
-from assent.hashing import content_hash, line_counts
+from assent.hashing import content_hash
 
 ABOUT_MAX = TEXT_ABOUT_MAX
 """The short description's limit, in characters (the public API's schema says it too)."""
@@ -63,7 +63,8 @@ def guild_hash(guild: Guild) -> str:
 
 
 def render(about: str, description: str) -> str:
-    """Both fields as one text, for the card's whole-target before/after."""
+    """Both fields as one text, for the card's whole-target before/after (its line counts are the fields' own: an
+    empty field renders as a blank line, which is no line of the guild's)."""
     return f"About:\n{about}\n\nDescription:\n{description}\n"
 
 
@@ -101,8 +102,6 @@ class GuildProposal:
     proposed_hash: str
     changes: dict[str, str]
     before_fields: dict[str, str]
-    added: int
-    removed: int
     before: str
     after: str
     reason: str
@@ -126,9 +125,6 @@ def review_edit(
     if not changes:
         return Refusal(422, "no_change", "the proposed guild text is the same as the live text")
     after = {"about": guild.about, "description": guild.description, **changes}
-    before_text = render(guild.about, guild.description)
-    after_text = render(after["about"], after["description"])
-    added, removed = line_counts(before_text, after_text)
     return GuildProposal(
         guild_id=guild.guild_id,
         guild_name=guild.name,
@@ -137,10 +133,8 @@ def review_edit(
         proposed_hash=text_hash(after["about"], after["description"]),
         changes=changes,
         before_fields={name: getattr(guild, name) for name in changes},
-        added=added,
-        removed=removed,
-        before=before_text,
-        after=after_text,
+        before=render(guild.about, guild.description),
+        after=render(after["about"], after["description"]),
         reason=args.reason,
     )
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from assent.contracts import Id, Text
 from assent.domain import Agent, Refusal, Session, check_live_member
-from assent.hashing import content_hash, line_counts
+from assent.hashing import content_hash
 
 from .model import LiveMemory
 
@@ -49,8 +49,6 @@ class MemoryProposal:
     base_version: int
     base_hash: str
     proposed_hash: str
-    added: int
-    removed: int
     before: str
     after: str
     reason: str
@@ -83,15 +81,12 @@ def review_edit(
         )
     if args.content == live.content:
         return Refusal(422, "no_change", "the proposed Memory is the same as the live Memory")
-    added, removed = line_counts(live.content, args.content)
     return MemoryProposal(
         agent_id=agent.agent_id,
         agent_name=agent.name,
         base_version=live.version,
         base_hash=live.hash,
         proposed_hash=content_hash(args.content),
-        added=added,
-        removed=removed,
         before=live.content,
         after=args.content,
         reason=args.reason,

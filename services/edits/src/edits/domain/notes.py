@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints
 
 from assent.contracts import Id, Text
 from assent.domain import Agent, Refusal, Session, check_live_member
-from assent.hashing import content_hash, line_counts
+from assent.hashing import content_hash
 
 Level = Literal["agent", "guild", "org"]
 Reason = Annotated[Text, StringConstraints(min_length=1, max_length=4000, strip_whitespace=True)]
@@ -227,8 +227,6 @@ class NoteProposal:
     base_version: int | None
     base_hash: str | None
     proposed_hash: str
-    added: int
-    removed: int
     before: str
     after: str
     reason: str
@@ -295,7 +293,6 @@ def review_create(
             f"a note is already live at {path!r} (version {live.version}); propose a change to it with "
             f'studio_edit_note(action: "edit", display_path: "{path}", base_version: {live.version}, ...)',
         )
-    added, _ = line_counts("", args.content)
     return NoteProposal(
         action="create",
         level=args.level,
@@ -307,8 +304,6 @@ def review_create(
         base_version=None,
         base_hash=None,
         proposed_hash=content_hash(args.content),
-        added=added,
-        removed=0,
         before="",
         after=args.content,
         reason=args.reason,
@@ -351,8 +346,7 @@ def review_edit(
         return refusal
     if args.content == live.content:
         return Refusal(422, "no_change", "the proposed note is the same as the live note")
-    added, removed = line_counts(live.content, args.content)
-    return _of_live(live, "edit", args.content, added, removed, args.reason)
+    return _of_live(live, "edit", args.content, args.reason)
 
 
 def review_delete(
@@ -366,14 +360,11 @@ def review_delete(
     refusal = _stale_base(live, args.base_version)
     if refusal is not None:
         return refusal
-    _, removed = line_counts(live.content, "")
     line = embedded_line(embedders)
-    return _of_live(live, "delete", "", 0, removed, args.reason, () if line is None else (line,))
+    return _of_live(live, "delete", "", args.reason, () if line is None else (line,))
 
 
-def _of_live(
-    live: LiveNote, action: str, after: str, added: int, removed: int, reason: str, notes: tuple[str, ...] = ()
-) -> NoteProposal:
+def _of_live(live: LiveNote, action: str, after: str, reason: str, notes: tuple[str, ...] = ()) -> NoteProposal:
     return NoteProposal(
         action=action,
         level=live.level,
@@ -385,8 +376,6 @@ def _of_live(
         base_version=live.version,
         base_hash=live.hash,
         proposed_hash=content_hash(after),
-        added=added,
-        removed=removed,
         before=live.content,
         after=after,
         reason=reason,

@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from assent.contracts import CardField, DecisionMade, LineCounts, ProposalBase, ProposalTarget
+from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Agent, Refusal, Session
-from assent.hashing import line_counts
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.uow import UnitOfWork
 
@@ -138,7 +137,6 @@ class CollectionKind(ProposalKind):
                 reviewed.name, reviewed.purpose, reviewed.scope, reviewed.plan.after, reviewed.rows_after, directory
             )
         )
-        added, removed = line_counts(before, after)
         columns = (
             [c.model_dump() for c in args.columns]
             if not isinstance(args, rules.DeleteCollection) and args.columns is not None
@@ -159,7 +157,6 @@ class CollectionKind(ProposalKind):
                 updated_at=reviewed.base_updated_at,
             ),
             proposed_hash=reviewed.proposed_hash,
-            lines=LineCounts(added=added, removed=removed),
             reason=args.reason,
             before=before,
             after=after,

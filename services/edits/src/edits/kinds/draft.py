@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from assent.contracts import AgentRef, CardField, DecisionMade, LineCounts, ProposalBase, ProposalTarget
+from assent.contracts import AgentRef, CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Agent, Refusal, check_live_member
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.kit import proposal_id_for
@@ -166,7 +166,6 @@ class DraftKind(ProposalKind):
             ),
             base=ProposalBase(version=reviewed.base_version, hash=reviewed.base_hash),
             proposed_hash=reviewed.proposed_hash,
-            lines=LineCounts(added=reviewed.added, removed=reviewed.removed),
             reason=reviewed.rationale,
             before=reviewed.before,
             after=reviewed.after,

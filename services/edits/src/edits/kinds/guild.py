@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from assent.contracts import CardField, DecisionMade, LineCounts, ProposalBase, ProposalTarget
+from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Refusal, check_source_guild
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.uow import UnitOfWork
@@ -56,7 +56,6 @@ class GuildKind(ProposalKind):
             target=ProposalTarget(kind="guild", guild_id=reviewed.guild_id, label=f"Guild {reviewed.guild_name}"),
             base=ProposalBase(version=reviewed.base_version, hash=reviewed.base_hash),
             proposed_hash=reviewed.proposed_hash,
-            lines=LineCounts(added=reviewed.added, removed=reviewed.removed),
             reason=reviewed.reason,
             before=reviewed.before,
             after=reviewed.after,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from assent.contracts import CardField, DecisionMade, LineCounts, ProposalBase, ProposalTarget, ToolCall
+from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget, ToolCall
 from assent.domain import Refusal, check_live_member
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.uow import UnitOfWork
@@ -56,10 +56,10 @@ class MemoryKind(ProposalKind):
             target=ProposalTarget(kind="memory", agent_id=reviewed.agent_id, label=f"Memory of {reviewed.agent_name}"),
             base=ProposalBase(version=reviewed.base_version, hash=reviewed.base_hash),
             proposed_hash=reviewed.proposed_hash,
-            lines=LineCounts(added=reviewed.added, removed=reviewed.removed),
             reason=reviewed.reason,
             before=reviewed.before,
             after=reviewed.after,
+            fields=(CardField(name=FILE, before=reviewed.before, after=reviewed.after),),
             payload={"content": args.content, "org_id": call.session.org_id},
         )
 

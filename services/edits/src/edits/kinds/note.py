@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from assent.contracts import CardField, DecisionMade, LineCounts, ProposalBase, ProposalTarget
+from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Agent, Refusal, Session
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.uow import UnitOfWork
@@ -118,7 +118,6 @@ class NoteKind(ProposalKind):
             ),
             base=ProposalBase(version=reviewed.base_version, hash=reviewed.base_hash),
             proposed_hash=reviewed.proposed_hash,
-            lines=LineCounts(added=reviewed.added, removed=reviewed.removed),
             reason=reviewed.reason,
             before=reviewed.before,
             after=reviewed.after,

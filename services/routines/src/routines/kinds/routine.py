@@ -11,9 +11,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from assent.contracts import CardField, DecisionMade, LineCounts, ProposalBase, ProposalTarget
+from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Refusal, check_live_member
-from assent.hashing import line_counts
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.uow import UnitOfWork
 
@@ -88,7 +87,6 @@ class RoutineKind(ProposalKind):
         now = await store(uow).now()
         before = as_text(agent.name, agent.agent_id, live)
         after = "" if args.action == "delete" else as_text(agent.name, agent.agent_id, wanted)
-        added, removed = line_counts(before, after)
         label = f"Routine of {agent.name}: {wanted.description}"
         return Proposal(
             action=args.action,
@@ -97,10 +95,16 @@ class RoutineKind(ProposalKind):
             ),
             base=ProposalBase(version=None if live is None else live.version, hash=None if live is None else live.hash),
             proposed_hash="" if args.action == "delete" else wanted.hash,
-            lines=LineCounts(added=added, removed=removed),
             reason=args.reason,
             before=before,
             after=after,
+            fields=(
+                CardField(
+                    name="routine",
+                    before=None if live is None else before,
+                    after=None if args.action == "delete" else after,
+                ),
+            ),
             effects=effects(args.action, agent.name, live, wanted, now, routines_on),
             payload={
                 "org_id": session.org_id,
