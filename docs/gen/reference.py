@@ -475,26 +475,35 @@ def events_page(export: types.ModuleType) -> tuple[str, dict[str, str]]:
         "service whose `<owner>.tool-calls` topic carries it.\n\n"
     )
     tools = export.tool_arguments()
+    schemas = {tool: export.tool_schema(tool, owner, model) for tool, (owner, model) in tools.items()}
+
+    def arguments(schema: Mapping[str, Any]) -> str:
+        """The arguments' names, or the shapes of which the arguments are one (an action each)."""
+        variants = schema.get("oneOf") or schema.get("anyOf") or []
+        if variants:
+            return "one of " + ", ".join(code(str(v.get("$ref", "")).rsplit("/", 1)[-1]) for v in variants)
+        return ", ".join(code(name) for name in schema.get("properties", {})) or "none"
+
     parts.append(
         table(
             ["Tool", "Owner", "Arguments"],
             [
-                [f"[`{tool}`](#{slug('tool-' + tool)})", owner, ", ".join(code(a) for a in model.model_fields)]
-                for tool, (owner, model) in sorted(tools.items())
+                [f"[`{tool}`](#{slug('tool-' + tool)})", owner, arguments(schemas[tool])]
+                for tool, (owner, _) in sorted(tools.items())
             ],
         )
     )
-    for tool, (owner, model) in sorted(tools.items()):
-        schema = export.tool_schema(tool, owner, model)
+    for tool, (owner, _) in sorted(tools.items()):
+        schema = schemas[tool]
         defs = schema.get("$defs", {})
 
-        def tool_link(name: str, defs: Mapping[str, Any] = defs) -> str:
+        def tool_link(name: str) -> str:
             return code(name)
 
         parts.append(f"\n### {tool} {{ #{slug('tool-' + tool)} }}\n\n")
         description = schema.get("description", "")
         parts.append((markdown(description) + "\n\n") if description else "")
-        parts.append(f"Owner: {owner}.\n\n")
+        parts.append(f"Owner: {owner}. Arguments: {arguments(schema)}.\n\n")
         rows = property_rows(schema, tool_link)
         if rows:
             parts.append(table(["Argument", "Type", "Required", "Description"], rows))
