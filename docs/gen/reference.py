@@ -22,7 +22,6 @@ app is built, never started, with settings made in memory; the AsyncAPI document
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import importlib.util
 import json
@@ -132,17 +131,16 @@ def type_name(annotation: Any) -> str:
 
 
 def constraints(field: FieldInfo) -> str:
-    words = {
-        annotated_types.Ge: "≥ {}",
-        annotated_types.Gt: "> {}",
-        annotated_types.Le: "≤ {}",
-        annotated_types.Lt: "< {}",
-    }
     found = []
     for item in field.metadata:
-        for kind, template in words.items():
-            if isinstance(item, kind):
-                found.append(template.format(getattr(item, dataclasses.fields(item)[0].name)))
+        if isinstance(item, annotated_types.Ge):
+            found.append(f"≥ {item.ge}")
+        elif isinstance(item, annotated_types.Gt):
+            found.append(f"> {item.gt}")
+        elif isinstance(item, annotated_types.Le):
+            found.append(f"≤ {item.le}")
+        elif isinstance(item, annotated_types.Lt):
+            found.append(f"< {item.lt}")
     return ", ".join(found)
 
 
