@@ -11,6 +11,7 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Mapping
 
+import asyncpg
 import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -144,6 +145,17 @@ async def test_each_family_moves_by_what_a_round_did(stack: Stack) -> None:
     assert moved(before, after, "edits", "assent_messages_handled_total", topic=TOOL_CALLS["edits"].name) == 1
     assert moved(before, after, "gateway", "assent_messages_handled_total", topic=PROPOSALS_PROPOSED.name) == 1
     assert moved(before, after, "edits", "assent_messages_handled_total", topic=DECISIONS["edits"].name) == 1
+    # Every owner read the session's opening (above); the one its call reached keeps the session, and the connections
+    # service, whose Logins popover answers for any session; no other.
+    conn = await asyncpg.connect(stack.database_url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        kept = {
+            owner: await conn.fetchval(f'SELECT count(*) FROM "{owner}".sessions WHERE session_id = $1', sid)
+            for owner in OWNERS
+        }
+    finally:
+        await conn.close()
+    assert kept == {owner: int(owner in ("edits", "connections")) for owner in OWNERS}, kept
     for owner in OWNERS:
         assert moved(before, after, owner, "assent_messages_handled_total", topic=PROPOSALS_DECIDED.name) == 0, owner
         decisions = [topic.name for topic in DECISIONS.values()]

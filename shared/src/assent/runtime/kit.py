@@ -241,6 +241,10 @@ def proposal_id_for(session_id: str, tool_call_id: str) -> str:
 class OwnerKit:
     """The handlers of one owner service, over all of its kinds."""
 
+    keeps_every_session: bool = False
+    """Whether the owner keeps every session that opens, rather than only those whose calls reach it: an owner
+    that answers the operator about sessions its kinds were never called in (the Logins popover of any session)."""
+
     def __init__(self, service: str, kinds: Sequence[ProposalKind], *, max_result_bytes: int = 900_000) -> None:
         self.service = service
         self.kinds = {kind.name: kind for kind in kinds}

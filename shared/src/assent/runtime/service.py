@@ -32,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from uvicorn.main import STARTUP_FAILURE
 
 from .. import inbox
+from ..contracts import SessionClosed
 from ..db import create_engine, driver_connection, migrate, session_key
 from ..faults import crash_point
 from ..http import PathId, install_guards
@@ -307,7 +308,12 @@ class ServiceRuntime:
     def serve_kinds(self, kit: OwnerKit) -> None:
         """Serve an owner's kinds: its tool calls, the decisions on them, the sessions, the live-view API."""
         self.kit = kit
-        self.consume(STUDIO_SESSIONS, kit.on_session_event, label="session")
+        # A session is learnt from the first call of it that reaches this owner (a call carries its session's
+        # organisation, guild and operator), so an owner keeps no copy of the sessions it takes no part in. Of the
+        # session stream it takes the closes only, which end a known session's grants and later calls (a close of a
+        # session it never heard of changes nothing); unless it answers for every session (keeps_every_session).
+        when = None if kit.keeps_every_session else _is_close
+        self.consume(STUDIO_SESSIONS, kit.on_session_event, label="session", when=when)
         self.consume_batch(TOOL_CALLS[self.service], kit.on_tool_calls, label="tool_call")
         # A call that cannot be read is answered with an error wherever its envelope can be, not dead-lettered.
         self._answers[TOOL_CALLS[self.service]] = answer_malformed_call
@@ -518,6 +524,10 @@ class ServiceRuntime:
             except Exception:
                 log.warning("could not prune the inbox; trying again later", exc_info=True)
             await asyncio.sleep(3600)
+
+
+def _is_close(message: Any) -> bool:
+    return isinstance(message, SessionClosed)
 
 
 class StartSteps:

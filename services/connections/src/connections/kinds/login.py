@@ -289,7 +289,10 @@ CALL_TOOL = "studio_call_connection_tool"
 class ConnectionsKit(OwnerKit):
     """The owner kit, with two turns of its own: a proxied call the login kind admits is answered by its runner once
     this transaction has committed (``start``, :class:`connections.calls.CallRunner`), not here under the session's
-    lock; and a session's grants end when it closes."""
+    lock; and a session's grants end when it closes. It keeps every session: the Logins popover of a session answers
+    whether or not a call of it came here."""
+
+    keeps_every_session = True
 
     def __init__(
         self,
