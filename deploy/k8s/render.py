@@ -3,7 +3,7 @@ per owner (only the public service, the gateway, reaches its port), the kustomiz
 ConfigMap that tells the gateway where each owner's internal API lives.
 
 The base ships no Secret: the operator creates Secret ``assent`` (DATABASE_URL, ASSENT_API_TOKENS,
-ASSENT_SERVICE_KEY, ASSENT_CREDENTIALS_KEY) before applying it; the Deployments read it (README, "Kubernetes").
+ASSENT_SERVICE_KEY, ASSENT_CREDENTIALS_KEY) before applying it; the Deployments read it (docs/how-to/kubernetes.md).
 
     python deploy/k8s/render.py          # rewrite deploy/k8s/base/{services,network,config,kustomization}.yaml
     python deploy/k8s/render.py --check  # exit 1 when the committed files differ from the rendering
@@ -303,7 +303,7 @@ image:
 
 secrets:
   # Created by the operator before installing: DATABASE_URL (a role that reads and writes rows), ASSENT_API_TOKENS,
-  # ASSENT_SERVICE_KEY, ASSENT_CREDENTIALS_KEY (README, "Kubernetes").
+  # ASSENT_SERVICE_KEY, ASSENT_CREDENTIALS_KEY (docs/how-to/kubernetes.md).
   app: assent
   # The migration hook's DATABASE_URL: a role that may change the schema (only the hook connects as it).
   migration: assent-migration
@@ -315,7 +315,7 @@ config:
   otlpEndpoint: ""
   # false where the topics are the platform's (deploy/kafka: Strimzi KafkaTopic resources or create-topics.sh).
   createTopics: true
-  # More environment for every service, e.g. ASSENT_LOG_TRAIL: "true" (README, "Settings").
+  # More environment for every service, e.g. ASSENT_LOG_TRAIL: "true" (docs: Reference, Settings).
   extra: {{}}
 
 migrations:
@@ -425,7 +425,7 @@ data:
   REDIS_URL: redis://redis:6379/0
   ASSENT_OWNER_URLS: '{json.dumps(owners)}'
   OTEL_EXPORTER_OTLP_ENDPOINT: ""
-# The Secret `assent` is the operator's, created before this base is applied (README, "Kubernetes"):
+# The Secret `assent` is the operator's, created before this base is applied (docs/how-to/kubernetes.md):
 #   DATABASE_URL        one database; each service uses its own schema in it ({schemas})
 #   ASSENT_API_TOKENS   bearer tokens of the operators' API, as JSON {{"token": "user-id"}}
 #   ASSENT_SERVICE_KEY  the key the services sign and check their internal calls with (at least 32 bytes)
@@ -437,7 +437,7 @@ data:
     images = "".join(f'  - name: assent-{row["name"]}\n    newTag: "{VERSION}"\n' for row in rows)
     kustomization = f"""{HEADER}# Assent on Kubernetes: one Deployment and Service per service, a NetworkPolicy per
 # owner, configured through one ConfigMap and the Secret `assent`, which the operator creates first
-# (README, "Kubernetes"). Kafka, PostgreSQL and Redis are the platform's; point those at them.
+# (docs/how-to/kubernetes.md). Kafka, PostgreSQL and Redis are the platform's; point those at them.
 #   kubectl apply -k deploy/k8s/base
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization

@@ -237,6 +237,15 @@ def settings_page() -> str:
                 parts.append("Its own defaults of shared settings:\n\n")
                 parts.append(table(header, setting_rows(cls, changed, shared)))
                 parts.append("\n")
+    from assent_devstack._progress import StartSettings
+
+    parts.append(
+        "\n## Starting on your machine\n\n`assent_devstack._progress.StartSettings`: how long `make run`, `make test`, "
+        "`make bench` and the devstack wait for a server or a service to start. A start is waited for as long as it "
+        "makes progress (its log grows or it spends CPU); it fails when the process exits, stalls, or reaches the "
+        "bound.\n\n"
+    )
+    parts.append(table(header, setting_rows(StartSettings, StartSettings.model_fields, {})))
     return "".join(parts)
 
 

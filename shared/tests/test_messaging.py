@@ -250,7 +250,7 @@ async def test_the_readiness_ping_asks_for_one_topic_not_the_whole_cluster() -> 
 def test_the_consumer_group_notices_a_killed_replica_within_the_timeouts_the_settings_choose(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The bound the README states: a killed replica's session expires after 6 s, and the others join again
+    """The bound the documentation states: a killed replica's session expires after 6 s, and the others join again
     within the rebalance timeout, 6 s (usually within a heartbeat, 2 s). The consumer is built with them."""
     defaults = ServiceSettings().group_timeouts()
     assert defaults == GroupTimeouts(session_timeout_ms=6_000, heartbeat_interval_ms=2_000, rebalance_timeout_ms=6_000)
