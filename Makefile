@@ -7,6 +7,8 @@ UV := $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 UV_VERSION := 0.13.8
 
 SERVICES := $(shell sed -n 's/^name = "\(.*\)"/\1/p' services.toml)
+# Each owner's contract package (services/<name>/contract, imported as <name>_contract), found by pattern.
+CONTRACTS := $(patsubst services/%/contract,%_contract,$(wildcard services/*/contract))
 
 .PHONY: help uv install run test test-containers test-k8s screenshots test-unit test-integration lint format bench bench-preload bench-start docs docs-serve up down status images k8s contracts deploy-tools service clean
 
@@ -20,7 +22,7 @@ uv: ## Install uv (the package manager) if the machine lacks it
 # process would otherwise compile every module it imports, each time it starts (2.6 s of CPU per service, not 1.1).
 install: uv ## Create .venv with every package pinned in uv.lock, compiled to bytecode
 	@UV_COMPILE_BYTECODE=1 $(UV) sync --frozen --all-packages --quiet
-	@.venv/bin/python -m compileall -q -j0 shared/src $(wildcard services/*/src) deploy/devstack/src cli/src >/dev/null
+	@.venv/bin/python -m compileall -q -j0 shared/src $(wildcard services/*/src services/*/contract/src) deploy/devstack/src cli/src >/dev/null
 
 run: install ## Run the whole system on this machine with a demo workspace and coach turn (Ctrl-C stops it)
 	@$(UV) run --frozen python -m assent_devstack.run
@@ -37,13 +39,13 @@ test-unit: install ## Run the unit tests only (no servers)
 test-integration: install ## Run the integration tests only (real Kafka, PostgreSQL and Redis)
 	@$(UV) run --frozen pytest tests
 
-# Every service's sources, found by pattern: a new service needs no line here.
-TYPED_PATH := $(subst $(eval) ,:,shared/src deploy/devstack/src cli/src $(wildcard services/*/src))
+# Every service's sources and its contract's, found by pattern: a new service needs no line here.
+TYPED_PATH := $(subst $(eval) ,:,shared/src deploy/devstack/src cli/src $(wildcard services/*/src services/*/contract/src))
 
-lint: install ## Check style and lint with ruff, read the types of shared/, the CLI and every service with mypy, check the Dockerfiles with hadolint
+lint: install ## Check style and lint with ruff, read the types of shared/, the CLI, every service and every contract with mypy, check the Dockerfiles with hadolint
 	@$(UV) run --frozen ruff check .
 	@$(UV) run --frozen ruff format --check .
-	@MYPYPATH=$(TYPED_PATH) $(UV) run --frozen mypy -p assent -p assent_cli $(addprefix -p ,$(SERVICES))
+	@MYPYPATH=$(TYPED_PATH) $(UV) run --frozen mypy -p assent -p assent_cli $(addprefix -p ,$(SERVICES) $(CONTRACTS))
 	@$(UV) run --frozen hadolint $(wildcard services/*/Dockerfile deploy/containers/images/*/Dockerfile)
 
 format: install ## Format the code with ruff

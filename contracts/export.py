@@ -1,7 +1,8 @@
 """Export Assent's published contracts from the code, for coaches and tools written in any language.
 
-What it writes, all derived from the topic registry (``assent.topics``), the message contracts
-(``assent.contracts``, with their golden examples) and the owners' kinds (each tool's argument model):
+What it writes, all derived from the topic registry (``assent.topics``), the message contracts (``assent.contracts``
+and the owners' contract packages, each with its golden examples: :mod:`assent.owners`) and the owners' kinds (each
+tool's argument model):
 
 - ``contracts/asyncapi/<participant>.yaml``: an AsyncAPI 3.0 document per service of ``services.toml`` and one
   for the coach: the channels (topics) it sends to and receives from, each message's JSON Schema, key and
@@ -37,7 +38,7 @@ import yaml
 from pydantic import BaseModel
 
 from assent.contracts import Message
-from assent.contracts import envelope as envelope_module
+from assent.contracts.envelope import examples_folder
 from assent.kinds import KINDS, OWNERS
 from assent.runtime import ProposalKind
 from assent.settings import ServiceSettings
@@ -47,7 +48,6 @@ REPO = Path(__file__).resolve().parents[1]
 CONTRACTS = REPO / "contracts"
 KAFKA = REPO / "deploy" / "kafka"
 TOPIC_SETTINGS = KAFKA / "topics.env"
-EXAMPLES = Path(envelope_module.__file__).parent / "examples"
 JSON_SCHEMA = "https://json-schema.org/draft/2020-12/schema"
 KAFKA_BINDING = "0.5.0"
 COACH = "coach"
@@ -168,7 +168,7 @@ def _examples(message: type[Message]) -> list[dict[str, Any]]:
     name = message.model_fields["type"].default
     return [
         {"name": path.stem.replace(".", "_"), "payload": json.loads(path.read_text())}
-        for path in sorted(EXAMPLES.glob(f"{name}.v*.json"))
+        for path in sorted(examples_folder(message).glob(f"{name}.v*.json"))
     ]
 
 

@@ -1,18 +1,26 @@
 """``make service NAME=<name> [KIND=<kind>]``: write a new service that starts, migrates, serves ``/livez`` and
 ``/readyz`` and owns a sample kind with its unit tests, and take it in wherever services are listed.
 
+The service ships its public face in a contract package of its own (``services/<name>/contract/``, imported as
+``<name>_contract``): the sample kind's row of the kind registry, its topics (its tool calls, its decisions, and
+``<name>.events`` with a message announcing each applied change), and a public route that reads the kind's live
+state. The registries find it through its entry point (:mod:`assent.owners`): nothing outside ``services/<name>/``
+is edited by hand, and only generated files change.
+
 In order, stopping at the first problem:
 
 1. checks the names: ``<name>`` is a lowercase word (a Python package, a PostgreSQL schema and a Kubernetes name
-   alike) that no service has and that shadows no module of the standard library or of the environment; ``<kind>``
-   (by default the service's name) is a kind the registry does not have yet, whose tools no kind names;
-2. renders ``templates/service`` with copier into ``services/<name>/``;
+   alike) that no service has, whose packages (``<name>``, ``<name>_contract``) shadow no module of the standard
+   library or of the environment, and whose topics no topic has; ``<kind>`` (by default the service's name) is a
+   kind the registry does not have yet, whose tools no kind names, whose event's message and route are new;
+2. renders ``templates/service`` with copier into ``services/<name>/`` (the service and its contract package);
 3. adds the service's row to ``services.toml``, before the public service, with the next port;
-4. adds the sample kind's row to the kind registry (``shared/src/assent/kinds.py``), after its last row;
-5. formats and sorts the new files with ruff (names of any length make lines of any length);
-6. locks the new workspace member (``uv lock --offline``, or ``uv lock`` when uv's cache lacks the index pages)
-   and checks that no pin moved, then installs it (``uv sync``);
-7. renders the kustomize base (``deploy/k8s/render.py``).
+4. formats and sorts the new files with ruff (names of any length make lines of any length);
+5. locks the new workspace members, the service and its contract (``uv lock --offline``, or ``uv lock`` when uv's
+   cache lacks the index pages), checks that no pin moved, then installs them (``uv sync``);
+6. renders the kustomize base and the chart's values (``deploy/k8s/render.py``) and exports the contracts
+   (``contracts/export.py``: the AsyncAPI documents, the JSON Schemas and the Kafka topics, which the new topics
+   join).
 
 When a step after the first fails, every file it wrote or changed is put back as it was.
 """
@@ -20,7 +28,6 @@ When a step after the first fails, every file it wrote or changed is put back as
 from __future__ import annotations
 
 import argparse
-import ast
 import importlib.util
 import keyword
 import os
@@ -37,9 +44,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "templates" / "service"
 SERVICES_TOML = REPO / "services.toml"
-KINDS_PY = REPO / "shared" / "src" / "assent" / "kinds.py"
 LOCK = REPO / "uv.lock"
 K8S_BASE = REPO / "deploy" / "k8s" / "base"
+CHART_VALUES = REPO / "deploy" / "helm" / "assent" / "values.yaml"
+EXPORTED = (REPO / "contracts" / "asyncapi", REPO / "contracts" / "schemas", REPO / "deploy" / "kafka")
+"""What ``contracts/export.py`` writes."""
 
 SERVICE_NAME = re.compile(r"[a-z][a-z0-9]{1,19}")
 """A Python package, a PostgreSQL schema and a Kubernetes name (no ``_``) alike; short enough for every line that
@@ -71,11 +80,22 @@ def check_service_name(name: str, services: list[dict[str, Any]]) -> None:
         raise Refused(f"there is a service {name!r} already (services.toml, services/{name}/)")
     if name in sys.stdlib_module_names:
         raise Refused(f"service name {name!r} would shadow the standard library's module {name!r}; choose another")
-    if importlib.util.find_spec(name) is not None:
-        raise Refused(f"service name {name!r} would shadow the module {name!r} of this environment; choose another")
+    for package in (name, f"{name}_contract"):
+        if importlib.util.find_spec(package) is not None:
+            raise Refused(
+                f"service name {name!r} would shadow the module {package!r} of this environment; choose another"
+            )
+    from assent.topics import REGISTRY
+
+    taken = {topic.name for topic in REGISTRY}
+    clashing = [topic for topic in (f"{name}.tool-calls", f"{name}.decisions", f"{name}.events") if topic in taken]
+    if clashing:
+        raise Refused(f"service name {name!r}: the registry has a topic {clashing[0]!r} already; choose another")
 
 
 def check_kind_name(kind: str, tools: tuple[str, ...]) -> None:
+    from assent.api import ROUTES
+    from assent.contracts import Message
     from assent.kinds import KINDS
     from assent.runtime.tables import TABLE_NAMES
 
@@ -94,6 +114,22 @@ def check_kind_name(kind: str, tools: tuple[str, ...]) -> None:
     for tool in tools:
         if tool in named:
             raise Refused(f"the tool {tool!r} of a kind {kind!r} is the kind {named[tool]!r}'s already")
+    event = f"{kind_class(kind)}Changed"
+    if event in Message.registry:
+        raise Refused(f"kind name {kind!r}: its event {event!r} is a message of the contracts already; choose another")
+    path = f"/api/workspace/agents/{{agent_id}}/{route_segment(kind)}"
+    if any(route.method == "GET" and route.public_path == path for route in ROUTES):
+        raise Refused(f"kind name {kind!r}: its route GET {path} is an owner's route already; choose another")
+
+
+def kind_class(kind: str) -> str:
+    """The name the template gives the kind's classes (copier.yml's ``kind_class``)."""
+    return "".join(part.capitalize() for part in kind.split("_"))
+
+
+def route_segment(kind: str) -> str:
+    """The last segment of the kind's route (copier.yml's ``route_segment``)."""
+    return kind.replace("_", "-")
 
 
 def services_with(name: str, text: str, services: list[dict[str, Any]]) -> tuple[str, int]:
@@ -112,46 +148,6 @@ def services_with(name: str, text: str, services: list[dict[str, Any]]) -> tuple
     return text, port
 
 
-def _rows(node: ast.Tuple) -> bool:
-    """Whether ``node`` is the registry's tuple of rows: ``_kind(...)`` calls, one an element."""
-    return bool(node.elts) and all(
-        isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "_kind" for e in node.elts
-    )
-
-
-def registry_with(kind: str, owner: str, edit_tool: str, read_tool: str, source: str) -> str:
-    """The kind registry's source with a row for the sample kind after its last row (the default decisions, apply
-    and decline; an edit action)."""
-    tree = ast.parse(source)
-    rows: ast.Tuple | None = None
-    for node in tree.body:
-        if isinstance(node, ast.AnnAssign | ast.Assign):
-            targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
-            if node.value is not None and any(isinstance(t, ast.Name) and t.id == "KINDS" for t in targets):
-                rows = next((n for n in ast.walk(node.value) if isinstance(n, ast.Tuple) and _rows(n)), None)
-    if rows is None:
-        raise Refused(f"{KINDS_PY.relative_to(REPO)}: no tuple of rows found in KINDS; add the row by hand")
-    last = rows.elts[-1]
-    assert last.end_lineno is not None
-    indent = " " * last.col_offset
-    lines = source.splitlines(keepends=True)
-    # The row ends its line with its comma (the registry is formatted by ruff, one argument a line).
-    if not lines[last.end_lineno - 1].rstrip().endswith(","):
-        raise Refused(f"{KINDS_PY.relative_to(REPO)}: the last row does not end its line with a comma")
-    row = (
-        f"{indent}_kind(\n"
-        f'{indent}    "{kind}",\n'
-        f'{indent}    "{owner}",\n'
-        f'{indent}    ("{edit_tool}",),\n'
-        f'{indent}    "{SECTION}",\n'
-        f'{indent}    {{"edit": "Apply edit"}},\n'
-        f'{indent}    read_tools=("{read_tool}",),\n'
-        f"{indent}),\n"
-    )
-    lines.insert(last.end_lineno, row)
-    return "".join(lines)
-
-
 def run(*command: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(part) for part in command], cwd=REPO, capture_output=True, text=True)
 
@@ -168,8 +164,8 @@ def pins(lock_text: str) -> dict[str, tuple[str, str]]:
     }
 
 
-def lock(uv: list[str], member: str, before: str) -> str:
-    """Lock the new member; the lock's other pins must stay as they were. Returns how it was locked."""
+def lock(uv: list[str], members: set[str], before: str) -> str:
+    """Lock the new members; the lock's other pins must stay as they were. Returns how it was locked."""
     how = "uv lock --offline"
     result = run(*uv, "lock", "--offline")
     if result.returncode != 0:
@@ -178,9 +174,11 @@ def lock(uv: list[str], member: str, before: str) -> str:
         result = run(*uv, "lock")
     must(result, how)
     old, new = pins(before), pins(LOCK.read_text())
-    moved = sorted(n for n in old.keys() | new.keys() if n != member and old.get(n) != new.get(n))
-    if moved or member not in new:
-        raise Refused(f"locking {member} moved other pins ({', '.join(moved) or 'none'}); nothing is kept")
+    moved = sorted(n for n in old.keys() | new.keys() if n not in members and old.get(n) != new.get(n))
+    if moved or not members <= new.keys():
+        raise Refused(
+            f"locking {', '.join(sorted(members))} moved other pins ({', '.join(moved) or 'none'}); nothing is kept"
+        )
     return how
 
 
@@ -195,7 +193,9 @@ def generate(name: str, kind: str) -> list[str]:
     uv = shlex.split(os.environ.get("UV") or shutil.which("uv") or f"{sys.executable} -m uv")
 
     folder = REPO / "services" / name
-    saved = {path: path.read_text() for path in (SERVICES_TOML, KINDS_PY, LOCK, *sorted(K8S_BASE.glob("*.yaml")))}
+    generated = [SERVICES_TOML, LOCK, CHART_VALUES, *sorted(K8S_BASE.glob("*.yaml"))]
+    generated += sorted(path for root in EXPORTED for path in root.rglob("*") if path.is_file())
+    saved = {path: path.read_bytes() for path in generated}
     try:
         run_copy(
             str(TEMPLATE),
@@ -205,31 +205,41 @@ def generate(name: str, kind: str) -> list[str]:
                 "kind": kind,
                 "read_tool": read_tool,
                 "edit_tool": edit_tool,
+                "section": SECTION,
                 "created": f"{datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC",
             },
             defaults=True,
             quiet=True,
         )
-        services_text, port = services_with(name, saved[SERVICES_TOML], services)
+        services_text, port = services_with(name, saved[SERVICES_TOML].decode(), services)
         SERVICES_TOML.write_text(services_text)
-        KINDS_PY.write_text(registry_with(kind, name, edit_tool, read_tool, saved[KINDS_PY]))
         must(run(sys.executable, "-m", "ruff", "check", "--fix", "--quiet", folder), "ruff check --fix")
         must(run(sys.executable, "-m", "ruff", "format", "--quiet", folder), "ruff format")
-        how = lock(uv, f"assent-{name}", saved[LOCK])
+        how = lock(uv, {f"assent-{name}", f"assent-{name}-contract"}, saved[LOCK].decode())
         must(run(*uv, "sync", "--frozen", "--all-packages", "--quiet"), "uv sync")
         must(run(sys.executable, REPO / "deploy" / "k8s" / "render.py"), "deploy/k8s/render.py")
+        # A new process: this one has read the registries without the new contract.
+        must(run(sys.executable, REPO / "contracts" / "export.py"), "contracts/export.py")
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
-        for path, text in saved.items():
-            path.write_text(text)
+        for root in EXPORTED:  # what the export added
+            for path in root.rglob("*"):
+                if path.is_file() and path not in saved:
+                    path.unlink()
+        for path, content in saved.items():
+            path.write_bytes(content)
         raise
     written = sorted(str(path.relative_to(REPO)) for path in folder.rglob("*") if path.is_file())
     return [
         f"services/{name}/: {len(written)} files (sources, Dockerfile, alembic.ini and the first migration, tests)",
+        f"services/{name}/contract/: the kind {kind!r} ({edit_tool}, {read_tool}; section {SECTION}), the topic "
+        f"{name}.events with {kind_class(kind)}Changed, the route GET /api/workspace/agents/{{agent_id}}/"
+        f"{route_segment(kind)}",
         f"services.toml: the {name} service, port {port}",
-        f"{KINDS_PY.relative_to(REPO)}: the kind {kind!r} ({edit_tool}, {read_tool}; section {SECTION})",
-        f"uv.lock: the member assent-{name}, no other pin moved ({how}); installed in .venv",
-        "deploy/k8s/base/: rendered again",
+        f"uv.lock: the members assent-{name} and assent-{name}-contract, no other pin moved ({how}); installed in "
+        ".venv",
+        "deploy/k8s/base/, deploy/helm/assent/values.yaml: rendered again",
+        "contracts/, deploy/kafka/: exported again",
     ]
 
 
@@ -251,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"Left to write: the kind's real rules, table and migration in place of the sample's "
         f"(services/{args.name}/src/{args.name}/kinds/, domain/, adapters/, migrations/versions/), its row's labels "
-        "and section in the registry, and its routes, if it has any."
+        f"and section, its events and its routes (services/{args.name}/contract/), and the new route's row in the "
+        "auth matrix (tests/test_auth.py)."
     )
     return 0
 

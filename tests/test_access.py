@@ -12,7 +12,7 @@ import httpx
 from aiokafka import AIOKafkaProducer
 
 from assent.coach import CoachClient, CoachTurn
-from assent.contracts import ConnectionCatalog
+from connections_contract.messages import ConnectionCatalog
 from tests.conftest import OPERATOR, Stack, World, as_admin_of, new_world, wait_for
 from tests.test_memory_edits import wait_pending
 

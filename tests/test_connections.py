@@ -19,12 +19,13 @@ import pytest
 from cryptography.fernet import Fernet
 
 from assent.coach import CoachClient, CoachSession, CoachTurn
-from assent.contracts import ConnectionCatalog, ToolResult, parse_message
-from assent.topics import CONNECTIONS_CATALOGS
+from assent.contracts import ToolResult, parse_message
 from assent_devstack._service import free_port
 from assent_devstack.mcp_demo import McpServerProcess, start_mcp_server
 from connections.adapters.crypto import key_id
 from connections.domain.evidence import RESULT_CAP_BYTES
+from connections_contract.messages import ConnectionCatalog
+from connections_contract.topics import CONNECTIONS_CATALOGS
 from tests.conftest import OPERATOR, SECRETS, Endpoints, Stack, World, as_admin_of, new_world, running_stack, wait_for
 
 TOKEN = f"tok-{uuid.uuid4().hex}"

@@ -26,15 +26,18 @@ import pytest
 import yaml
 from aiokafka import AIOKafkaProducer
 
-from assent.contracts import MalformedMessage, ToolCall, parse_message
-from assent.contracts import envelope as envelope_module
+from assent.contracts import MalformedMessage, Message, ToolCall, parse_message
+from assent.contracts.envelope import examples_folder
 from assent.runtime.malformed_calls import MALFORMED_TOOL_CALL, answer_malformed_call
 from assent.topics import REGISTRY, TOOL_RESULTS, TOOL_ROUTES
 from contracts import export
 from tests.conftest import Stack, new_world, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
-EXAMPLES = sorted((Path(envelope_module.__file__).parent / "examples").glob("*.json"))
+# Every message's examples, shared's and the owners' (reading REGISTRY imported every contract package).
+EXAMPLES = sorted(
+    path for folder in {examples_folder(m) for m in Message.registry.values()} for path in folder.glob("*.json")
+)
 ASYNCAPI_SCHEMA = json.loads((REPO / "tests" / "data" / "asyncapi-3.0.0.schema.json").read_text())
 MESSAGES = REPO / "contracts" / "schemas" / "messages"
 TOOLS = REPO / "contracts" / "schemas" / "tools"

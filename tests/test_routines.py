@@ -20,8 +20,10 @@ import httpx
 import pytest
 
 from assent.coach import CoachClient, CoachTurn
-from assent.contracts import RoutinesChanged, RoutineWokeUp, parse_message
-from assent.topics import AGENT_ROUTINES_CHANGED, ROUTINES_WAKEUPS
+from assent.contracts import parse_message
+from routines_contract import wakeups
+from routines_contract.messages import RoutinesChanged, RoutineWokeUp
+from routines_contract.topics import AGENT_ROUTINES_CHANGED, ROUTINES_WAKEUPS
 from tests.conftest import OPERATOR, Endpoints, Stack, World, new_world, running_stack, wait_for
 
 
@@ -230,7 +232,7 @@ async def test_the_scheduler_fires_each_due_time_once_across_replicas_a_kill_and
         seen: list[RoutineWokeUp] = []
 
         async def listen() -> None:
-            async for wakeup in coach.wakeups(group_id=f"runtime-{uuid.uuid4().hex[:8]}", agent_ids={world.agent_id}):
+            async for wakeup in wakeups(coach, group_id=f"runtime-{uuid.uuid4().hex[:8]}", agent_ids={world.agent_id}):
                 seen.append(wakeup)
 
         async def fired(due: str) -> bool:

@@ -19,7 +19,8 @@ from aiokafka.partitioner import DefaultPartitioner
 from sqlalchemy.engine import make_url
 
 from assent.contracts import ToolCall
-from assent.topics import EDITS_TOOL_CALLS, REGISTRY
+from assent.topics import REGISTRY
+from edits_contract.topics import TOOL_CALLS as EDITS_TOOL_CALLS
 from tests.conftest import OPERATOR, Stack, new_world, running_stack, wait_for
 from tests.test_memory_edits import memory, open_turn, pending, propose, wait_pending
 

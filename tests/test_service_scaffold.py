@@ -1,6 +1,8 @@
-"""``make service`` in a clone of the repository: the service it writes is taken in with no other edit. There, its
-unit tests, the kind registry's and the service list's tests, the migration test and ``make lint`` pass, and it
-starts against the real servers (migrated, ``/readyz`` 200). A name that would clash is refused, saying why.
+"""``make service`` in a clone of the repository: the service it writes, with its contract package, is taken in with
+no other edit, and nothing outside its folder changes but generated files. There, its unit tests (its kind, its
+event, its route), the kind registry's, the routes', the contracts' and the service list's tests, the migration test
+and ``make lint`` pass, and it starts against the real servers (migrated, ``/readyz`` 200). A name that would clash
+is refused, saying why.
 
 The clone holds what is committed: the command is tried on the repository as a newcomer would get it.
 """
@@ -36,6 +38,13 @@ NAME, KIND = "shelf", "book"
         ("my_shelf", "book", "the Kubernetes name, which allows no '_'"),
         ("shelf", "memory", "the registry has a kind 'memory' already"),
         ("shelf", "agents", "the name of a table every service holds"),
+        ("deploys", "book", "the registry has a topic 'deploys.events' already"),
+        ("shelf", "org", "its event 'OrgChanged' is a message of the contracts already"),
+        (
+            "shelf",
+            "deploy_settings",
+            "its route GET /api/workspace/agents/{agent_id}/deploy-settings is an owner's route",
+        ),
     ],
 )
 def test_make_service_refuses_a_name_that_would_clash_and_says_why(name: str, kind: str, reason: str) -> None:
@@ -43,6 +52,18 @@ def test_make_service_refuses_a_name_that_would_clash_and_says_why(name: str, ki
         check_service_name(name, service_rows())
         check_kind_name(kind, (f"studio_read_{kind}", f"studio_edit_{kind}"))
     assert reason in str(refused.value)
+
+
+GENERATED = (
+    "services.toml",
+    "uv.lock",
+    "deploy/k8s/base/",  # deploy/k8s/render.py
+    "deploy/helm/assent/values.yaml",
+    "contracts/asyncapi/",  # contracts/export.py
+    "contracts/schemas/",
+    "deploy/kafka/",
+)
+"""What ``make service`` may change outside the new service's folder: files that tools write from the code."""
 
 
 def run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -62,6 +83,11 @@ def test_make_service_writes_a_service_that_every_reader_takes_in_and_that_start
         run(["git", "clone", "--quiet", str(REPO), str(clone)], tmp_path, env)
         made = run(["make", "--no-print-directory", "service", f"NAME={NAME}", f"KIND={KIND}"], clone, env)
         assert f"services.toml: the {NAME} service" in made.stdout, made.stdout
+        status = run(["git", "status", "--porcelain", "--untracked-files=all"], clone, env).stdout.splitlines()
+        changed = [line[3:] for line in status]
+        assert [path for path in changed if not path.startswith((f"services/{NAME}/", *GENERATED))] == []
+        assert f"services/{NAME}/contract/src/{NAME}_contract/__init__.py" in changed
+        assert f"contracts/asyncapi/{NAME}.yaml" in changed
 
         tests = clone / "services" / NAME / "tests" / f"test_{KIND}.py"
         written = tests.read_text().count("\nasync def test_")
@@ -80,10 +106,17 @@ def test_make_service_writes_a_service_that_every_reader_takes_in_and_that_start
                 f"--junitxml={report}",
                 str(tests.relative_to(clone)),
                 "shared/tests/test_kinds.py",
+                "shared/tests/test_api.py",
+                "shared/tests/test_contracts.py",
+                "tests/test_contracts_published.py",
                 "tests/test_service_list.py",
                 f"tests/test_migrations.py::test_migrations_match_the_models[{NAME}]",
-                # Starts a whole system: what it checks does not depend on the new service.
+                # These start a whole system: what they check does not depend on the new service.
                 "--deselect=tests/test_service_list.py::test_a_system_that_fails_to_start_stops_what_it_started",
+                "--deselect=tests/test_contracts_published.py::"
+                "test_the_readme_tool_call_sent_with_kafkas_console_producer_is_answered",
+                "--deselect=tests/test_contracts_published.py::"
+                "test_a_malformed_call_is_answered_with_the_bad_field_and_only_an_unreadable_one_is_dead_lettered",
             ],
             clone,
             {**env, **servers},

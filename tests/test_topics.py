@@ -22,7 +22,7 @@ import yaml
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from assent.coach import COACH_TOPICS, CoachClient
+from assent.coach import CoachClient, coach_topics
 from assent.messaging import Shortfall, TopicsNotAsDeclared, declared_topics, ensure_topics
 from assent.topics import REGISTRY, STUDIO_SESSIONS, TopicPolicy
 from assent_devstack import Service
@@ -77,8 +77,8 @@ async def test_topics_have_their_declared_partitions_on_a_broker_that_creates_to
         # A coach that starts before any service: its topics as declared too.
         async with CoachClient(eager_kafka.endpoint, topic_prefix="coach."):
             pass
-        coach_topics = {topic.full_name("coach."): topic.partitions for topic in COACH_TOPICS}
-        assert await partitions(admin, list(coach_topics)) == coach_topics
+        created = {topic.full_name("coach."): topic.partitions for topic in coach_topics()}
+        assert await partitions(admin, list(created)) == created
 
         # A topic the broker made before the services could: they stop, naming it and the command that fixes it.
         with pytest.raises(TopicsNotAsDeclared) as raised:

@@ -7,9 +7,11 @@
 
 The wheelhouse (``.build/images``) is every image's whole build context: per service, its dependencies exported
 from ``uv.lock`` with their hashes; every wheel those name, downloaded here (binary wheels only); and the wheels
-of Assent's own packages that service runs, built here. The images are therefore built with no network and no
-source tree, their dependency layers change only when the lock does, and what they run is installed, not
-editable. Each service's Dockerfile is the one pattern of ``templates/service/template/Dockerfile.jinja``.
+of Assent's own packages that service runs, built here: ``assent``, every owner's contract package (each service
+finds them all, :mod:`assent.owners`, the gateway too, which depends on none) and the service's own. The images are
+therefore built with no network and no source tree, their dependency layers change only when the lock does, and
+what they run is installed, not editable. Each service's Dockerfile is the one pattern of
+``templates/service/template/Dockerfile.jinja``.
 
 Needs ``uv``, and ``docker`` (any engine ``DOCKER_HOST`` names) unless ``--wheelhouse-only``.
 """
@@ -54,6 +56,15 @@ def services() -> dict[str, int]:
         return {row["name"]: int(row["port"]) for row in tomllib.load(file)["service"]}
 
 
+def contracts() -> list[str]:
+    """The distribution of each owner's contract package (``services/<name>/contract``), by pattern."""
+    names = []
+    for pyproject in sorted(REPO.glob("services/*/contract/pyproject.toml")):
+        with pyproject.open("rb") as file:
+            names.append(str(tomllib.load(file)["project"]["name"]))
+    return names
+
+
 def uv() -> list[str]:
     return shlex.split(os.environ.get("UV") or shutil.which("uv") or f"{sys.executable} -m uv")
 
@@ -70,7 +81,8 @@ def make_wheelhouse(names: list[str], dest: Path = WHEELHOUSE) -> Path:
     built, wheels, requirements = dest / ".built", dest / "wheels", dest / "requirements"
     for folder in (built, wheels, requirements):
         folder.mkdir(parents=True)
-    run(*uv(), "build", "--quiet", "--wheel", "--package", "assent", "--out-dir", built)
+    for package in ("assent", *contracts()):
+        run(*uv(), "build", "--quiet", "--wheel", "--package", package, "--out-dir", built)
     for name in names:
         run(*uv(), "build", "--quiet", "--wheel", "--package", f"assent-{name}", "--out-dir", built)
         exported = requirements / f"{name}.txt"
@@ -107,8 +119,9 @@ def make_wheelhouse(names: list[str], dest: Path = WHEELHOUSE) -> Path:
         )
         own = dest / "assent" / name
         own.mkdir(parents=True)
-        for pattern in ("assent-*.whl", f"assent_{name}-*.whl"):
-            (found,) = built.glob(pattern)
+        # A service's name holds no "_": its own wheel's pattern matches no contract's.
+        (shared,), (service,) = built.glob("assent-*.whl"), built.glob(f"assent_{name}-*.whl")
+        for found in (shared, *sorted(built.glob("assent_*_contract-*.whl")), service):
             shutil.copy2(found, own / found.name)
     shutil.rmtree(built)
     return dest

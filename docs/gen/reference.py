@@ -13,7 +13,7 @@ What each page is made from:
 - ``reference/metrics.md``: prometheus_client's registry once the shared runtime and each service's entrypoint are
   imported;
 - ``reference/cli.md``: the ``assent`` command's Click group and its exit codes (``assent_cli.exit_codes``);
-- ``reference/kinds.md``: the kind registry (``assent.kinds.KINDS``).
+- ``reference/kinds.md``: the kind registry (``assent.kinds.KINDS``, the rows of the owners' contract packages).
 
 Nothing here connects to anything: settings are read from their classes, never from the environment; the gateway's
 app is built, never started, with settings made in memory; the AsyncAPI documents are rendered in memory, as
@@ -740,12 +740,14 @@ def kinds_page() -> str:
         [
             GENERATED,
             "# Kinds\n\n",
-            "The kind registry (`shared/src/assent/kinds.py`): for each kind its owner, the section and labels the "
-            "desk shows, the tools that propose it and those that read what it binds, the actions a proposal may "
-            "take with each one's apply label, the decisions it takes with the outcome each produces, where it is "
-            "decided (below `/api/studio/sessions/{session_id}`), whether Apply all leaves it to its own decision, "
-            "and which waiting proposal a new one replaces. The contracts, the tool routing and the gateway's "
-            "decision routes derive from it. How a kind is built: [The design](../explanation/design.md#kit).\n\n",
+            "The kind registry (`assent.kinds.KINDS`: the rows each owner declares in its contract package, "
+            "`services/<owner>/contract/src/<owner>_contract/kinds.py`): for each kind its owner, the section and "
+            "labels the desk shows, the tools that propose it and those that read what it binds, the actions a "
+            "proposal may take with each one's apply label, the decisions it takes with the outcome each produces, "
+            "where it is decided (below `/api/studio/sessions/{session_id}`), whether Apply all leaves it to its own "
+            "decision, and which waiting proposal a new one replaces. The contracts, the tool routing and the "
+            "gateway's decision routes derive from it. How a kind is built: "
+            "[The design](../explanation/design.md#kit).\n\n",
             table(
                 [
                     "Kind",

@@ -7,9 +7,13 @@ import pytest
 
 from assent.contracts import MalformedMessage, Message, ToolResult, parse_message
 from assent.contracts import envelope as envelope_module
+from assent.contracts.envelope import examples_folder
 from assent.topics import REGISTRY, TOOL_ROUTES, by_name
 
-EXAMPLES = sorted((Path(envelope_module.__file__).parent / "examples").glob("*.json"))
+# Every message's examples, shared's and the owners' (reading REGISTRY imported every contract package).
+EXAMPLES = sorted(
+    path for folder in {examples_folder(m) for m in Message.registry.values()} for path in folder.glob("*.json")
+)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

@@ -4,9 +4,10 @@ with it, and each of its rows is whole (the tests read the rows; they keep no co
 from typing import get_args
 
 import pytest
+from pydantic import BaseModel
 
-from assent.contracts import DecisionMade, ProposalOutcome, ProposalProposed, ProposalWidget
-from assent.contracts.tool_results import ProposalTarget
+from assent.contracts import DecisionMade, ProposalOutcome, ProposalProposed, ProposalTarget, ProposalWidget
+from assent.contracts.registered import OneOf
 from assent.kinds import (
     ACTIONS,
     DECISIONS,
@@ -23,8 +24,10 @@ from assent.kinds import (
 from assent.topics import TOOL_CALLS, TOOL_ROUTES, route
 
 
-def literal(model: type, field: str) -> tuple[str, ...]:
-    return get_args(model.model_fields[field].annotation)
+def literal(model: type[BaseModel], field: str) -> tuple[str, ...]:
+    """The values ``model``'s ``field`` takes: the registry's, read as the field reads them."""
+    (values,) = [meta for meta in model.model_fields[field].metadata if isinstance(meta, OneOf)]
+    return values.values()
 
 
 def test_the_contracts_speak_the_registry() -> None:

@@ -18,7 +18,6 @@ from assent.contracts import (
     ProposalProposed,
     Requester,
     SessionContext,
-    SourceCommitted,
     ToolCall,
     ToolResult,
 )
@@ -34,6 +33,7 @@ from deployer.deploys import Deploys
 from deployer.domain.proposals import FileChange
 from deployer.kinds.source import SourceKind
 from deployer.routes.source import file_diff
+from deployer_contract.messages import SourceCommitted
 
 FILES = {"skills/refunds.md": "# Refunds\n", "knowledge/policy.md": "Five days.\n", "amodal.json": "{}\n"}
 SAM = Requester(user_id="u_sam", email="sam@acme.example", org_id="acme")

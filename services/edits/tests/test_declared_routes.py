@@ -1,4 +1,4 @@
-"""The edits service serves every public route it declares (:mod:`assent.api.workspace`), and the note path its
+"""The edits service serves every public route it declares (:mod:`edits_contract.workspace`), and the note path its
 schema states is the one its rules parse."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assent.api import mismatches, routes_of
-from assent.api.workspace import NOTE_PATH, OWNER
 from assent.domain import Refusal
 from edits.api import RESOURCES
 from edits.domain.notes import parse_display_path
+from edits_contract.workspace import NOTE_PATH, OWNER
 
 
 def test_every_declared_route_has_its_handler() -> None:

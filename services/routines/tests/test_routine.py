@@ -10,25 +10,18 @@ from typing import Any
 
 import pytest
 
-from assent.contracts import (
-    DecisionMade,
-    ProposalOutcome,
-    ProposalProposed,
-    RoutinesChanged,
-    RoutineWokeUp,
-    SessionContext,
-    ToolCall,
-    ToolResult,
-)
+from assent.contracts import DecisionMade, ProposalOutcome, ProposalProposed, SessionContext, ToolCall, ToolResult
 from assent.domain import Agent, Guild
 from assent.runtime import OwnerKit
 from assent.testing import FakeUnitOfWork, FakeWorkspace, shown_line_counts
-from assent.topics import AGENT_ROUTINES_CHANGED, PROPOSALS_OUTCOMES, TOOL_RESULTS
+from assent.topics import PROPOSALS_OUTCOMES, TOOL_RESULTS
 from routines.adapters.repository import RoutinesRepository
 from routines.domain.routine import Routine
 from routines.domain.timing import Timing
 from routines.kinds.routine import RoutineKind
 from routines.scheduler import fire_due
+from routines_contract.messages import RoutinesChanged, RoutineWokeUp
+from routines_contract.topics import AGENT_ROUTINES_CHANGED
 
 ORG, GUILD, SESSION, OPERATOR = "org", "guild", "s1", "operator@example.com"
 CONTEXT = SessionContext(org_id=ORG, source_guild_id=GUILD, operator_user_id=OPERATOR)

@@ -25,11 +25,12 @@ names them (a broker that creates topics on first mention would make them with i
 same way the services do (:func:`~assent.messaging.ensure_topics`); where the coach may not create topics they
 must exist.
 
-Wake-ups: an agent's runtime reads its routines' wake-ups with :meth:`CoachClient.wakeups`, an async iterator of
-:class:`~assent.contracts.RoutineWokeUp` (each carries the instruction in force when the routine fired)::
+Owners' events: a process beside the coach (an agent's runtime) reads a topic an owner publishes for the coach with
+:meth:`CoachClient.events`; an owner's contract package may wrap it (the routines' wake-ups:
+``routines_contract.wakeups``).
 
-    async for wakeup in coach.wakeups(group_id="agent-runtime", agent_ids={"ada"}):
-        await run_agent(wakeup.agent_id, wakeup.instruction)
+Routing: a tool call goes to the topic of the kind that names the tool (:func:`assent.topics.route`), so the owners'
+contract packages must be installed where the coach runs (:mod:`assent.owners`).
 """
 
 from __future__ import annotations
@@ -38,18 +39,18 @@ import asyncio
 import contextlib
 import itertools
 import uuid
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any, Self
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from opentelemetry import trace
 
+from . import topics
 from .contracts import (
     Channel,
     MalformedMessage,
     Requester,
-    RoutineWokeUp,
     SessionClosed,
     SessionContext,
     SessionOpened,
@@ -63,21 +64,14 @@ from .contracts.envelope import Message
 from .kafka_security import KafkaSecurity, explain_auth_failure, kafka_kwargs
 from .messaging import ensure_topics
 from .telemetry import current_carrier
-from .topics import (
-    REGISTRY,
-    ROUTINES_WAKEUPS,
-    STUDIO_CONTINUATIONS,
-    STUDIO_SESSIONS,
-    STUDIO_TURNS,
-    TOOL_RESULTS,
-    Topic,
-    route,
-)
+from .topics import STUDIO_CONTINUATIONS, STUDIO_TURNS, Topic, route
 
 tracer = trace.get_tracer("assent.coach")
 
-COACH_TOPICS = tuple(topic for topic in REGISTRY if "coach" in topic.producers or "coach" in topic.consumers)
-"""The topics a coach writes or reads."""
+
+def coach_topics() -> tuple[Topic, ...]:
+    """The topics a coach writes or reads."""
+    return tuple(topic for topic in topics.REGISTRY if "coach" in topic.producers or "coach" in topic.consumers)
 
 
 class CoachClient:
@@ -129,7 +123,7 @@ class CoachClient:
         """
         try:
             await ensure_topics(
-                self.bootstrap_servers, self.prefix, COACH_TOPICS, security=self.security, dead_letters=False
+                self.bootstrap_servers, self.prefix, coach_topics(), security=self.security, dead_letters=False
             )
             async with explain_auth_failure(self.security, self.bootstrap_servers):
                 await self._producer.start()
@@ -139,7 +133,7 @@ class CoachClient:
             await self._producer.stop()
             raise
         partitions = []
-        for topic in (TOOL_RESULTS, STUDIO_CONTINUATIONS):
+        for topic in (topics.TOOL_RESULTS, STUDIO_CONTINUATIONS):
             name = topic.full_name(self.prefix)
             found = await self._producer.partitions_for(name)
             partitions += [TopicPartition(name, p) for p in sorted(found)]
@@ -172,7 +166,7 @@ class CoachClient:
         chat, ...), ``requester`` who the chat runs for, ``model`` which model runs it; every call carries them."""
         session_id = session_id or f"ses_{uuid.uuid4().hex}"
         await self.publish(
-            STUDIO_SESSIONS,
+            topics.STUDIO_SESSIONS,
             session_id,
             SessionOpened(
                 session_id=session_id,
@@ -198,18 +192,19 @@ class CoachClient:
             topic.full_name(self.prefix), message.to_bytes(), key=key.encode(), headers=headers
         )
 
-    async def wakeups(self, *, group_id: str, agent_ids: Collection[str] | None = None) -> AsyncIterator[RoutineWokeUp]:
-        """The routines' wake-ups (of ``agent_ids``, or of every agent), for an agent's runtime to act on.
+    async def events(self, topic: Topic, *, group_id: str, client_id: str | None = None) -> AsyncIterator[Message]:
+        """The messages of ``topic``, an owner's topic that the coach reads, for a process beside the coach to act on.
 
-        ``group_id`` is the runtime's consumer group: its replicas share the wake-ups, and a runtime that starts
+        ``group_id`` is the process's consumer group: its replicas share the messages, and a process that starts
         again resumes after the last one it took (a group's first start reads from the earliest retained). A
-        wake-up is committed once the loop asks for the next one, so one the runtime was handling when it died
+        message is committed once the loop asks for the next one, so one the process was handling when it died
         comes again; one that arrives twice (at-least-once delivery) is yielded once per process (its envelope id).
+        One that cannot be read, or that does not belong on ``topic``, is passed over.
         """
         consumer = AIOKafkaConsumer(
-            ROUTINES_WAKEUPS.full_name(self.prefix),
+            topic.full_name(self.prefix),
             bootstrap_servers=self.bootstrap_servers,
-            client_id=f"{group_id}-wakeups",
+            client_id=client_id or f"{group_id}-{topic.name}",
             group_id=f"{self.prefix}{group_id}",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
@@ -221,12 +216,10 @@ class CoachClient:
         try:
             async for record in consumer:
                 try:
-                    message = parse_message(record.value or b"")
+                    message = parse_message(record.value or b"", topic.messages)
                 except MalformedMessage:
                     continue
-                if not isinstance(message, RoutineWokeUp) or message.id in seen:
-                    continue
-                if agent_ids is not None and message.agent_id not in agent_ids:
+                if message.id in seen:
                     continue
                 seen[message.id] = None
                 if len(seen) > 10_000:  # only recent copies come again
@@ -290,7 +283,7 @@ class CoachSession:
 
     async def close(self) -> None:
         """End the session: its login grants end, and later tool calls are refused."""
-        await self.client.publish(STUDIO_SESSIONS, self.session_id, SessionClosed(session_id=self.session_id))
+        await self.client.publish(topics.STUDIO_SESSIONS, self.session_id, SessionClosed(session_id=self.session_id))
 
 
 class CoachTurn:

@@ -1,17 +1,27 @@
-"""The proposal kinds of both specifications, as data: the one place that says who owns each kind, which
-tools reach it, where its requests show, what its buttons say, and what each decision produces.
+"""The proposal kinds, as data: for each kind who owns it, which tools reach it, where its requests show, what its
+buttons say, and what each decision produces.
 
-The message contracts (``Kind``, ``Decision``, ``Outcome``, ``Section``, ``Action``), the tool routing
-(:mod:`assent.topics`) and the gateway's decision endpoints are all derived from :data:`KINDS`; a unit
-test proves they agree. Adding a kind is a row here and a module in its owner service.
+A kind is a :class:`KindSpec`, declared by its owner in the owner's contract package (``<owner>_contract``, a
+:class:`~assent.owners.Contract`), beside a plug-in in the owner service. :data:`KINDS` holds every kind of the
+contracts installed, in their order (:func:`assent.owners.contracts`). The message contracts (``Kind``,
+``Decision``, ``Outcome``, ``Section``, ``Action``), the tool routing (:mod:`assent.topics`) and the gateway's
+decision endpoints are all derived from it; a unit test proves they agree.
+
+:data:`KINDS` and the names derived from it (:data:`KIND_NAMES`, :data:`SECTIONS`, :data:`ACTIONS`,
+:data:`DECISIONS`, :data:`WIDGETS`, :data:`RESOLVED_OUTCOMES`, :data:`OUTCOMES`, :data:`OWNERS`) are made the first
+time one of them is read, not when this module is imported: the contract packages import :class:`KindSpec` from
+here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from types import MappingProxyType
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
 
 Supersedes = Literal["chat", "turn"]
 
@@ -33,16 +43,21 @@ OUTCOME_ALONE = Answer()
 """A decision answers with its outcome alone; a resolved request's is 422."""
 
 
+def _apply_or_decline() -> Mapping[str, str]:
+    return {"apply": "applied", "decline": "declined"}
+
+
 @dataclass(frozen=True)
 class KindSpec:
     """One kind of request.
 
     ``actions`` maps each action a proposal of this kind may take to its card's apply label (the owner refuses a
     proposal with any other); ``decisions`` maps each decision the kind accepts to the outcome it produces when it
-    succeeds, and ``decline`` names the one that writes nothing (its button says ``decline_label``). Every decision
-    may also end ``stale`` (409, the request stays pending), ``refused`` (422/404, nothing changed) or ``failed``.
-    ``endpoint`` is the gateway path segment that decides it (``/edits/{seq}``, ``/logins/{seq}``): the gateway mounts
-    one decision route per endpoint, which takes the decisions of the kinds decided there (:func:`decisions_at`).
+    succeeds (by default apply, applied, and decline, declined), and ``decline`` names the one that writes nothing
+    (its button says ``decline_label``). Every decision may also end ``stale`` (409, the request stays pending),
+    ``refused`` (422/404, nothing changed) or ``failed``. ``endpoint`` is the gateway path segment that decides it
+    (``/edits/{seq}``, ``/logins/{seq}``): the gateway mounts one decision route per endpoint, which takes the
+    decisions of the kinds decided there (:func:`decisions_at`). The mappings are read-only once declared.
     """
 
     name: str
@@ -50,10 +65,10 @@ class KindSpec:
     tools: tuple[str, ...]
     section: str
     actions: Mapping[str, str]
-    decline_label: str
-    decisions: Mapping[str, str]
-    endpoint: str
-    read_tools: tuple[str, ...] = field(default=())
+    decline_label: str = "Decline"
+    decisions: Mapping[str, str] = field(default_factory=_apply_or_decline)
+    endpoint: str = "edits"
+    read_tools: tuple[str, ...] = ()
     """Tools of the owner that read the live target (the version a proposal must bind) and propose nothing."""
     decided_alone: bool = False
     """Apply all skips it (a login grant, a source approval; an access change that widens is decided per request)."""
@@ -68,203 +83,114 @@ class KindSpec:
     ``studio_connection_access``)."""
     answer: Answer = OUTCOME_ALONE
     """What its endpoint answers besides the outcome, and when the request was resolved already."""
+    options: type[BaseModel] | None = None
+    """What a decision on its requests may carry for the owner besides the decision (``DecisionMade.options``: a
+    source approval's branch and commit message), as a model whose every field is optional: the gateway's decision
+    body takes its fields. None: nothing."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "actions", MappingProxyType(dict(self.actions)))
+        object.__setattr__(self, "decisions", MappingProxyType(dict(self.decisions)))
+        if self.decline not in self.decisions:
+            raise ValueError(f"kind {self.name!r} declines with {self.decline!r}, which is not one of its decisions")
 
     @property
     def apply_labels(self) -> tuple[str, ...]:
         return tuple(self.actions.values())
 
 
-def _kind(
-    name: str,
-    owner: str,
-    tools: tuple[str, ...],
-    section: str,
-    actions: dict[str, str],
-    *,
-    decline_label: str = "Decline",
-    decisions: dict[str, str] | None = None,
-    endpoint: str = "edits",
-    read_tools: tuple[str, ...] = (),
-    decided_alone: bool = False,
-    decline: str = "decline",
-    supersedes: Supersedes | None = None,
-    widget: str = "studio_edit_request",
-    answer: Answer = OUTCOME_ALONE,
-) -> KindSpec:
-    decisions = decisions or {"apply": "applied", "decline": "declined"}
-    if decline not in decisions:
-        raise ValueError(f"kind {name!r} declines with {decline!r}, which is not one of its decisions")
-    return KindSpec(
-        name=name,
-        owner=owner,
-        tools=tools,
-        section=section,
-        actions=MappingProxyType(actions),
-        decline_label=decline_label,
-        decisions=MappingProxyType(decisions),
-        endpoint=endpoint,
-        read_tools=read_tools,
-        decided_alone=decided_alone,
-        decline=decline,
-        supersedes=supersedes,
-        widget=widget,
-        answer=answer,
-    )
-
-
-KINDS: Mapping[str, KindSpec] = MappingProxyType(
-    {
-        spec.name: spec
-        for spec in (
-            _kind(
-                "memory",
-                "edits",
-                ("studio_edit_memory",),
-                "Agents",
-                {"edit": "Apply edit"},
-                read_tools=("studio_read_memory",),
-            ),
-            _kind(
-                "note",
-                "edits",
-                ("studio_edit_note",),
-                "State",
-                {"create": "Create note", "edit": "Apply edit", "delete": "Delete note"},
-                read_tools=("studio_list_notes", "studio_read_note"),
-            ),
-            _kind(
-                "guild",
-                "edits",
-                ("studio_edit_guild",),
-                "Guild",
-                {"edit": "Apply edit"},
-                read_tools=("studio_read_guild",),
-            ),
-            _kind(
-                "collection",
-                "edits",
-                ("studio_edit_collection",),
-                "State",
-                {"create": "Create table", "edit": "Apply edit", "delete": "Delete table"},
-                read_tools=("studio_list_collections", "studio_read_collection"),
-            ),
-            _kind(
-                "routine",
-                "routines",
-                ("studio_edit_routine",),
-                "Agents",
-                {"create": "Create routine", "edit": "Apply edit", "delete": "Delete routine"},
-                read_tools=("studio_list_routines",),
-            ),
-            _kind(
-                "access",
-                "access",
-                ("studio_edit_access",),
-                "Tools",
-                {"edit": "Apply edit"},
-                read_tools=("studio_read_access",),
-            ),
-            _kind(
-                "login",
-                "connections",
-                ("studio_request_connection_access",),
-                "Logins",
-                {"grant": "Grant read access"},
-                decisions={"grant": "granted", "decline": "declined"},
-                endpoint="logins",
-                read_tools=("studio_call_connection_tool",),
-                decided_alone=True,
-                widget="studio_connection_access",
-                answer=Answer(route="session_connections", answered=409),
-            ),
-            _kind(
-                "draft",
-                "edits",
-                ("studio_create_task_draft",),
-                "Agents",
-                {"publish": "Publish"},
-                decline_label="Discard",
-                decisions={"publish": "published", "discard": "discarded"},
-                endpoint="drafts",
-                read_tools=("studio_read_task", "studio_list_task_drafts"),
-                decline="discard",
-                supersedes="turn",
-                widget="studio_task_draft",
-                answer=Answer(route="read_draft"),
-            ),
-            _kind(
-                "source",
-                "deployer",
-                ("propose_source_change",),
-                "Source",
-                {"propose": "Approve and deploy"},
-                decline_label="Discard",
-                decisions={"approve": "approved", "discard": "discarded"},
-                endpoint="proposals",
-                read_tools=("list_repo_files", "read_repo_file", "read_docs"),
-                decline="discard",
-                supersedes="chat",
-                decided_alone=True,  # approving commits and deploys: on its own, with its branch, never by Apply all
-            ),
-        )
-    }
-)
-"""Every proposal kind of the Studio and Source specifications."""
-
 FAILURE_OUTCOMES: tuple[str, ...] = ("stale", "refused", "failed")
 """Outcomes any decision may end in besides its own: moved target (409), refused (422/404), failed."""
-
-KIND_NAMES: tuple[str, ...] = tuple(KINDS)
-SECTIONS: tuple[str, ...] = tuple(dict.fromkeys(spec.section for spec in KINDS.values()))
-ACTIONS: tuple[str, ...] = tuple(dict.fromkeys(action for spec in KINDS.values() for action in spec.actions))
-DECISIONS: tuple[str, ...] = tuple(dict.fromkeys(d for spec in KINDS.values() for d in spec.decisions))
-WIDGETS: tuple[str, ...] = tuple(dict.fromkeys(spec.widget for spec in KINDS.values()))
-"""The ``type`` of every proposal widget (:attr:`KindSpec.widget`)."""
 SUPERSEDED = "superseded"
 """The outcome of a waiting request that a new proposal of its kind replaced (:attr:`KindSpec.supersedes`): it is
 resolved without a decision, and a paused turn needs no answer to it."""
-RESOLVED_OUTCOMES: tuple[str, ...] = tuple(
-    dict.fromkeys(
-        [
-            *(o for spec in KINDS.values() for o in spec.decisions.values()),
-            *([SUPERSEDED] if any(spec.supersedes for spec in KINDS.values()) else []),
-        ]
-    )
-)
-"""Outcomes that resolve a request for good (it leaves the pending items)."""
-OUTCOMES: tuple[str, ...] = RESOLVED_OUTCOMES + FAILURE_OUTCOMES
-OWNERS: tuple[str, ...] = tuple(dict.fromkeys(spec.owner for spec in KINDS.values()))
-"""The services that own proposal kinds, in registry order."""
 
 WORKSPACE_OWNER = "edits"
 """The service that owns the workspace directory (orgs, guilds, agents, membership, Tasks) and publishes
 every change of it on ``workspace.events``."""
 
+if TYPE_CHECKING:  # made on first reading, by __getattr__ below
+    KINDS: Mapping[str, KindSpec]
+    """Every proposal kind of the installed contracts, by name."""
+    KIND_NAMES: tuple[str, ...]
+    SECTIONS: tuple[str, ...]
+    ACTIONS: tuple[str, ...]
+    DECISIONS: tuple[str, ...]
+    WIDGETS: tuple[str, ...]
+    """The ``type`` of every proposal widget (:attr:`KindSpec.widget`)."""
+    RESOLVED_OUTCOMES: tuple[str, ...]
+    """Outcomes that resolve a request for good (it leaves the pending items)."""
+    OUTCOMES: tuple[str, ...]
+    OWNERS: tuple[str, ...]
+    """The services that own proposal kinds, in registry order."""
+
+
+@cache
+def _registry() -> dict[str, Any]:
+    from .owners import contracts  # the contracts import this module
+
+    kinds: dict[str, KindSpec] = {}
+    for contract in contracts():
+        for spec in contract.kinds:
+            if spec.name in kinds:
+                raise ValueError(f"the kind {spec.name!r} is declared by {kinds[spec.name].owner} and {spec.owner}")
+            kinds[spec.name] = spec
+    specs = kinds.values()
+    resolved = tuple(
+        dict.fromkeys(
+            [
+                *(o for spec in specs for o in spec.decisions.values()),
+                *([SUPERSEDED] if any(spec.supersedes for spec in specs) else []),
+            ]
+        )
+    )
+    return {
+        "KINDS": MappingProxyType(kinds),
+        "KIND_NAMES": tuple(kinds),
+        "SECTIONS": tuple(dict.fromkeys(spec.section for spec in specs)),
+        "ACTIONS": tuple(dict.fromkeys(action for spec in specs for action in spec.actions)),
+        "DECISIONS": tuple(dict.fromkeys(d for spec in specs for d in spec.decisions)),
+        "WIDGETS": tuple(dict.fromkeys(spec.widget for spec in specs)),
+        "RESOLVED_OUTCOMES": resolved,
+        "OUTCOMES": resolved + FAILURE_OUTCOMES,
+        "OWNERS": tuple(dict.fromkeys(spec.owner for spec in specs)),
+    }
+
+
+_DERIVED = frozenset(
+    {"KINDS", "KIND_NAMES", "SECTIONS", "ACTIONS", "DECISIONS", "WIDGETS", "RESOLVED_OUTCOMES", "OUTCOMES", "OWNERS"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DERIVED:
+        return _registry()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 def kind(name: str) -> KindSpec:
     """The spec of kind ``name``; ``KeyError`` when there is none."""
-    return KINDS[name]
+    kinds: Mapping[str, KindSpec] = _registry()["KINDS"]
+    return kinds[name]
 
 
 def kinds_of(owner: str) -> tuple[KindSpec, ...]:
-    return tuple(spec for spec in KINDS.values() if spec.owner == owner)
+    return tuple(spec for spec in _registry()["KINDS"].values() if spec.owner == owner)
 
 
 def decisions_at(endpoint: str) -> tuple[str, ...]:
     """The decisions the gateway's ``/{endpoint}/{seq}`` accepts, over every kind decided there."""
-    return tuple(dict.fromkeys(d for spec in KINDS.values() if spec.endpoint == endpoint for d in spec.decisions))
+    specs = _registry()["KINDS"].values()
+    return tuple(dict.fromkeys(d for spec in specs if spec.endpoint == endpoint for d in spec.decisions))
 
 
 def owner_of_tool(tool: str) -> str:
     """The service that answers ``tool``; ``KeyError`` when no kind names it."""
-    for spec in KINDS.values():
-        if tool in spec.tools or tool in spec.read_tools:
-            return spec.owner
-    raise KeyError(tool)
+    return kind_of_tool(tool).owner
 
 
 def kind_of_tool(tool: str) -> KindSpec:
-    for spec in KINDS.values():
+    for spec in _registry()["KINDS"].values():
         if tool in spec.tools or tool in spec.read_tools:
             return spec
     raise KeyError(tool)

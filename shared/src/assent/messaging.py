@@ -22,8 +22,9 @@ from faststream.opentelemetry.middleware import BaseTelemetryMiddleware
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import TracerProvider
 
+from . import topics as registry
 from .kafka_security import KafkaSecurity, explain_auth_failure, kafka_kwargs
-from .topics import REGISTRY, Topic, TopicPolicy
+from .topics import Topic, TopicPolicy
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ class TopicsMissing(TopicsNotCreated):
             f"these topics are missing: {', '.join(self.missing)}. This service does not create topics "
             "(ASSENT_CREATE_TOPICS=false): the operator creates every topic of the registry first, with the "
             "KafkaTopic resources of deploy/kafka/topics.yaml or with "
-            f'KAFKA_BOOTSTRAP_SERVERS={bootstrap_servers} deploy/kafka/create-topics.sh (docs/how-to/operate-topics.md)'
+            f"KAFKA_BOOTSTRAP_SERVERS={bootstrap_servers} deploy/kafka/create-topics.sh (docs/how-to/operate-topics.md)"
         )
 
 
@@ -202,7 +203,7 @@ def declared_topics(
 async def ensure_topics(
     bootstrap_servers: str,
     prefix: str,
-    topics: Iterable[Topic] = REGISTRY,
+    topics: Iterable[Topic] | None = None,
     *,
     security: KafkaSecurity | None = None,
     dead_letters: bool = True,
@@ -210,10 +211,10 @@ async def ensure_topics(
     policy: TopicPolicy | None = None,
     create: bool = True,
 ) -> None:
-    """Create every topic of ``topics`` (and, with ``dead_letters``, its dead-letter twin) with the partitions
-    and settings it is declared with (``policy``'s, where it sets them), then check that each has at least its
-    declared partitions. Without ``create``, nothing is created: the topics must exist, and
-    :class:`TopicsMissing` names those that do not.
+    """Create every topic of ``topics`` (by default the registry's, :data:`assent.topics.REGISTRY`) and, with
+    ``dead_letters``, its dead-letter twin, with the partitions and settings it is declared with (``policy``'s, where
+    it sets them), then check that each has at least its declared partitions. Without ``create``, nothing is
+    created: the topics must exist, and :class:`TopicsMissing` names those that do not.
 
     CreateTopics is asked first, for all of them (a topic that exists answers TOPIC_ALREADY_EXISTS, which is
     fine): a metadata request for a topic that does not exist yet makes a broker that creates topics on first
@@ -226,7 +227,9 @@ async def ensure_topics(
     when one can be neither created nor found, and :class:`~assent.kafka_security.KafkaAuthenticationError` when
     the broker refuses the credentials.
     """
-    wanted = declared_topics(prefix, topics, dead_letters=dead_letters, policy=policy)
+    wanted = declared_topics(
+        prefix, registry.REGISTRY if topics is None else topics, dead_letters=dead_letters, policy=policy
+    )
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="assent-admin", **kafka_kwargs(security))
     try:
         async with explain_auth_failure(security, bootstrap_servers):

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from . import topics
 from .contracts import (
     AgentChanged,
     GuildChanged,
@@ -26,7 +27,7 @@ from .contracts import (
 from .domain import Agent, Guild, Session
 from .runtime.kit import OwnerKit
 from .runtime.uow import CallContext, S, StoredProposal
-from .topics import PROPOSALS_PROPOSED, Topic
+from .topics import Topic
 
 M = TypeVar("M", bound=Message)
 
@@ -268,7 +269,9 @@ async def shown_line_counts(kit: OwnerKit, uow: FakeUnitOfWork, proposal_id: str
     now: per field of the owner's live side, counted as the gateway's card counts each beside its diff
     (:attr:`~assent.contracts.CardField.lines`). While the target is as the proposal read it, the card's add up to
     the tray's (:attr:`ShownLines.card_total`)."""
-    (proposed,) = [m for m in uow.messages(ProposalProposed, PROPOSALS_PROPOSED.name) if m.proposal_id == proposal_id]
+    (proposed,) = [
+        m for m in uow.messages(ProposalProposed, topics.PROPOSALS_PROPOSED.name) if m.proposal_id == proposal_id
+    ]
     live = await kit.live_card(proposal_id, uow)
     assert live is not None, f"the owner does not know {proposal_id!r}"
     return ShownLines(

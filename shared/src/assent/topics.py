@@ -1,43 +1,44 @@
-"""The topic registry: the only place topic names are written down.
+"""The topic registry: every topic's name is written down once, here or in its owner's contract package.
 
 Each topic is data: its name, what keys it, who produces and consumes it, and the messages it carries.
 Deployments may prefix every name (``ASSENT_TOPIC_PREFIX``) so that several systems, or several test runs,
 share one cluster without seeing each other's traffic. Every topic has a dead-letter twin ``<name>.dlq``
 that receives messages its consumers could not read.
+
+The topics every owner takes part in are declared here; an owner's own topics (its tool calls, its decisions and
+its events) are declared in its contract package (:mod:`assent.owners`). :data:`REGISTRY` holds them all, in one
+order: the sessions, every owner's tool calls, the turns, the results and proposals, every owner's decisions, the
+outcomes and continuations, the workspace's events, then each owner's events. It, :data:`TOOL_CALLS`,
+:data:`DECISIONS`, :data:`TOOL_ROUTES` and the shared topics that name every owner among their producers or
+consumers (:data:`STUDIO_SESSIONS`, :data:`TOOL_RESULTS`, :data:`PROPOSALS_PROPOSED`, :data:`PROPOSALS_DECIDED`,
+:data:`PROPOSALS_OUTCOMES`, :data:`WORKSPACE_EVENTS`) are made the first time one of them is read, once the
+contracts are found.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
+from . import kinds
 from .contracts import (
     AgentChanged,
-    BuildFinished,
-    BuildProgressed,
-    BuildStarted,
-    ConnectionCatalog,
     DecisionMade,
-    DeployFailed,
-    DeployLive,
-    DeployPromoted,
-    DeployStarted,
     GuildChanged,
-    IssueFixLinked,
     Message,
     OrgChanged,
     ProposalOutcome,
     ProposalProposed,
-    RoutinesChanged,
-    RoutineWokeUp,
     SessionClosed,
     SessionOpened,
-    SourceCommitted,
     StepEnded,
     ToolCall,
     ToolResult,
     TurnContinuation,
 )
-from .kinds import KINDS, OWNERS, WORKSPACE_OWNER
 
 DLQ_SUFFIX = ".dlq"
 
@@ -108,122 +109,140 @@ class TopicPolicy:
         return config
 
 
-STUDIO_SESSIONS = Topic(
-    "studio.sessions",
-    "session_id",
-    ("coach", "gateway"),
-    (*OWNERS, "gateway"),
-    (SessionOpened, SessionClosed),
-)
-
-
-def _tool_calls(owner: str) -> Topic:
-    key = "agent_id" if owner == "deployer" else "session_id"
+def tool_calls(owner: str, key: str = "session_id") -> Topic:
+    """The topic ``owner``'s kinds' tools are called on (:attr:`assent.owners.Contract.tool_calls`), keyed by the
+    session (or, where the owner orders calls otherwise, ``key``)."""
     return Topic(f"{owner}.tool-calls", key, ("coach",), (owner,), (ToolCall,))
 
 
-TOOL_CALLS: dict[str, Topic] = {owner: _tool_calls(owner) for owner in OWNERS}
-"""Each owner service's tool-call topic."""
-EDITS_TOOL_CALLS = TOOL_CALLS["edits"]
-ACCESS_TOOL_CALLS = TOOL_CALLS["access"]
-ROUTINES_TOOL_CALLS = TOOL_CALLS["routines"]
-CONNECTIONS_TOOL_CALLS = TOOL_CALLS["connections"]
-DEPLOYER_TOOL_CALLS = TOOL_CALLS["deployer"]
-STUDIO_TURNS = Topic("studio.turns", "session_id", ("coach",), ("gateway",), (StepEnded,))
-TOOL_RESULTS = Topic("studio.tool-results", "session_id", OWNERS, ("coach", "gateway"), (ToolResult,))
-PROPOSALS_PROPOSED = Topic("proposals.proposed", "session_id", OWNERS, ("gateway",), (ProposalProposed,))
-
-
-def _decisions(owner: str) -> Topic:
+def decisions(owner: str) -> Topic:
+    """Where the gateway publishes the decisions on ``owner``'s kinds' requests
+    (:attr:`assent.owners.Contract.decisions`): an owner reads its own decisions only, and an owner added costs the
+    rounds it takes no part in nothing. (Twenty owners make twenty topics of three partitions each, and their
+    dead-letter twins: a broker holds many thousands.) Keyed by session, as the session's calls are."""
     return Topic(f"{owner}.decisions", "session_id", ("gateway",), (owner,), (DecisionMade,))
 
 
-DECISIONS: dict[str, Topic] = {owner: _decisions(owner) for owner in OWNERS}
-"""Each owner service's decisions: the gateway publishes a decision on the topic of its kind's owner
-(:func:`decisions_of`), so that an owner reads its own decisions only, and an owner added costs the rounds it takes
-no part in nothing. (Twenty owners make twenty topics of three partitions each, and their dead-letter twins: a
-broker holds many thousands.) Keyed by session, as the session's calls are."""
-PROPOSALS_DECIDED = Topic("proposals.decided", "session_id", ("gateway",), OWNERS, (DecisionMade,))
-"""Where every owner's decisions went before each owner had its own topic (:data:`DECISIONS`). Nothing publishes
-on it now; the owners still read it, so that the decisions a gateway of the earlier release left there are carried
-out after an upgrade (each owner passes over the others' decisions unopened), until a later release retires it."""
-PROPOSALS_OUTCOMES = Topic("proposals.outcomes", "session_id", OWNERS, ("gateway", "coach"), (ProposalOutcome,))
+STUDIO_TURNS = Topic("studio.turns", "session_id", ("coach",), ("gateway",), (StepEnded,))
 STUDIO_CONTINUATIONS = Topic("studio.continuations", "session_id", ("gateway",), ("coach",), (TurnContinuation,))
-WORKSPACE_EVENTS = Topic(
-    "workspace.events",
-    "org_id",
-    (WORKSPACE_OWNER,),
-    tuple(o for o in (*OWNERS, "gateway") if o != WORKSPACE_OWNER),
-    (OrgChanged, GuildChanged, AgentChanged),
-)
-DEPLOYS_EVENTS = Topic(
-    "deploys.events",
-    "agent_id",
-    ("deployer",),
-    (),
-    (
-        SourceCommitted,
-        BuildStarted,
-        BuildProgressed,
-        BuildFinished,
-        DeployStarted,
-        DeployFailed,
-        DeployPromoted,
-        DeployLive,
-        IssueFixLinked,
-    ),
-)
-"""What the deployer did to an agent's source: commits of approved proposals, builds and their progress, deploys
-(started, failed, promoted, live) and fixes linked to issues."""
 
-AGENT_ROUTINES_CHANGED = Topic("agent.routines.changed", "guild_id", ("routines",), (), (RoutinesChanged,))
-"""A guild's routines changed (created, edited, deleted; the guild's switch), on the guild's stream."""
-ROUTINES_WAKEUPS = Topic("routines.wakeups", "agent_id", ("routines",), ("coach",), (RoutineWokeUp,))
-"""A routine woke its agent: once per due time, with the instruction in force; agents' runtimes read it through
-the coach client (:meth:`assent.coach.CoachClient.wakeups`)."""
+if TYPE_CHECKING:  # made on first reading, by __getattr__ below
+    STUDIO_SESSIONS: Topic
+    TOOL_CALLS: Mapping[str, Topic]
+    """Each owner service's tool-call topic."""
+    TOOL_RESULTS: Topic
+    PROPOSALS_PROPOSED: Topic
+    DECISIONS: Mapping[str, Topic]
+    """Each owner service's decisions: the gateway publishes a decision on the topic of its kind's owner
+    (:func:`decisions_of`)."""
+    PROPOSALS_DECIDED: Topic
+    """Where every owner's decisions went before each owner had its own topic (:data:`DECISIONS`). Nothing
+    publishes on it now; the owners still read it, so that the decisions a gateway of the earlier release left
+    there are carried out after an upgrade (each owner passes over the others' decisions unopened), until a later
+    release retires it."""
+    PROPOSALS_OUTCOMES: Topic
+    WORKSPACE_EVENTS: Topic
+    REGISTRY: tuple[Topic, ...]
+    TOOL_ROUTES: Mapping[str, Topic]
+    """Which topic carries a call of each tool, derived from the kind registry, so the coach can route without
+    knowing the services."""
 
-CONNECTIONS_CATALOGS = Topic(
-    "connections.catalogs", "connection_id", ("connections",), ("access",), (ConnectionCatalog,)
+
+@cache
+def _registry() -> dict[str, Any]:
+    from .owners import contracts  # the contracts import this module
+
+    found = contracts()
+    owners = kinds.OWNERS
+    tool_call_topics = {c.owner: c.tool_calls for c in found if c.tool_calls is not None}
+    decision_topics = {c.owner: c.decisions for c in found if c.decisions is not None}
+    shared = {
+        "STUDIO_SESSIONS": Topic(
+            "studio.sessions", "session_id", ("coach", "gateway"), (*owners, "gateway"), (SessionOpened, SessionClosed)
+        ),
+        "TOOL_RESULTS": Topic("studio.tool-results", "session_id", owners, ("coach", "gateway"), (ToolResult,)),
+        "PROPOSALS_PROPOSED": Topic("proposals.proposed", "session_id", owners, ("gateway",), (ProposalProposed,)),
+        "PROPOSALS_DECIDED": Topic("proposals.decided", "session_id", ("gateway",), owners, (DecisionMade,)),
+        "PROPOSALS_OUTCOMES": Topic(
+            "proposals.outcomes", "session_id", owners, ("gateway", "coach"), (ProposalOutcome,)
+        ),
+        "WORKSPACE_EVENTS": Topic(
+            "workspace.events",
+            "org_id",
+            (kinds.WORKSPACE_OWNER,),
+            tuple(o for o in (*owners, "gateway") if o != kinds.WORKSPACE_OWNER),
+            (OrgChanged, GuildChanged, AgentChanged),
+        ),
+    }
+    registry = (
+        shared["STUDIO_SESSIONS"],
+        *tool_call_topics.values(),
+        STUDIO_TURNS,
+        shared["TOOL_RESULTS"],
+        shared["PROPOSALS_PROPOSED"],
+        *decision_topics.values(),
+        shared["PROPOSALS_DECIDED"],
+        shared["PROPOSALS_OUTCOMES"],
+        STUDIO_CONTINUATIONS,
+        shared["WORKSPACE_EVENTS"],
+        *(topic for contract in found for topic in contract.topics),
+    )
+    names = [topic.name for topic in registry]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"topics declared twice: {', '.join(twice)}")
+    return {
+        **shared,
+        "TOOL_CALLS": MappingProxyType(tool_call_topics),
+        "DECISIONS": MappingProxyType(decision_topics),
+        "REGISTRY": registry,
+        "TOOL_ROUTES": MappingProxyType(
+            {
+                tool: tool_call_topics[spec.owner]
+                for spec in kinds.KINDS.values()
+                for tool in (*spec.read_tools, *spec.tools)
+            }
+        ),
+    }
+
+
+_DERIVED = frozenset(
+    {
+        "STUDIO_SESSIONS",
+        "TOOL_CALLS",
+        "TOOL_RESULTS",
+        "PROPOSALS_PROPOSED",
+        "DECISIONS",
+        "PROPOSALS_DECIDED",
+        "PROPOSALS_OUTCOMES",
+        "WORKSPACE_EVENTS",
+        "REGISTRY",
+        "TOOL_ROUTES",
+    }
 )
-"""Each login's tool catalog whenever it changes: its tools and whether each changes data, by the connections
-service's read-only policy, so the access service names connection tools without reading that service's tables."""
 
-REGISTRY: tuple[Topic, ...] = (
-    STUDIO_SESSIONS,
-    *TOOL_CALLS.values(),
-    STUDIO_TURNS,
-    TOOL_RESULTS,
-    PROPOSALS_PROPOSED,
-    *DECISIONS.values(),
-    PROPOSALS_DECIDED,
-    PROPOSALS_OUTCOMES,
-    STUDIO_CONTINUATIONS,
-    WORKSPACE_EVENTS,
-    DEPLOYS_EVENTS,
-    CONNECTIONS_CATALOGS,
-    AGENT_ROUTINES_CHANGED,
-    ROUTINES_WAKEUPS,
-)
 
-TOOL_ROUTES: dict[str, Topic] = {
-    tool: TOOL_CALLS[spec.owner] for spec in KINDS.values() for tool in (*spec.read_tools, *spec.tools)
-}
-"""Which topic carries a call of each tool, derived from the kind registry, so the coach can route without
-knowing the services."""
+def __getattr__(name: str) -> Any:
+    if name in _DERIVED:
+        return _registry()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def decisions_of(kind: str) -> Topic:
     """The topic that carries the decisions on requests of ``kind``: its owner's; ``KeyError`` for an unknown kind."""
-    return DECISIONS[KINDS[kind].owner]
+    topics: Mapping[str, Topic] = _registry()["DECISIONS"]
+    return topics[kinds.kind(kind).owner]
 
 
 def route(tool: str) -> Topic:
     """The topic for ``tool``; ``KeyError`` when no service owns it."""
-    return TOOL_ROUTES[tool]
+    routes: Mapping[str, Topic] = _registry()["TOOL_ROUTES"]
+    return routes[tool]
 
 
 def by_name(name: str) -> Topic:
-    for topic in REGISTRY:
+    registry: tuple[Topic, ...] = _registry()["REGISTRY"]
+    for topic in registry:
         if topic.name == name:
             return topic
     raise KeyError(name)

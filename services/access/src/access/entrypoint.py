@@ -7,10 +7,10 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from assent.contracts import ConnectionCatalog
 from assent.runtime import OwnerKit, ServiceRuntime
 from assent.runtime.uow import UnitOfWork
-from assent.topics import CONNECTIONS_CATALOGS
+from connections_contract.messages import ConnectionCatalog
+from connections_contract.topics import CONNECTIONS_CATALOGS
 
 from . import routes
 from .adapters import tables

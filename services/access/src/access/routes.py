@@ -1,4 +1,4 @@
-"""The access service's side of its public routes (:mod:`assent.api.access`): each method the handler of the
+"""The access service's side of its public routes (:mod:`access_contract.routes`): each method the handler of the
 declared route of its name.
 
 Organisations are walls: for a person (``X-Assent-Org``), an agent, guild or organisation of another organisation
@@ -12,8 +12,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from access_contract.routes import OWNER, BindingsIn
 from assent.api import Caller, routes_of, serve
-from assent.api.access import OWNER, BindingsIn
 from assent.domain import Agent, Refusal
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import UnitOfWork

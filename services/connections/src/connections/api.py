@@ -1,4 +1,4 @@
-"""The connections service's side of its public routes (:mod:`assent.api.connections`): logins and a session's
+"""The connections service's side of its public routes (:mod:`connections_contract.routes`): logins and a session's
 connections. Each declared route has its handler here, found by name; only the gateway calls them, with its service
 credential, on ``/internal`` + the route's path. (A login request is decided at the gateway, which sends the decision
 to the kit, :mod:`connections.kinds.login`, and answers with ``session_connections``.)
@@ -17,9 +17,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from assent.api import Caller, routes_of, serve
-from assent.api.connections import OWNER, GrantIn, LoginIn, LoginPatch
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
+from connections_contract.routes import OWNER, GrantIn, LoginIn, LoginPatch
 
 from . import workspace
 from .adapters.crypto import CredentialBox

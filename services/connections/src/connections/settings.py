@@ -3,8 +3,8 @@ set ``ASSENT_HTTP_PORT`` from there."""
 
 from pydantic import Field, SecretStr
 
-from assent.api.connections import PlatformLoginIn
 from assent.settings import ServiceSettings
+from connections_contract.routes import PlatformLoginIn
 
 
 class ConnectionsSettings(ServiceSettings):

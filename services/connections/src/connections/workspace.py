@@ -16,11 +16,11 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from assent.api.connections import CredentialsIn, LoginIn, LoginPatch, PlatformLoginIn, ScopedLoginIn, ToolIn
 from assent.contracts import DecisionMade, ProposalOutcome
 from assent.domain import Refusal, Session
 from assent.runtime.uow import UnitOfWork
-from assent.topics import CONNECTIONS_CATALOGS
+from connections_contract.routes import CredentialsIn, LoginIn, LoginPatch, PlatformLoginIn, ScopedLoginIn, ToolIn
+from connections_contract.topics import CONNECTIONS_CATALOGS
 
 from .adapters.crypto import CredentialBox, UnreadableCredentials
 from .adapters.repository import Grant, LoginsRepository

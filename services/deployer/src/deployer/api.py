@@ -15,9 +15,9 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse
 
 from assent.api import Caller, caller, routes_of, serve
-from assent.api.source import OWNER
 from assent.http import Identifier
 from assent.runtime import ServiceRuntime
+from deployer_contract.source import OWNER
 
 from .adapters.git import GitError, GitRepos
 from .deploys import Deploys

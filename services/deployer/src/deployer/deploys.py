@@ -23,7 +23,10 @@ from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from assent.contracts import (
+from assent.domain import Refusal
+from assent.faults import crash_point
+from assent.runtime.uow import UnitOfWork
+from deployer_contract.messages import (
     BuildFinished,
     BuildProgressed,
     BuildStarted,
@@ -33,10 +36,7 @@ from assent.contracts import (
     DeployStarted,
     IssueFixLinked,
 )
-from assent.domain import Refusal
-from assent.faults import crash_point
-from assent.runtime.uow import UnitOfWork
-from assent.topics import DEPLOYS_EVENTS
+from deployer_contract.topics import DEPLOYS_EVENTS
 
 from .adapters.artifacts import Artifacts, pack
 from .adapters.git import GitError, GitRepos, Source

@@ -1,4 +1,4 @@
-"""The edits service's side of its public routes (:mod:`assent.api.workspace`): the workspace directory it owns,
+"""The edits service's side of its public routes (:mod:`edits_contract.workspace`): the workspace directory it owns,
 direct Memory and note writes.
 
 Each declared route has its handler here, in one class per resource; :func:`assent.api.serve` serves them on the
@@ -34,9 +34,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from assent.api import Caller, routes_of, serve
-from assent.api.collections import AccessIn, CollectionIn, CollectionPatch, Page, RecordPatch, RecordsIn
-from assent.api.drafts import DraftEdit
-from assent.api.workspace import (
+from assent.runtime import ServiceRuntime
+from assent.runtime.uow import SqlUnitOfWork
+from edits_contract.collections import AccessIn, CollectionIn, CollectionPatch, Page, RecordPatch, RecordsIn
+from edits_contract.drafts import DraftEdit
+from edits_contract.workspace import (
     OWNER,
     AgentIn,
     AgentPatch,
@@ -49,8 +51,6 @@ from assent.api.workspace import (
     NoteIn,
     OrgIn,
 )
-from assent.runtime import ServiceRuntime
-from assent.runtime.uow import SqlUnitOfWork
 
 from . import collection_workspace, draft_workspace, note_workspace, workspace
 from .settings import EditsSettings

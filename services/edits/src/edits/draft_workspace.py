@@ -32,7 +32,7 @@ async def _draft_at(
 
 
 async def card(uow: UnitOfWork, draft: drafts.Draft) -> dict[str, Any]:
-    """The draft beside the agent's Task now (:class:`assent.api.drafts.DraftCard`)."""
+    """The draft beside the agent's Task now (:class:`edits_contract.drafts.DraftCard`)."""
     store = uow.store(DraftsRepository)
     agent = await store.agent(draft.agent_id)
     task = None if agent is None else agent.task

@@ -63,7 +63,10 @@ def answer_route(endpoint: str) -> PublicRoute | None:
 
 
 def decision_body(endpoint: str) -> type[RequestModel]:
-    """The body of a decision at ``endpoint``: one of its decisions, and where it was taken."""
+    """The body of a decision at ``endpoint``: one of its decisions, and where it was taken. Its kinds take no options
+    (:attr:`~assent.kinds.KindSpec.options`: only the Proposals page's decision carries them)."""
+    if any(spec.options is not None for spec in KINDS.values() if spec.endpoint == endpoint):
+        raise ValueError(f"the kinds decided at {endpoint!r} take options, which only the Proposals page carries")
     title = endpoint.title()
     return create_model(
         f"{title}Decision",

@@ -1,9 +1,10 @@
 """Decisions on the Proposals page, and the activity feed, on the public API.
 
 The gateway knows no kind here either: the kinds decided at ``/proposals`` (source proposals) come from the kind
-registry, and their owner serves the page itself (a declared route, :mod:`assent.api.source`). Decisions travel like
-every other one (``DecisionMade`` to the owner, its ``ProposalOutcome`` back). The activity feed is the gateway's
-own record of those decisions, merged with the owners' feeds (:data:`assent.api.FEEDS`).
+registry, with what an approval may choose (their :attr:`~assent.kinds.KindSpec.options`), and their owner serves
+the page itself (a declared route of its contract). Decisions travel like every other one (``DecisionMade`` to the
+owner, its ``ProposalOutcome`` back). The activity feed is the gateway's own record of those decisions, merged with
+the owners' feeds (:data:`assent.api.FEEDS`).
 
 Approving needs permission to edit source and manage deploys (admin or developer, or the agent's owner or editor);
 discarding needs permission to review feedback (reviewers too). Another organisation's agent or proposal is 404.
@@ -13,11 +14,10 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query
-from pydantic import BaseModel
+from pydantic import BaseModel, create_model
 from sqlalchemy import select
 
 from assent.api import FEEDS, Error, Permission, RequestModel
-from assent.api.source import BranchName, Message
 from assent.http import Identifier, PathId
 from assent.kinds import KINDS, decisions_at
 
@@ -33,20 +33,26 @@ APPROVE = "approve"
 RESOLVED = tuple(dict.fromkeys(o for name in PROPOSAL_KINDS for o in KINDS[name].decisions.values()))
 
 
-class BranchChoice(RequestModel):
-    """Where an approval commits: the production branch (the default: commit and deploy), a ``new`` branch made
-    from it, or an ``existing`` one (commit there, no deploy; the answer links to a pull or merge request)."""
+def approval_options() -> dict[str, Any]:
+    """The fields of what approving may choose, as the kinds decided here declare it (every one alike)."""
+    options = {KINDS[name].options for name in PROPOSAL_KINDS}
+    if len(options) != 1:
+        raise ValueError(f"the kinds decided at {ENDPOINT!r} take {len(options)} sets of options; they must take one")
+    model = options.pop()
+    return {} if model is None else {name: (field.annotation, field) for name, field in model.model_fields.items()}
 
-    kind: Literal["production", "new", "existing"] = "production"
-    name: BranchName | None = None
 
-
-class ProposalDecision(RequestModel):
-    decision: Literal[decisions_at(ENDPOINT)]  # type: ignore[valid-type]  # the values come from the registry, at import
-    via: Literal["page", "card", "chat"] = "page"
-    branch: BranchChoice | None = None
-    message: Message | None = None
-    """The commit message (approving only); the proposal's reason when absent."""
+VIA = Literal["page", "card", "chat"]
+OPTIONS = approval_options()
+ProposalDecision = create_model(
+    "ProposalDecision",
+    __base__=RequestModel,
+    decision=(Literal[decisions_at(ENDPOINT)], ...),  # type: ignore[arg-type]  # the values come from the registry
+    via=(VIA, "page"),
+    **OPTIONS,
+)
+"""A decision on the Proposals page: approve or discard, where it was taken, and what approving chooses (the
+owner's options: the branch it commits onto, the commit message)."""
 
 
 class ActivityEntry(BaseModel):
@@ -144,21 +150,17 @@ def router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
         """Approve or discard a waiting proposal. Approving commits onto the production branch and deploys (the
         default), or onto a ``new`` or ``existing`` branch without deploying (the answer's ``effects.link`` opens
         the pull or merge request); ``message`` is the commit's message."""
+        choice: Any = body
         request = await request_of(deps, agent_id, proposal_id, person.org_id)
-        needs = Permission.APPROVE_SOURCE if body.decision == APPROVE else Permission.REVIEW_FEEDBACK
+        needs = Permission.APPROVE_SOURCE if choice.decision == APPROVE else Permission.REVIEW_FEEDBACK
         if not person.may(needs, request["owners"], request["editors"]):
             raise HTTPException(
-                403, needs.refusal if body.decision == APPROVE else "discarding needs permission to review feedback"
+                403, needs.refusal if choice.decision == APPROVE else "discarding needs permission to review feedback"
             )
-        options: dict[str, Any] = {}
-        if body.decision == APPROVE:
-            if body.branch is not None:
-                options["branch"] = body.branch.model_dump(exclude_none=True)
-            if body.message is not None:
-                options["message"] = body.message
-        elif body.branch is not None or body.message is not None:
+        options: dict[str, Any] = choice.model_dump(include=set(OPTIONS), exclude_none=True)
+        if options and choice.decision != APPROVE:
             raise HTTPException(422, "a branch and a commit message go with approving only")
-        return decided(await handlers.decide(deps, request, body.decision, person.user_id, body.via, options))
+        return decided(await handlers.decide(deps, request, choice.decision, person.user_id, choice.via, options))
 
     @proposals.get("/api/activity", responses={200: {"model": Activity}})
     async def activity_feed(

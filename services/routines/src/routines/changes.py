@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from assent.contracts import RoutinesChanged
 from assent.runtime.uow import UnitOfWork
-from assent.topics import AGENT_ROUTINES_CHANGED
+from routines_contract.messages import RoutinesChanged
+from routines_contract.topics import AGENT_ROUTINES_CHANGED
 
 from .domain.routine import Routine
 from .domain.timing import Timing

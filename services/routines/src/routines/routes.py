@@ -1,4 +1,4 @@
-"""The routines service's side of its public routes (:mod:`assent.api.routines`): each method the handler of the
+"""The routines service's side of its public routes (:mod:`routines_contract.routes`): each method the handler of the
 declared route of its name.
 
 Organisations are walls: for a person (``X-Assent-Org``), an agent, routine or guild of another organisation is
@@ -13,10 +13,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from assent.api import Caller, routes_of, serve
-from assent.api.routines import OWNER, RoutineIn, RoutinePatch, SwitchIn
 from assent.domain import Agent, Guild, Refusal
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import UnitOfWork
+from routines_contract.routes import OWNER, RoutineIn, RoutinePatch, SwitchIn
 
 from .adapters.repository import RoutinesRepository
 from .changes import changed, planned
@@ -163,8 +163,8 @@ class RoutineRoutes:
 
 
 def _switch_event(guild: Guild, on: bool, actor: str) -> tuple[Any, str, Any]:
-    from assent.contracts import RoutinesChanged
-    from assent.topics import AGENT_ROUTINES_CHANGED
+    from routines_contract.messages import RoutinesChanged
+    from routines_contract.topics import AGENT_ROUTINES_CHANGED
 
     return (
         AGENT_ROUTINES_CHANGED,

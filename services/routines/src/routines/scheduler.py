@@ -19,9 +19,9 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-from assent.contracts import RoutineWokeUp
 from assent.runtime.uow import UnitOfWork
-from assent.topics import ROUTINES_WAKEUPS
+from routines_contract.messages import RoutineWokeUp
+from routines_contract.topics import ROUTINES_WAKEUPS
 
 from .adapters.repository import RoutinesRepository
 

@@ -1,26 +1,27 @@
 """The public HTTP API's routes, each declared once by the service that owns its data.
 
-A route is a :class:`PublicRoute` in its owner's module here (:mod:`.workspace` for edits, :mod:`.source` and
-:mod:`.deploys` for the deployer), with its request and answer models: the owner serves it with
-:func:`serve`, and the gateway mounts every route of :data:`ROUTES` at the one public address with the same
-authentication, permission check and error body, and no code of its own for any of them. Adding or changing an
-owner's route is an edit here and in the owner's handler, none in the gateway.
+A route is a :class:`PublicRoute` in its owner's contract package (:mod:`assent.owners`), with its request and answer
+models: the owner serves it with :func:`serve`, and the gateway mounts every route of :data:`ROUTES` at the one
+public address with the same authentication, permission check and error body, and no code of its own for any of
+them. Adding or changing an owner's route is an edit in the owner's contract and its handler, none in the gateway.
 
-:data:`FEEDS` are the owners' activity feeds that the public activity feed merges.
+:data:`ROUTES` (every installed owner's routes, in the contracts' order), :data:`OWNERS` (each owner's) and
+:data:`FEEDS` (the owners' activity feeds that the public activity feed merges) are made the first time one is read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from functools import cache
 from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
-from . import access, collections, connections, deploys, drafts, routines, source, workspace
 from .declare import (
     ORG_HEADER,
     ROLES_HEADER,
     USER_HEADER,
     Error,
+    Feed,
     Invalid,
     PublicRoute,
     QueryModel,
@@ -32,38 +33,36 @@ from .declare import (
 from .roles import Identity, Permission
 from .serve import Caller, caller, caller_headers, endpoint, expected_parameters, mismatches, route_options, serve
 
-ROUTES: tuple[PublicRoute, ...] = (
-    *workspace.ROUTES,
-    *collections.ROUTES,
-    *source.ROUTES,
-    *deploys.ROUTES,
-    *routines.ROUTES,
-    *connections.ROUTES,
-    *access.ROUTES,
-    *drafts.ROUTES,
-)
-"""Every owner's public routes."""
+if TYPE_CHECKING:  # made on first reading, by __getattr__ below
+    ROUTES: tuple[PublicRoute, ...]
+    """Every owner's public routes."""
+    FEEDS: tuple[Feed, ...]
+    OWNERS: Mapping[str, tuple[PublicRoute, ...]]
 
 
-@dataclass(frozen=True)
-class Feed:
-    """An owner's entries of the public activity feed, at ``/internal`` + ``path`` (``?limit=&agent_id=``, for the
-    caller's organisation): ``{"entries": [{"who", "what", "when", ...}]}``."""
+@cache
+def _registry() -> dict[str, Any]:
+    from ..owners import contracts  # the contracts import this package
 
-    owner: str
-    path: str
+    routes = tuple(route for contract in contracts() for route in contract.routes)
+    owners = {owner: tuple(r for r in routes if r.owner == owner) for owner in dict.fromkeys(r.owner for r in routes)}
+    return {
+        "ROUTES": routes,
+        "FEEDS": tuple(feed for contract in contracts() for feed in contract.feeds),
+        "OWNERS": MappingProxyType(owners),
+    }
 
 
-FEEDS: tuple[Feed, ...] = (Feed(source.OWNER, "/activity"),)
+def __getattr__(name: str) -> Any:
+    if name in ("ROUTES", "FEEDS", "OWNERS"):
+        return _registry()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def routes_of(owner: str) -> tuple[PublicRoute, ...]:
-    return tuple(route for route in ROUTES if route.owner == owner)
+    owners: Mapping[str, tuple[PublicRoute, ...]] = _registry()["OWNERS"]
+    return owners.get(owner, ())
 
-
-OWNERS: Mapping[str, tuple[PublicRoute, ...]] = MappingProxyType(
-    {owner: routes_of(owner) for owner in dict.fromkeys(route.owner for route in ROUTES)}
-)
 
 __all__ = [
     "FEEDS",

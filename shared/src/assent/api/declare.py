@@ -211,6 +211,15 @@ class PublicRoute:
         return self.body is not None or self.raw_body
 
 
+@dataclass(frozen=True)
+class Feed:
+    """An owner's entries of the public activity feed, at ``/internal`` + ``path`` (``?limit=&agent_id=``, for the
+    caller's organisation): ``{"entries": [{"who", "what", "when", ...}]}``."""
+
+    owner: str
+    path: str
+
+
 def error_statuses(route: PublicRoute) -> dict[int, str]:
     """Every error status ``route`` answers, with when: the common ones, then its own (which may say more)."""
     common = dict(COMMON_ERRORS) if route.wall is Wall.ORG else {422: COMMON_ERRORS[422], 503: COMMON_ERRORS[503]}

@@ -1,20 +1,8 @@
-"""Assent's message contracts: one module per topic family, all frozen pydantic v2 models."""
+"""Assent's message contracts that every service shares: one module per topic family, all frozen pydantic v2
+models. An owner's own messages are in its contract package (:mod:`assent.owners`)."""
 
-from .connections import CatalogTool, ConnectionCatalog
-from .deploys import (
-    BuildFinished,
-    BuildProgressed,
-    BuildStarted,
-    DeployFailed,
-    DeployLive,
-    DeployPromoted,
-    DeployStarted,
-    IssueFixLinked,
-    SourceCommitted,
-)
 from .envelope import Id, MalformedMessage, Message, Seq, Text, parse_message, upcaster
 from .proposals import Card, CardField, DecisionMade, ProposalOutcome, ProposalProposed, lines_of
-from .routines import RoutinesChanged, RoutineWokeUp
 from .sessions import SessionClosed, SessionOpened
 from .tool_calls import Channel, Requester, SessionContext, ToolCall
 from .tool_results import (
@@ -36,23 +24,13 @@ __all__ = [
     "AccessEdit",
     "AgentChanged",
     "AgentRef",
-    "BuildFinished",
-    "BuildProgressed",
-    "BuildStarted",
     "Card",
     "CardField",
-    "CatalogTool",
     "Channel",
-    "ConnectionCatalog",
     "DecisionMade",
     "DecisionSummary",
-    "DeployFailed",
-    "DeployLive",
-    "DeployPromoted",
-    "DeployStarted",
     "GuildChanged",
     "Id",
-    "IssueFixLinked",
     "LineCounts",
     "MalformedMessage",
     "Message",
@@ -63,13 +41,10 @@ __all__ = [
     "ProposalTarget",
     "ProposalWidget",
     "Requester",
-    "RoutineWokeUp",
-    "RoutinesChanged",
     "Seq",
     "SessionClosed",
     "SessionContext",
     "SessionOpened",
-    "SourceCommitted",
     "StepEnded",
     "Text",
     "ToolCall",

@@ -17,8 +17,10 @@ from __future__ import annotations
 import builtins
 import json
 import re
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any, ClassVar
 from uuid import UUID, uuid4
 
@@ -91,6 +93,14 @@ class Message(BaseModel):
 
     def to_bytes(self) -> bytes:
         return self.model_dump_json().encode()
+
+
+def examples_folder(message: builtins.type[Message]) -> Path:
+    """Where the golden examples of ``message`` are: ``examples/`` beside the module that defines it (shared's, or an
+    owner's contract package's), one file per version and variant, ``<type>.v<n>[.<k>].json``."""
+    module = sys.modules[message.__module__].__file__
+    assert module is not None
+    return Path(module).parent / "examples"
 
 
 class MalformedMessage(ValueError):

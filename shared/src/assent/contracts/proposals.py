@@ -7,13 +7,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..hashing import line_counts
-from ..kinds import DECISIONS, OUTCOMES, SECTIONS
 from .envelope import Id, Message, Seq
-from .tool_results import Action, Kind, LineCounts, ProposalBase, ProposalTarget
-
-Section = Literal[SECTIONS]  # type: ignore[valid-type]  # the values come from the registry, at import
-Decision = Literal[DECISIONS]  # type: ignore[valid-type]  # the values come from the registry, at import
-Outcome = Literal[OUTCOMES]  # type: ignore[valid-type]  # the values come from the registry, at import
+from .registered import Action, Decision, Kind, Outcome, Section
+from .tool_results import LineCounts, ProposalBase, ProposalTarget
 
 
 class CardField(BaseModel):

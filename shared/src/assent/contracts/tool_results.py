@@ -4,12 +4,8 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..kinds import ACTIONS, KIND_NAMES, WIDGETS
 from .envelope import Id, Message, Seq
-
-Kind = Literal[KIND_NAMES]  # type: ignore[valid-type]  # the values come from the registry, at import
-Action = Literal[ACTIONS]  # type: ignore[valid-type]  # the values come from the registry, at import
-Widget = Literal[WIDGETS]  # type: ignore[valid-type]  # the values come from the registry, at import
+from .registered import Action, Kind, Widget
 
 
 class ToolError(BaseModel):

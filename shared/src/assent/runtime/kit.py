@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .. import topics
 from ..contracts import (
     AccessEdit,
     AgentRef,
@@ -55,8 +56,8 @@ from ..contracts import (
 )
 from ..domain import Refusal, Session, invalid_arguments
 from ..faults import crash_point, fail_point
-from ..kinds import KINDS, SUPERSEDED, KindSpec
-from ..topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, TOOL_RESULTS
+from ..kinds import SUPERSEDED, KindSpec
+from ..kinds import kind as spec_of
 from .consumer import Received
 from .uow import CallContext, StoredProposal, UnitOfWork
 
@@ -183,7 +184,7 @@ class ProposalKind(abc.ABC):
 
     @property
     def spec(self) -> KindSpec:
-        return KINDS[self.name]
+        return spec_of(self.name)
 
     @abc.abstractmethod
     def tools(self) -> dict[str, Tool]:
@@ -319,13 +320,13 @@ class OwnerKit:
         ]
         earlier = next((held for held in clashing if held.tool_call_id == call.tool_call_id), None)
         if earlier is not None and earlier.session_id == call.session_id:
-            await uow.emit(TOOL_RESULTS, call.session_id, ToolResult.model_validate(earlier.result))
+            await uow.emit(topics.TOOL_RESULTS, call.session_id, ToolResult.model_validate(earlier.result))
             return
         answer = await self._answer(
             call, earlier, context.session, seq_taken=bool(clashing) and earlier is None, writes=writes, uow=uow
         )
         if isinstance(answer, Refusal):
-            await uow.emit(TOOL_RESULTS, call.session_id, self._error(call, answer))
+            await uow.emit(topics.TOOL_RESULTS, call.session_id, self._error(call, answer))
             return
         result = self._result(call, answer if isinstance(answer, Output) else None)
         if isinstance(answer, Proposal):
@@ -341,7 +342,7 @@ class OwnerKit:
                     f"{self.max_result_bytes} bytes",
                 ),
             )
-        await uow.emit(TOOL_RESULTS, call.session_id, result)
+        await uow.emit(topics.TOOL_RESULTS, call.session_id, result)
 
     async def _answer(
         self,
@@ -443,7 +444,7 @@ class OwnerKit:
             )
         )
         await uow.emit(
-            PROPOSALS_OUTCOMES,
+            topics.PROPOSALS_OUTCOMES,
             old.session_id,
             ProposalOutcome(
                 decision_id="dec_" + uuid.uuid5(uuid.NAMESPACE_URL, f"superseded/{old.proposal_id}").hex,
@@ -513,7 +514,7 @@ class OwnerKit:
         writes.adds.append(stored)
         recorded.append(stored)
         await uow.emit(
-            PROPOSALS_PROPOSED,
+            topics.PROPOSALS_PROPOSED,
             call.session_id,
             ProposalProposed(
                 proposal_id=proposal_id,
@@ -610,7 +611,7 @@ class OwnerKit:
             return None  # another owner's decision
         await uow.lock_session(decision.session_id)
         outcome = await self._decide(kind, decision, held, writes, uow)
-        await uow.emit(PROPOSALS_OUTCOMES, decision.session_id, outcome)
+        await uow.emit(topics.PROPOSALS_OUTCOMES, decision.session_id, outcome)
         crash_point(f"{self.service}.decision.before_commit")
         return outcome
 

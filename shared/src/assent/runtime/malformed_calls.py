@@ -21,8 +21,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .. import topics
 from ..contracts import Id, MalformedMessage, Seq, ToolCall, ToolError, ToolResult
-from ..topics import TOOL_RESULTS, Topic
+from ..topics import Topic
 
 MALFORMED_TOOL_CALL = "malformed_tool_call"
 
@@ -89,4 +90,4 @@ def answer_malformed_call(raw: bytes, error: MalformedMessage, origin: str) -> t
         causation_id=call_id,
         correlation_id=call_id,
     )
-    return TOOL_RESULTS, envelope.session_id, result
+    return topics.TOOL_RESULTS, envelope.session_id, result

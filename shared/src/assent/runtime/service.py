@@ -31,7 +31,7 @@ from sqlalchemy import MetaData, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 from uvicorn.main import STARTUP_FAILURE
 
-from .. import inbox
+from .. import inbox, topics
 from ..contracts import SessionClosed
 from ..db import create_engine, driver_connection, migrate, session_key
 from ..faults import crash_point
@@ -44,7 +44,7 @@ from ..outbox import Outbox, OutboxRelay
 from ..service_auth import InvalidServiceToken, ServiceSigner, ServiceVerifier, service_keys
 from ..settings import ServiceSettings
 from ..telemetry import setup_telemetry
-from ..topics import DECISIONS, PROPOSALS_DECIDED, STUDIO_SESSIONS, TOOL_CALLS, WORKSPACE_EVENTS, Topic
+from ..topics import Topic
 from .consumer import FailurePolicy, MalformedAnswer, Received, batch_span, subscribe
 from .kit import LiveCard, OwnerKit
 from .malformed_calls import answer_malformed_call
@@ -313,14 +313,16 @@ class ServiceRuntime:
         # session stream it takes the closes only, which end a known session's grants and later calls (a close of a
         # session it never heard of changes nothing); unless it answers for every session (keeps_every_session).
         when = None if kit.keeps_every_session else _is_close
-        self.consume(STUDIO_SESSIONS, kit.on_session_event, label="session", when=when)
-        self.consume_batch(TOOL_CALLS[self.service], kit.on_tool_calls, label="tool_call")
+        self.consume(topics.STUDIO_SESSIONS, kit.on_session_event, label="session", when=when)
+        self.consume_batch(topics.TOOL_CALLS[self.service], kit.on_tool_calls, label="tool_call")
         # A call that cannot be read is answered with an error wherever its envelope can be, not dead-lettered.
-        self._answers[TOOL_CALLS[self.service]] = answer_malformed_call
+        self._answers[topics.TOOL_CALLS[self.service]] = answer_malformed_call
         # Its own decisions only, on a topic of its own; and what an earlier release's gateway left on the one topic
         # every owner read then, passing over the other owners' decisions unopened.
-        self.consume_batch(DECISIONS[self.service], kit.on_decisions, label="decision")
-        self.consume_batch(PROPOSALS_DECIDED, kit.on_decisions, label="decision", when=lambda d: d.kind in kit.kinds)
+        self.consume_batch(topics.DECISIONS[self.service], kit.on_decisions, label="decision")
+        self.consume_batch(
+            topics.PROPOSALS_DECIDED, kit.on_decisions, label="decision", when=lambda d: d.kind in kit.kinds
+        )
         router = self.internal_router(tags=["internal"])
 
         @router.get("/proposals/{proposal_id}/live", response_model=LiveCard)
@@ -342,7 +344,7 @@ class ServiceRuntime:
         async def apply(event: Any, uow: UnitOfWork) -> None:
             await uow.workspace.apply(event)
 
-        self.consume(WORKSPACE_EVENTS, apply, label="workspace")
+        self.consume(topics.WORKSPACE_EVENTS, apply, label="workspace")
 
     # --- the process ---------------------------------------------------------------------------------
 
@@ -504,7 +506,7 @@ class ServiceRuntime:
             try:
                 async with asyncio.timeout(timeout):
                     return await broker_answers(
-                        self.broker.config.admin_client, STUDIO_SESSIONS.full_name(self.settings.topic_prefix)
+                        self.broker.config.admin_client, topics.STUDIO_SESSIONS.full_name(self.settings.topic_prefix)
                     )
             except Exception:
                 return False

@@ -10,7 +10,7 @@ from sqlalchemy import and_, delete, func, or_, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from assent.contracts import ConnectionCatalog
+from connections_contract.messages import ConnectionCatalog
 
 from ..domain.access import Binding, CatalogTool, Change, Connection, Scope
 from . import tables as t

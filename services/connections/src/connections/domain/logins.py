@@ -17,9 +17,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from assent.contracts import CatalogTool, ConnectionCatalog, Id, Text
+from assent.contracts import Id, Text
 from assent.domain import Agent, Refusal, Session
 from assent.hashing import content_hash
+from connections_contract.messages import CatalogTool, ConnectionCatalog
 
 from .policy import ToolSpec, Verdict, classify
 from .servers import server_identity

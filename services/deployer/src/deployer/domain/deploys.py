@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from assent.api.source import BRANCH_NAME
 from assent.domain import Refusal
+from deployer_contract.source import BRANCH_NAME
 
 RouteKind = Literal["production", "new", "existing"]
 DeployStatus = Literal["pending", "started", "live", "failed"]

@@ -16,8 +16,8 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from assent.api import source as api_source
 from assent.domain import Refusal
+from deployer_contract import source as api_source
 
 Origin = Literal["agent", "builder"]
 
@@ -33,7 +33,7 @@ KEY_NAMES = frozenset({"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", ".npmrc", "
 MAX_PATH = api_source.MAX_PATH
 normalize = api_source.repository_path
 """The path as the repository names it, or why it names no file of the repository (the rule the public API's
-schema states too: :func:`assent.api.source.repository_path`)."""
+schema states too: :func:`deployer_contract.source.repository_path`)."""
 
 
 def layout(files: Iterable[str]) -> dict[str, str]:

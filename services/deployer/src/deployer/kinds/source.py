@@ -24,21 +24,15 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from assent.contracts import (
-    CardField,
-    DecisionMade,
-    Id,
-    ProposalBase,
-    ProposalTarget,
-    SourceCommitted,
-)
+from assent.contracts import CardField, DecisionMade, Id, ProposalBase, ProposalTarget
 from assent.domain import Agent, Refusal
 from assent.faults import crash_point
 from assent.kinds import SUPERSEDED
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.kit import proposal_id_for
 from assent.runtime.uow import UnitOfWork
-from assent.topics import DEPLOYS_EVENTS
+from deployer_contract.messages import SourceCommitted
+from deployer_contract.topics import DEPLOYS_EVENTS
 
 from ..adapters.git import BranchMoved, GitError, GitRepos, Source
 from ..adapters.repository import DeployerRepository

@@ -1,5 +1,5 @@
-"""The deployer's side of its public routes (:mod:`assent.api.source`, :mod:`assent.api.deploys`): one class per
-resource, each method the handler of the declared route of its name.
+"""The deployer's side of its public routes (:mod:`deployer_contract.source`, :mod:`deployer_contract.deploys`): one
+class per resource, each method the handler of the declared route of its name.
 
 Organisations are walls here too: for a person (``X-Assent-Org``), an agent of another organisation is answered 404
 with the words a missing one gets, and nothing is read or written. Without the header the call is a service's own.

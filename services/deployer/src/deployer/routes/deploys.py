@@ -1,5 +1,5 @@
 """Deploys: an agent's Deploys settings, builds, deploys (promote, retry) and the providers' push webhooks (the
-routes of :mod:`assent.api.deploys`)."""
+routes of :mod:`deployer_contract.deploys`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from assent.api import Caller
-from assent.api.deploys import BuildIn, DeploySettingsIn
 from assent.domain import Refusal
 from assent.runtime.uow import UnitOfWork
+from deployer_contract.deploys import BuildIn, DeploySettingsIn
 
 from ..adapters.repository import Build, Deploy
 from ..domain.deploys import github_signature_ok, gitlab_token_ok, parse_push, repository_key

@@ -1,5 +1,5 @@
 """Agents' source: the repository, a person's own commits, deployments, the Proposals page, the builder chat and
-issues (the routes of :mod:`assent.api.source`)."""
+issues (the routes of :mod:`deployer_contract.source`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,13 @@ from datetime import datetime
 from typing import Any
 
 from assent.api import Caller, Permission
-from assent.api.source import (
+from assent.contracts import CardField
+from assent.domain import Refusal
+from assent.hashing import unified_diff
+from assent.kinds import SUPERSEDED
+from assent.runtime import StoredProposal
+from assent.runtime.uow import UnitOfWork
+from deployer_contract.source import (
     CommitIn,
     DeploymentIn,
     ExternalRepositoryIn,
@@ -18,12 +24,6 @@ from assent.api.source import (
     RepositoryIn,
     folder_clash,
 )
-from assent.contracts import CardField
-from assent.domain import Refusal
-from assent.hashing import unified_diff
-from assent.kinds import SUPERSEDED
-from assent.runtime import StoredProposal
-from assent.runtime.uow import UnitOfWork
 
 from ..adapters.git import BranchMoved, GitError, Source
 from ..adapters.repository import Deploy

@@ -14,10 +14,10 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
-from assent.api.workspace import TEXT_ABOUT_MAX, TEXT_DESCRIPTION_MAX
 from assent.contracts import Text
 from assent.domain import Guild, Refusal, Session, check_source_guild
 from assent.hashing import content_hash
+from edits_contract.workspace import TEXT_ABOUT_MAX, TEXT_DESCRIPTION_MAX
 
 ABOUT_MAX = TEXT_ABOUT_MAX
 """The short description's limit, in characters (the public API's schema says it too)."""

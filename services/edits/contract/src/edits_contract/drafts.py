@@ -16,13 +16,13 @@ from typing import Annotated
 from fastapi import Path
 from pydantic import BaseModel, Field
 
-from ..http import NoNul, Omissible
-from ..kinds import kind
-from .declare import PublicRoute, RequestModel
-from .roles import Permission
+from assent.api.declare import PublicRoute, RequestModel
+from assent.api.roles import Permission
+from assent.http import NoNul, Omissible
 
-OWNER = kind("draft").owner
-ENDPOINT = kind("draft").endpoint
+from .kinds import DRAFT
+
+OWNER, ENDPOINT = DRAFT.owner, DRAFT.endpoint
 SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
 
 

@@ -14,9 +14,10 @@ from typing import Annotated, Any, Literal
 from fastapi import Path
 from pydantic import BaseModel, Field
 
-from ..http import Omissible, OneLine
-from .declare import PublicRoute, RequestModel, Wall
-from .roles import Permission
+from assent.api.declare import PublicRoute, RequestModel, Wall
+from assent.api.roles import Permission
+from assent.http import Omissible, OneLine
+
 from .source import AGENT_404, COMMIT_RULE, OWNER, SOURCE_404, Commit, Deploy
 
 Setting = Annotated[str, Field(min_length=1, max_length=2000), OneLine]

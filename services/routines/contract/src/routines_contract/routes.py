@@ -13,9 +13,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from ..http import NoNul, Omissible, OneLine
-from .declare import PublicRoute, RequestModel
-from .roles import Permission
+from assent.api.declare import PublicRoute, RequestModel
+from assent.api.roles import Permission
+from assent.http import NoNul, Omissible, OneLine
 
 OWNER = "routines"
 TAG = "routines"

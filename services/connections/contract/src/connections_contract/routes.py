@@ -21,12 +21,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..http import Identifier, NoNul, Omissible, OneLine
-from ..kinds import kind
-from .declare import Matching, PublicRoute, RequestModel
-from .roles import Permission
+from assent.api.declare import Matching, PublicRoute, RequestModel
+from assent.api.roles import Permission
+from assent.http import Identifier, NoNul, Omissible, OneLine
 
-OWNER = kind("login").owner
+OWNER = "connections"
 SERVER_URL = r"^https?://[^/?#@\x00-\x20\x7f]+(?:[/?#][^\x00-\x20\x7f]*)?$"
 """An MCP server's address: http or https, a host, and no user or password in it (credentials go in
 ``credentials``, which no answer shows)."""

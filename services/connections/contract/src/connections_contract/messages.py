@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .envelope import Id, Message, Text
+from assent.contracts import Id, Message, Text
 
 Scope = Literal["platform", "org", "guild", "agent"]
 """Where a login is reachable: every organisation (``platform``), its organisation, one guild, or one agent."""

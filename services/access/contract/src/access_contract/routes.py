@@ -16,9 +16,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from ..http import Identifier, Omissible
-from .declare import PublicRoute, RequestModel
-from .roles import Permission
+from assent.api.declare import PublicRoute, RequestModel
+from assent.api.roles import Permission
+from assent.http import Identifier, Omissible
 
 OWNER = "access"
 TAG = "access"

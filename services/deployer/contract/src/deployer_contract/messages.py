@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .envelope import Id, Message
+from assent.contracts import Id, Message
 
 
 class SourceCommitted(Message):

@@ -12,10 +12,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..http import SPACE, Identifier, NoNul, Omissible
-from ..kinds import WORKSPACE_OWNER
-from .declare import Matching, PublicRoute, QueryModel, RequestModel, no_null_default
-from .roles import Permission
+from assent.api.declare import Matching, PublicRoute, QueryModel, RequestModel, no_null_default
+from assent.api.roles import Permission
+from assent.http import SPACE, Identifier, NoNul, Omissible
+from assent.kinds import WORKSPACE_OWNER
 
 OWNER = WORKSPACE_OWNER
 TEXT_ABOUT_MAX = 280

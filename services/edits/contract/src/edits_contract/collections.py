@@ -15,10 +15,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from ..http import Identifier, NoNul, Omissible
-from ..kinds import WORKSPACE_OWNER
-from .declare import KeysMatch, PublicRoute, QueryModel, RequestModel
-from .roles import Permission
+from assent.api.declare import KeysMatch, PublicRoute, QueryModel, RequestModel
+from assent.api.roles import Permission
+from assent.http import Identifier, NoNul, Omissible
+from assent.kinds import WORKSPACE_OWNER
 
 OWNER = WORKSPACE_OWNER
 TAG = "collections"

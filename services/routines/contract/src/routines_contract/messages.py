@@ -3,7 +3,7 @@ guild's stream) and ``routines.wakeups`` (a routine woke its agent)."""
 
 from typing import Literal
 
-from .envelope import Id, Message, Seq, Text
+from assent.contracts import Id, Message, Seq, Text
 
 
 class RoutinesChanged(Message):

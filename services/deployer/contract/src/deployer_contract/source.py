@@ -15,10 +15,10 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from ..domain import Refusal
-from ..http import SPACE, NoNul, Omissible, OneLine
-from .declare import KeysMatch, Matching, PublicRoute, RequestModel
-from .roles import Permission
+from assent.api.declare import KeysMatch, Matching, PublicRoute, RequestModel
+from assent.api.roles import Permission
+from assent.domain import Refusal
+from assent.http import SPACE, NoNul, Omissible, OneLine
 
 OWNER = "deployer"
 MAX_PATH = 500
@@ -181,6 +181,24 @@ class IssuePatch(RequestModel):
     text: Omissible[IssueText] = None
     status: Omissible[Literal["open", "fixed", "closed"]] = None
     evals: Omissible[Evals] = None
+
+
+class BranchChoice(RequestModel):
+    """Where an approval commits: the production branch (the default: commit and deploy), a ``new`` branch made
+    from it, or an ``existing`` one (commit there, no deploy; the answer links to a pull or merge request)."""
+
+    kind: Literal["production", "new", "existing"] = "production"
+    name: BranchName | None = None
+
+
+class ApprovalOptions(RequestModel):
+    """What approving a source proposal may choose (the source kind's :attr:`~assent.kinds.KindSpec.options`,
+    carried to the deployer as ``DecisionMade.options``); the gateway's decision on the Proposals page takes these
+    fields."""
+
+    branch: BranchChoice | None = None
+    message: Message | None = None
+    """The commit message (approving only); the proposal's reason when absent."""
 
 
 # --- answers --------------------------------------------------------------------------------------------------
