@@ -52,8 +52,8 @@ class Origin:
 
     name: str
     chat_linked: bool = True
-    """Whether the activity feed links the proposal's chat (its session's pending items), as the owner's page links
-    it: an agent's chat is linked; the builder chat is not."""
+    """Whether the activity feed links the proposal's chat (its session's pending items), as the Proposals page
+    does: an agent's chat is linked; the builder chat is not."""
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,8 @@ class KindSpec:
     may also end ``stale`` (409, the request stays pending), ``refused`` (422/404, nothing changed) or ``failed``.
     ``endpoint`` is the gateway path segment that decides it (``/edits/{seq}``, ``/logins/{seq}``): the gateway mounts
     one decision route per endpoint, which takes the decisions of the kinds decided there (:func:`decisions_at`), and
-    the choices they declare (:attr:`options`); every kind decided at one endpoint is decided alike there (addressed,
-    answered and optioned the same way).
+    the choices they declare (:attr:`options`); the kinds decided at one endpoint are decided alike there (the same
+    address, options and answer).
     """
 
     name: str
@@ -272,12 +272,12 @@ SECTIONS: tuple[str, ...] = tuple(dict.fromkeys(spec.section for spec in KINDS.v
 ACTIONS: tuple[str, ...] = tuple(dict.fromkeys(action for spec in KINDS.values() for action in spec.actions))
 DECISIONS: tuple[str, ...] = tuple(dict.fromkeys(d for spec in KINDS.values() for d in spec.decisions))
 WIDGETS: tuple[str, ...] = tuple(dict.fromkeys(spec.widget for spec in KINDS.values()))
+"""The ``type`` of every proposal widget (:attr:`KindSpec.widget`)."""
 ORIGINS: tuple[str, ...] = tuple(dict.fromkeys(origin.name for spec in KINDS.values() for origin in spec.origins))
 """Every origin a card may name (:attr:`KindSpec.origins`)."""
 PAGE_KINDS: tuple[str, ...] = tuple(name for name, spec in KINDS.items() if spec.addressed_by == "agent")
 """The kinds decided on an agent's page, by agent and proposal (:attr:`KindSpec.addressed_by`): the Proposals
 page's."""
-"""The ``type`` of every proposal widget (:attr:`KindSpec.widget`)."""
 SUPERSEDED = "superseded"
 """The outcome of a waiting request that a new proposal of its kind replaced (:attr:`KindSpec.supersedes`): it is
 resolved without a decision, and a paused turn needs no answer to it."""
