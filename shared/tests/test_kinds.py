@@ -5,7 +5,7 @@ from typing import get_args
 
 import pytest
 
-from assent.contracts import DecisionMade, ProposalOutcome, ProposalProposed, ProposalWidget
+from assent.contracts import Card, DecisionMade, ProposalOutcome, ProposalProposed, ProposalWidget
 from assent.contracts.tool_results import ProposalTarget
 from assent.kinds import (
     ACTIONS,
@@ -13,9 +13,14 @@ from assent.kinds import (
     FAILURE_OUTCOMES,
     KIND_NAMES,
     KINDS,
+    ORIGINS,
     OUTCOMES,
+    PAGE_KINDS,
     SECTIONS,
     KindSpec,
+    Options,
+    _kind,
+    chat_linked,
     decisions_at,
     kind_of_tool,
     owner_of_tool,
@@ -67,9 +72,28 @@ def test_each_kind_is_a_whole_row(spec: KindSpec) -> None:
 def test_the_gateway_decides_each_kind_at_one_endpoint_with_the_registry_decisions() -> None:
     from gateway.decisions import DECISION_BODIES
 
-    assert set(DECISION_BODIES) == {spec.endpoint for spec in KINDS.values()} - {"proposals"}
+    assert set(DECISION_BODIES) == {spec.endpoint for spec in KINDS.values()}
     for endpoint, body in DECISION_BODIES.items():
         assert get_args(body.model_fields["decision"].annotation) == decisions_at(endpoint)
     assert decisions_at("edits") == ("apply", "decline")
     assert decisions_at("logins") == ("grant", "decline")
     assert KINDS["login"].decided_alone and not KINDS["memory"].decided_alone
+
+
+def test_a_kinds_options_and_origins_are_its_own() -> None:
+    """Options go with some of the kind's own decisions and name a model an owner declares; a card's origin is one
+    a kind declares, and a kind decided on an agent's page is one of the page kinds."""
+    from assent.api import DECISION_OPTIONS
+
+    for spec in KINDS.values():
+        if spec.options is not None:
+            assert set(spec.options.decisions) <= set(spec.decisions) and spec.options.model in DECISION_OPTIONS
+        assert len({origin.name for origin in spec.origins}) == len(spec.origins)
+        assert (spec.name in PAGE_KINDS) == (spec.addressed_by == "agent")
+    origin, none = get_args(Card.model_fields["origin"].annotation)
+    assert get_args(origin) == ORIGINS and none is type(None)
+    assert set(ORIGINS) == {origin.name for spec in KINDS.values() for origin in spec.origins}
+    assert chat_linked("source", "agent") and not chat_linked("source", "builder")
+    assert chat_linked("source", None) and chat_linked("memory", None)
+    with pytest.raises(ValueError, match="not all its decisions"):
+        _kind("x", "edits", ("t",), "S", {"a": "A"}, options=Options("M", ("publish",)))

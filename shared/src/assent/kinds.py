@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Literal
 
 Supersedes = Literal["chat", "turn"]
+Addressed = Literal["session", "agent"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,28 @@ OUTCOME_ALONE = Answer()
 
 
 @dataclass(frozen=True)
+class Options:
+    """Choices a kind's decision takes besides the decision itself (a source approval's branch and commit message):
+    fields of the decision's body at the gateway, which travel to the owner as ``DecisionMade.options``."""
+
+    model: str
+    """The name of the owner's declared model of them (in :data:`assent.api.DECISION_OPTIONS`); each of its fields,
+    none of them required, is a field of the body of a decision at the kind's endpoint."""
+    decisions: tuple[str, ...]
+    """The decisions that take them: a body of another decision that names any is refused (422)."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a kind's proposal was asked for, as its card names it (:attr:`assent.contracts.Card.origin`)."""
+
+    name: str
+    chat_linked: bool = True
+    """Whether the activity feed links the proposal's chat (its session's pending items), as the Proposals page
+    does: an agent's chat is linked; the builder chat is not."""
+
+
+@dataclass(frozen=True)
 class KindSpec:
     """One kind of request.
 
@@ -42,7 +65,9 @@ class KindSpec:
     succeeds, and ``decline`` names the one that writes nothing (its button says ``decline_label``). Every decision
     may also end ``stale`` (409, the request stays pending), ``refused`` (422/404, nothing changed) or ``failed``.
     ``endpoint`` is the gateway path segment that decides it (``/edits/{seq}``, ``/logins/{seq}``): the gateway mounts
-    one decision route per endpoint, which takes the decisions of the kinds decided there (:func:`decisions_at`).
+    one decision route per endpoint, which takes the decisions of the kinds decided there (:func:`decisions_at`), and
+    the choices they declare (:attr:`options`); the kinds decided at one endpoint are decided alike there (the same
+    address, options and answer).
     """
 
     name: str
@@ -68,6 +93,20 @@ class KindSpec:
     ``studio_connection_access``)."""
     answer: Answer = OUTCOME_ALONE
     """What its endpoint answers besides the outcome, and when the request was resolved already."""
+    addressed_by: Addressed = "session"
+    """How the gateway's decision route names a request of it: ``session``, by its session and message
+    (``/api/studio/sessions/{session_id}/{endpoint}/{seq}``, where a card, the tray, a pending item or the chat decides
+    it); ``agent``, by its agent and proposal (``/api/agents/{agent_id}/{endpoint}/{proposal_id}``: the agent's page
+    of them, the Proposals page, which has a live stream of its own, and whose decisions the activity feed lists)."""
+    options: Options | None = None
+    """The choices its decisions take besides the decision (None: none)."""
+    reviewers_decline: bool = False
+    """Whether people who may review feedback (reviewers, besides those who may decide) may take its :attr:`decline`
+    decision, as a source proposal is discarded. Otherwise every decision needs what deciding a request needs: the
+    admin or developer role, or to own or edit its agent."""
+    origins: tuple[Origin, ...] = ()
+    """Where its proposals are asked for, when its cards say (:attr:`assent.contracts.Card.origin`: an agent's chat or
+    the builder chat); none: its cards name no origin."""
 
     @property
     def apply_labels(self) -> tuple[str, ...]:
@@ -90,10 +129,16 @@ def _kind(
     supersedes: Supersedes | None = None,
     widget: str = "studio_edit_request",
     answer: Answer = OUTCOME_ALONE,
+    addressed_by: Addressed = "session",
+    options: Options | None = None,
+    reviewers_decline: bool = False,
+    origins: tuple[Origin, ...] = (),
 ) -> KindSpec:
     decisions = decisions or {"apply": "applied", "decline": "declined"}
     if decline not in decisions:
         raise ValueError(f"kind {name!r} declines with {decline!r}, which is not one of its decisions")
+    if options is not None and not set(options.decisions) <= set(decisions):
+        raise ValueError(f"kind {name!r} takes options with {options.decisions}, which are not all its decisions")
     return KindSpec(
         name=name,
         owner=owner,
@@ -109,6 +154,10 @@ def _kind(
         supersedes=supersedes,
         widget=widget,
         answer=answer,
+        addressed_by=addressed_by,
+        options=options,
+        reviewers_decline=reviewers_decline,
+        origins=origins,
     )
 
 
@@ -205,6 +254,10 @@ KINDS: Mapping[str, KindSpec] = MappingProxyType(
                 decline="discard",
                 supersedes="chat",
                 decided_alone=True,  # approving commits and deploys: on its own, with its branch, never by Apply all
+                addressed_by="agent",
+                options=Options("SourceApproval", ("approve",)),
+                reviewers_decline=True,
+                origins=(Origin("agent"), Origin("builder", chat_linked=False)),
             ),
         )
     }
@@ -220,6 +273,11 @@ ACTIONS: tuple[str, ...] = tuple(dict.fromkeys(action for spec in KINDS.values()
 DECISIONS: tuple[str, ...] = tuple(dict.fromkeys(d for spec in KINDS.values() for d in spec.decisions))
 WIDGETS: tuple[str, ...] = tuple(dict.fromkeys(spec.widget for spec in KINDS.values()))
 """The ``type`` of every proposal widget (:attr:`KindSpec.widget`)."""
+ORIGINS: tuple[str, ...] = tuple(dict.fromkeys(origin.name for spec in KINDS.values() for origin in spec.origins))
+"""Every origin a card may name (:attr:`KindSpec.origins`)."""
+PAGE_KINDS: tuple[str, ...] = tuple(name for name, spec in KINDS.items() if spec.addressed_by == "agent")
+"""The kinds decided on an agent's page, by agent and proposal (:attr:`KindSpec.addressed_by`): the Proposals
+page's."""
 SUPERSEDED = "superseded"
 """The outcome of a waiting request that a new proposal of its kind replaced (:attr:`KindSpec.supersedes`): it is
 resolved without a decision, and a paused turn needs no answer to it."""
@@ -253,6 +311,12 @@ def kinds_of(owner: str) -> tuple[KindSpec, ...]:
 def decisions_at(endpoint: str) -> tuple[str, ...]:
     """The decisions the gateway's ``/{endpoint}/{seq}`` accepts, over every kind decided there."""
     return tuple(dict.fromkeys(d for spec in KINDS.values() if spec.endpoint == endpoint for d in spec.decisions))
+
+
+def chat_linked(kind: str, origin: str | None) -> bool:
+    """Whether the chat a request of ``kind`` was asked for in is linked (:attr:`Origin.chat_linked`); a request
+    whose card names no origin was asked for in its session, which is linked."""
+    return all(o.chat_linked for o in KINDS[kind].origins if o.name == origin)
 
 
 def owner_of_tool(tool: str) -> str:

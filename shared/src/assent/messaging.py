@@ -174,7 +174,7 @@ class TopicsMissing(TopicsNotCreated):
             f"these topics are missing: {', '.join(self.missing)}. This service does not create topics "
             "(ASSENT_CREATE_TOPICS=false): the operator creates every topic of the registry first, with the "
             "KafkaTopic resources of deploy/kafka/topics.yaml or with "
-            f'KAFKA_BOOTSTRAP_SERVERS={bootstrap_servers} deploy/kafka/create-topics.sh (docs/how-to/operate-topics.md)'
+            f"KAFKA_BOOTSTRAP_SERVERS={bootstrap_servers} deploy/kafka/create-topics.sh (docs/how-to/operate-topics.md)"
         )
 
 

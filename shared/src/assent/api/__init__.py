@@ -6,7 +6,9 @@ A route is a :class:`PublicRoute` in its owner's module here (:mod:`.workspace` 
 authentication, permission check and error body, and no code of its own for any of them. Adding or changing an
 owner's route is an edit here and in the owner's handler, none in the gateway.
 
-:data:`FEEDS` are the owners' activity feeds that the public activity feed merges.
+:data:`FEEDS` are the owners' activity feeds that the public activity feed merges; :data:`DECISION_OPTIONS` the
+models of the choices a decision of theirs takes besides itself (a source approval's branch), which the gateway's
+decision routes take as the kind registry names them.
 """
 
 from __future__ import annotations
@@ -56,6 +58,11 @@ class Feed:
 
 FEEDS: tuple[Feed, ...] = (Feed(source.OWNER, "/activity"),)
 
+DECISION_OPTIONS: Mapping[str, type[RequestModel]] = MappingProxyType(
+    {model.__name__: model for model in source.DECISION_OPTIONS}
+)
+"""The owners' models of a decision's options, by name (:attr:`assent.kinds.Options.model`)."""
+
 
 def routes_of(owner: str) -> tuple[PublicRoute, ...]:
     return tuple(route for route in ROUTES if route.owner == owner)
@@ -66,6 +73,7 @@ OWNERS: Mapping[str, tuple[PublicRoute, ...]] = MappingProxyType(
 )
 
 __all__ = [
+    "DECISION_OPTIONS",
     "FEEDS",
     "ORG_HEADER",
     "OWNERS",

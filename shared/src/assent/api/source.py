@@ -183,6 +183,28 @@ class IssuePatch(RequestModel):
     evals: Omissible[Evals] = None
 
 
+class BranchChoice(RequestModel):
+    """Where an approval commits: the production branch (the default: commit and deploy), a ``new`` branch made
+    from it, or an ``existing`` one (commit there, no deploy; the answer links to a pull or merge request)."""
+
+    kind: Literal["production", "new", "existing"] = "production"
+    name: BranchName | None = None
+
+
+class SourceApproval(RequestModel):
+    """What approving a source proposal takes besides the decision (the ``approve`` decision's options, as the kind
+    registry names them). Approving commits onto the production branch and deploys (the default), or onto a ``new``
+    or ``existing`` branch without deploying (the answer's ``effects.link`` opens the pull or merge request);
+    ``message`` is the commit's message, the proposal's reason when absent."""
+
+    branch: BranchChoice | None = None
+    message: Message | None = None
+
+
+DECISION_OPTIONS: tuple[type[RequestModel], ...] = (SourceApproval,)
+"""The deployer's models of a decision's options (:class:`assent.kinds.Options`)."""
+
+
 # --- answers --------------------------------------------------------------------------------------------------
 
 

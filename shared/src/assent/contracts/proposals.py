@@ -7,13 +7,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..hashing import line_counts
-from ..kinds import DECISIONS, OUTCOMES, SECTIONS
+from ..kinds import DECISIONS, ORIGINS, OUTCOMES, SECTIONS
 from .envelope import Id, Message, Seq
 from .tool_results import Action, Kind, LineCounts, ProposalBase, ProposalTarget
 
 Section = Literal[SECTIONS]  # type: ignore[valid-type]  # the values come from the registry, at import
 Decision = Literal[DECISIONS]  # type: ignore[valid-type]  # the values come from the registry, at import
 Outcome = Literal[OUTCOMES]  # type: ignore[valid-type]  # the values come from the registry, at import
+Origin = Literal[ORIGINS]  # type: ignore[valid-type]  # the values come from the registry, at import
 
 
 class CardField(BaseModel):
@@ -51,7 +52,8 @@ class Card(BaseModel):
     """What the operator's card shows: the live text when proposed, the proposal, and what applying does.
 
     ``before``/``after`` hold the whole target as text; ``fields`` splits it where a card shows one diff per
-    field (a guild's short description and description). ``notes`` are lines such as who reads a new note.
+    field (a guild's short description and description). ``notes`` are lines such as who reads a new note, for
+    people to read: what a program reads is a field of its own (``origin``).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -63,6 +65,10 @@ class Card(BaseModel):
     effects: tuple[str, ...] = ()
     fields: tuple[CardField, ...] = ()
     notes: tuple[str, ...] = ()
+    origin: Origin | None = None
+    """Where the proposal was asked for, when its kind says (:attr:`assent.kinds.KindSpec.origins`): a source
+    proposal's ``agent`` (an agent's web or API chat) or ``builder`` (the builder chat); None: its kind names none.
+    Added within v1 (optional: a reader that does not know it ignores it, and a card without it names none)."""
 
 
 class ProposalProposed(Message):
