@@ -20,11 +20,12 @@ from assent.api import Caller, routes_of, serve
 from assent.api.connections import OWNER, GrantIn, LoginIn, LoginPatch
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
+from assent.runtime.walls import NotFound
 
 from . import workspace
 from .adapters.crypto import CredentialBox
 from .kinds.login import ConnectionsKit
-from .workspace import NotFound, Problem
+from .workspace import Problem
 
 T = TypeVar("T")
 

@@ -18,11 +18,12 @@ from assent.api import Caller, caller, routes_of, serve
 from assent.api.source import OWNER
 from assent.http import Identifier
 from assent.runtime import ServiceRuntime
+from assent.runtime.walls import NotFound
 
 from .adapters.git import GitError, GitRepos
 from .deploys import Deploys
 from .kinds.source import SourceKind
-from .routes import NotFound, Unprocessable, store
+from .routes import Unprocessable, store
 from .routes.deploys import Builds, Settings, Webhooks
 from .routes.deploys import Deploys as DeployRoutes
 from .routes.source import Issues, Proposals, Repository

@@ -11,11 +11,11 @@ from assent.api import Caller
 from assent.api.deploys import BuildIn, DeploySettingsIn
 from assent.domain import Refusal
 from assent.runtime.uow import UnitOfWork
-from assent.runtime.walls import agent_in
+from assent.runtime.walls import NotFound, agent_in
 
 from ..adapters.repository import Build, Deploy
 from ..domain.deploys import github_signature_ok, gitlab_token_ok, parse_push, repository_key
-from . import NotFound, Resource, Unprocessable, refused, store
+from . import Resource, Unprocessable, refused, store
 
 MAX_WEBHOOK_BYTES = 5_000_000
 PUSH_EVENTS = ("push", "Push Hook")

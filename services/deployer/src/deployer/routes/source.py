@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from assent.api import Caller, Permission
 from assent.api.source import (
@@ -24,14 +24,14 @@ from assent.hashing import unified_diff
 from assent.kinds import SUPERSEDED
 from assent.runtime import StoredProposal
 from assent.runtime.uow import UnitOfWork
-from assent.runtime.walls import agent_in
+from assent.runtime.walls import NotFound, agent_in
 
 from ..adapters.git import BranchMoved, GitError, Source
 from ..adapters.repository import Deploy
 from ..domain import builder, checks
 from ..domain.proposals import FileChange, moved_files, text_hash
 from ..kinds.source import decode
-from . import NotFound, Resource, Unprocessable, author, refused, store
+from . import Resource, Unprocessable, author, refused, store
 
 NOT_SHOWN = (
     "the builder chat is only for people with permission to edit the agent's source: an admin or developer, or the "
@@ -144,7 +144,7 @@ class Proposals(Resource):
         items = found["waiting"] + found["decided"]
         if not items:
             raise NotFound(f"agent {agent_id!r} has no proposal {proposal_id!r}")
-        return items[0]
+        return cast("dict[str, Any]", items[0])
 
     async def builder_chat(self, caller: Caller, agent_id: str) -> dict[str, Any]:
         """Whether the agent shows the builder chat to the caller: its active deployment declares
@@ -232,7 +232,7 @@ class Issues(Resource):
     async def read_issue(self, caller: Caller, agent_id: str, issue_id: str) -> dict[str, Any]:
         async with self.runtime.unit_of_work() as uow:
             await agent_in(uow, agent_id, caller.org)
-            return (await self.issue_of(uow, agent_id, issue_id)).as_json()
+            return cast("dict[str, Any]", (await self.issue_of(uow, agent_id, issue_id)).as_json())
 
     async def change_issue(self, caller: Caller, agent_id: str, issue_id: str, body: IssuePatch) -> dict[str, Any]:
         actor = caller.actor
@@ -243,7 +243,7 @@ class Issues(Resource):
             issue = await self.issue_of(uow, agent_id, issue_id)
             fields = body.model_dump(exclude_unset=True)
             if not fields:
-                return issue.as_json()
+                return cast("dict[str, Any]", issue.as_json())
             return (await store(uow).update_issue(issue_id, actor, **fields)).as_json()
 
     @staticmethod

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -225,7 +225,7 @@ class ProjectionStore:
         await self.conn.executemany(CONTINUE_TURN, continued)
 
     async def session_org(self, session_id: str) -> str | None:
-        return await self.conn.fetchval(SESSION_ORG, session_id)
+        return cast("str | None", await self.conn.fetchval(SESSION_ORG, session_id))
 
     async def request_at(self, session_id: str, seq: int) -> asyncpg.Record | None:
         return await self.conn.fetchrow(REQUEST_AT, session_id, seq)
@@ -239,7 +239,7 @@ class ProjectionStore:
 
     async def decided_of(self, tool_call_ids: Sequence[str]) -> int:
         """How many of the requests made by ``tool_call_ids`` are no longer pending."""
-        return await self.conn.fetchval(DECIDED_OF, list(tool_call_ids))
+        return cast(int, await self.conn.fetchval(DECIDED_OF, list(tool_call_ids)))
 
     async def count_send(self, session_id: str, turn_id: str, step: int) -> None:
         """One more send of the turn's continuation."""
@@ -273,4 +273,6 @@ class SqlDecisions:
     async def outcome(self, decision_id: str) -> dict[str, Any] | None:
         """The decision's outcome as the projection holds it (None until it arrived)."""
         async with self.engine.connect() as conn:
-            return await (await driver_connection(conn)).fetchval(DECISION_OUTCOME, decision_id)
+            return cast(
+                "dict[str, Any] | None", await (await driver_connection(conn)).fetchval(DECISION_OUTCOME, decision_id)
+            )
