@@ -479,7 +479,10 @@ def print_legs(title: str, legs: dict[str, list[float]], floor: Floor, raw: dict
 
 
 def print_load(load: Load) -> None:
-    cpu = ", ".join(f"{name} {value:.1f}" for name, value in load.cpu_ms_per_round.items())
+    # Two decimals below a millisecond: an owner that takes no part in the round is held to under 0.1 ms.
+    cpu = ", ".join(
+        f"{name} {value:.2f}" if value < 1 else f"{name} {value:.1f}" for name, value in load.cpu_ms_per_round.items()
+    )
     print(
         f"  {load.replicas} replica(s) of each service, {load.sessions} sessions at once for {load.seconds:.0f} s:"
         f" {load.per_second:.0f} rounds/s (round p50 {load.round_ms[0]:.0f} ms, p99 {load.round_ms[1]:.0f} ms)"

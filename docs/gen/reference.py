@@ -719,6 +719,10 @@ def kinds_page() -> str:
 
     rows = []
     for spec in KINDS.values():
+        options = ""
+        if spec.options is not None:
+            fields = ", ".join(code(name) for name in spec.options.model.model_fields)
+            options = f"{', '.join(code(d) for d in spec.options.decisions)}: {fields}"
         rows.append(
             [
                 code(spec.name),
@@ -730,10 +734,12 @@ def kinds_page() -> str:
                 ", ".join(f"{code(d)} → {code(o)}" for d, o in spec.decisions.items())
                 + f"; decline: {spec.decline_label}",
                 code(f"…/{spec.endpoint}/{{seq}}")
-                if spec.endpoint != "proposals"
-                else code("/api/agents/{agent_id}/proposals/{proposal_id}"),
+                if spec.addressed_by == "session"
+                else code(f"/api/agents/{{agent_id}}/{spec.endpoint}/{{proposal_id}}"),
+                options,
                 "yes" if spec.decided_alone else "",
                 code(spec.supersedes) if spec.supersedes else "",
+                ", ".join(code(o.name) + ("" if o.chat_linked else " (chat not linked)") for o in spec.origins),
             ]
         )
     return "".join(
@@ -744,10 +750,11 @@ def kinds_page() -> str:
             "`services/<owner>/contract/src/<owner>_contract/kinds.py`): for each kind its owner, the section and "
             "labels the desk shows, the tools that propose it and those that read what it binds, the actions a "
             "proposal may take with each one's apply label, the decisions it takes with the outcome each produces, "
-            "where it is decided (below `/api/studio/sessions/{session_id}`), whether Apply all leaves it to its own "
-            "decision, and which waiting proposal a new one replaces. The contracts, the tool routing and the "
-            "gateway's decision routes derive from it. How a kind is built: "
-            "[The design](../explanation/design.md#kit).\n\n",
+            "where it is decided (below `/api/studio/sessions/{session_id}`, or on the agent's page) and the options "
+            "a decision takes there besides (fields of its body), whether Apply all leaves it to its own decision, "
+            "which waiting proposal a new one replaces, and the origins its cards name (`card.origin`; the activity "
+            "feed links the chat of each but those marked). The contracts, the tool routing and the gateway's "
+            "decision routes derive from it. How a kind is built: [The design](../explanation/design.md#kit).\n\n",
             table(
                 [
                     "Kind",
@@ -758,8 +765,10 @@ def kinds_page() -> str:
                     "Actions: apply label",
                     "Decisions → outcomes",
                     "Decided at",
+                    "Options",
                     "Decided alone",
                     "Replaces",
+                    "Origins",
                 ],
                 rows,
             ),

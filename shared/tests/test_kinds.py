@@ -6,7 +6,7 @@ from typing import get_args
 import pytest
 from pydantic import BaseModel
 
-from assent.contracts import DecisionMade, ProposalOutcome, ProposalProposed, ProposalTarget, ProposalWidget
+from assent.contracts import Card, DecisionMade, ProposalOutcome, ProposalProposed, ProposalTarget, ProposalWidget
 from assent.contracts.registered import OneOf
 from assent.kinds import (
     ACTIONS,
@@ -14,9 +14,13 @@ from assent.kinds import (
     FAILURE_OUTCOMES,
     KIND_NAMES,
     KINDS,
+    ORIGINS,
     OUTCOMES,
+    PAGE_KINDS,
     SECTIONS,
     KindSpec,
+    Options,
+    chat_linked,
     decisions_at,
     kind_of_tool,
     owner_of_tool,
@@ -70,9 +74,29 @@ def test_each_kind_is_a_whole_row(spec: KindSpec) -> None:
 def test_the_gateway_decides_each_kind_at_one_endpoint_with_the_registry_decisions() -> None:
     from gateway.decisions import DECISION_BODIES
 
-    assert set(DECISION_BODIES) == {spec.endpoint for spec in KINDS.values()} - {"proposals"}
+    assert set(DECISION_BODIES) == {spec.endpoint for spec in KINDS.values()}
     for endpoint, body in DECISION_BODIES.items():
         assert get_args(body.model_fields["decision"].annotation) == decisions_at(endpoint)
     assert decisions_at("edits") == ("apply", "decline")
     assert decisions_at("logins") == ("grant", "decline")
     assert KINDS["login"].decided_alone and not KINDS["memory"].decided_alone
+
+
+def test_a_kinds_options_and_origins_are_its_own() -> None:
+    """Options go with some of the kind's own decisions and are a model its owner declares beside the row; a card's
+    origin is one a kind declares, and a kind decided on an agent's page is one of the page kinds."""
+    for spec in KINDS.values():
+        if spec.options is not None:
+            assert set(spec.options.decisions) <= set(spec.decisions)
+            assert issubclass(spec.options.model, BaseModel)
+            assert spec.options.model.__module__.startswith(f"{spec.owner}_contract."), "declared in its contract"
+        assert len({origin.name for origin in spec.origins}) == len(spec.origins)
+        assert (spec.name in PAGE_KINDS) == (spec.addressed_by == "agent")
+    origin, none = get_args(Card.model_fields["origin"].annotation)
+    (values,) = [meta for meta in get_args(origin)[1:] if isinstance(meta, OneOf)]
+    assert values.values() == ORIGINS and none is type(None)
+    assert set(ORIGINS) == {origin.name for spec in KINDS.values() for origin in spec.origins}
+    assert chat_linked("source", "agent") and not chat_linked("source", "builder")
+    assert chat_linked("source", None) and chat_linked("memory", None)
+    with pytest.raises(ValueError, match="not all its decisions"):
+        KindSpec("x", "edits", ("t",), "S", {"a": "A"}, options=Options(BaseModel, ("publish",)))

@@ -1,6 +1,6 @@
 """The proposal kit's own rules, on :class:`~assent.testing.FakeUnitOfWork` with toy kinds: a proposal that replaces a
-waiting one resolves it as superseded through the usual outcome; a proposal the registry does not allow (an action
-its kind does not declare, a replacement it does not declare) is refused with the reason, as a tool result."""
+waiting one resolves it as superseded through the usual outcome; a proposal the registry does not allow (an action,
+an origin or a replacement its kind does not declare) is refused with the reason, as a tool result."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ class Ask(BaseModel):
     agent_id: str
     action: str
     replaces: str | None = None
+    origin: str | None = None
 
 
 class ToyKind(ProposalKind):
@@ -71,6 +72,7 @@ class ToyKind(ProposalKind):
             after="text\n",
             fields=(CardField(name="text", before=None, after="text\n"),),
             payload={},
+            origin=args.origin,
             supersedes=supersedes,
             **self.widget_fields(args.agent_id),
         )
@@ -97,10 +99,12 @@ class Rig:
         self.uow = FakeUnitOfWork()
         self.seq = itertools.count(1)
 
-    async def ask(self, agent_id: str, action: str, *, turn: str = "t1", replaces: str | None = None) -> ToolResult:
+    async def ask(
+        self, agent_id: str, action: str, *, turn: str = "t1", replaces: str | None = None, origin: str | None = None
+    ) -> ToolResult:
         self.uow.clear()
         n = next(self.seq)
-        arguments: dict[str, Any] = {"agent_id": agent_id, "action": action, "replaces": replaces}
+        arguments: dict[str, Any] = {"agent_id": agent_id, "action": action, "replaces": replaces, "origin": origin}
         message = ToolCall(
             session_id="s1",
             seq=n,
@@ -178,6 +182,22 @@ async def test_another_agent_or_a_later_turn_replaces_nothing() -> None:
         pytest.param(
             "draft",
             {"agent_id": "ada", "action": "publish"},
+            {"agent_id": "ada", "action": "publish", "origin": "builder"},
+            "undeclared_origin",
+            "proposed from the origin 'builder', which a draft proposal does not name; it names none",
+            id="an-origin-for-a-kind-that-declares-none",
+        ),
+        pytest.param(
+            "source",
+            {"agent_id": "ada", "action": "propose", "origin": "agent"},
+            {"agent_id": "bob", "action": "propose", "origin": "studio"},
+            "undeclared_origin",
+            "proposed from the origin 'studio', which a source proposal does not name; it names 'agent' or 'builder'",
+            id="an-origin-the-kind-does-not-declare",
+        ),
+        pytest.param(
+            "draft",
+            {"agent_id": "ada", "action": "publish"},
             {"agent_id": "bob", "action": "publish", "replaces": "first"},
             "cannot_supersede",
             "replaces only a waiting one of the same agent in the same turn",
@@ -211,11 +231,22 @@ async def test_a_proposal_the_registry_does_not_allow_is_refused_with_the_reason
     result = await rig.ask(**second)
     assert not result.ok and result.error is not None and result.widget is None
     assert result.error.code == code and words in result.error.message, result.error
-    assert result.error.status == (422 if code == "undeclared_action" else 409)
+    assert result.error.status == (422 if code.startswith("undeclared_") else 409)
     # Answered once, as any refused call: no request recorded or announced, and the waiting one is untouched.
     assert rig.uow.messages(ProposalProposed) == [] and rig.uow.messages(ProposalOutcome) == []
     assert list(rig.uow.proposals.proposals) == [kept]
     assert rig.uow.proposals.proposals[kept].status == "pending"
+
+
+async def test_a_card_names_the_origin_its_kind_declares() -> None:
+    rig = Rig("source")
+    for origin in ("builder", "agent"):
+        await rig.ask("ada", "propose", origin=origin, turn=origin)
+        (proposed,) = rig.uow.messages(ProposalProposed)
+        assert proposed.card.origin == origin
+    rig = Rig("draft")  # a kind that declares no origin names none
+    await rig.ask("ada", "publish")
+    assert rig.uow.messages(ProposalProposed)[0].card.origin is None
 
 
 async def test_a_replaced_proposal_is_not_replaced_twice() -> None:

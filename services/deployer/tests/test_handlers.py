@@ -237,7 +237,7 @@ async def test_a_proposal_is_recorded_with_its_files_requester_and_model(rig: Ri
     assert proposed.base.files is not None and list(proposed.base.files) == ["skills/refunds.md"]
     held = rig.uow.proposals.proposals[result.widget.proposal_id]
     assert held.payload["asked_by"] == "sam@acme.example" and held.payload["model"] == "m1"
-    assert held.payload["chat"] == "s1" and held.payload["origin"] == "agent"
+    assert held.payload["chat"] == "s1" and held.payload["origin"] == "agent" == proposed.card.origin
 
 
 async def test_tools_are_refused_outside_web_api_and_builder_chat_and_before_a_recorded_version(rig: Rig) -> None:
@@ -413,6 +413,7 @@ async def test_the_builder_gets_one_chance_per_reply_to_fix_a_file(rig: Rig) -> 
     fixed = await propose(rig, GOOD_STORE, channel="builder", turn="t2")
     assert fixed.ok and fixed.widget is not None
     assert len(rig.uow.proposals.proposals) == 1
+    assert rig.uow.messages(ProposalProposed)[-1].card.origin == "builder"
 
 
 async def test_a_call_sent_again_keeps_its_place_among_the_replys_failures(rig: Rig) -> None:

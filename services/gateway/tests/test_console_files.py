@@ -68,8 +68,9 @@ async def test_the_registry_as_the_console_decides_with_it() -> None:
     assert set(registry["kinds"]) == set(KINDS)
     for name, spec in KINDS.items():
         kind = registry["kinds"][name]
-        assert (kind["endpoint"], kind["decline"], kind["decided_alone"]) == (
+        assert (kind["endpoint"], kind["addressed_by"], kind["decline"], kind["decided_alone"]) == (
             spec.endpoint,
+            spec.addressed_by,
             spec.decline,
             spec.decided_alone,
         )

@@ -1,19 +1,23 @@
-"""The decision routes come from the kind registry: one per endpoint (but the Proposals page's), each taking the
-decisions of the kinds decided there, and answering as their row says; a registry that cannot be served so is
-refused when the gateway starts."""
+"""The decision routes come from the kind registry: one per endpoint, at the address its kinds are decided by, each
+taking the decisions and options of the kinds decided there, letting decide whom their row lets decide, and
+answering as their row says; a registry that cannot be served so is refused when the gateway starts."""
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
+import httpx
 import pytest
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, Header
 
-from assent.api import Identity
-from assent.kinds import KINDS, Answer, KindSpec, decisions_at
-from gateway import decisions
+from assent.api import Identity, RequestModel
+from assent.kinds import KINDS, PAGE_KINDS, Answer, KindSpec, Options, decisions_at
+from gateway import decisions, handlers
 
 S = "/api/studio/sessions/{session_id}"
+AG = "/api/agents/{agent_id}"
 
 
 def document() -> dict[str, Any]:
@@ -24,12 +28,44 @@ def document() -> dict[str, Any]:
 
 def test_each_endpoint_of_the_registry_has_its_decision_route_with_its_decisions() -> None:
     doc = document()
-    endpoints = {spec.endpoint for spec in KINDS.values()} - {"proposals"}
-    assert set(doc["paths"]) == {f"{S}/{endpoint}/{{seq}}" for endpoint in endpoints}
+    endpoints = {spec.endpoint: spec.addressed_by for spec in KINDS.values()}
+    assert set(doc["paths"]) == {
+        f"{S}/{endpoint}/{{seq}}" if by == "session" else f"{AG}/{endpoint}/{{proposal_id}}"
+        for endpoint, by in endpoints.items()
+    }
     for endpoint in endpoints:
         body = doc["components"]["schemas"][f"{endpoint.title()}Decision"]
         assert tuple(body["properties"]["decision"]["enum"]) == decisions_at(endpoint)
         assert body["required"] == ["decision"]
+
+
+def test_a_kinds_options_are_fields_of_its_decision_body() -> None:
+    """The source kind's approval takes a branch and a commit message beside the decision; every other kind, none."""
+    doc = document()
+    for endpoint in {spec.endpoint for spec in KINDS.values()}:
+        body = doc["components"]["schemas"][f"{endpoint.title()}Decision"]
+        options = decisions.options_at(endpoint)
+        assert set(body["properties"]) == {"decision", "via", *(options.model.model_fields if options else ())}
+    page = doc["components"]["schemas"]["ProposalsDecision"]
+    assert {"branch", "message"} <= set(page["properties"]) and page["properties"]["via"]["default"] == "page"
+    assert "pull or merge request" in doc["paths"][f"{AG}/proposals/{{proposal_id}}"]["post"]["description"]
+
+
+@pytest.mark.parametrize(
+    ("request_", "path"),
+    [
+        ({"kind": "memory", "session_id": "s1", "seq": 3, "agent_id": "ada", "proposal_id": "p1"}, "/edits/3"),
+        ({"kind": "login", "session_id": "s1", "seq": 4, "agent_id": None, "proposal_id": "p2"}, "/logins/4"),
+        ({"kind": "draft", "session_id": "s1", "seq": 5, "agent_id": "ada", "proposal_id": "p3"}, "/drafts/5"),
+        ({"kind": "source", "session_id": "s1", "seq": 6, "agent_id": "ada", "proposal_id": "p4"}, "ada/p4"),
+    ],
+)
+def test_a_request_is_decided_at_its_kinds_address(request_: dict[str, Any], path: str) -> None:
+    where = decisions.decision_path(request_)
+    if request_["kind"] in PAGE_KINDS:
+        assert where == f"/api/agents/ada/{KINDS[request_['kind']].endpoint}/p4"
+    else:
+        assert where == f"/api/studio/sessions/s1{path}"
 
 
 def test_a_login_decision_answers_with_the_owners_route_that_its_row_names() -> None:
@@ -64,7 +100,7 @@ def spec(name: str, endpoint: str, answer: Answer) -> KindSpec:
         (
             {"a": spec("a", "x", Answer()), "b": spec("b", "x", Answer(answered=409))},
             "x",
-            "the kinds decided at 'x' answer in 2 ways",
+            "the kinds decided at 'x' differ in answer",
         ),
         ({"a": spec("a", "x", Answer(route="no_such_route"))}, "x", "'x' answers with 'no_such_route'"),
         ({"a": spec("a", "x", Answer(route="set_connection_grant"))}, "x", "must be one GET route"),
@@ -76,3 +112,145 @@ def test_a_registry_that_cannot_be_served_is_refused(
     monkeypatch.setattr(decisions, "KINDS", kinds)
     with pytest.raises(ValueError, match=refusal):
         decisions.answer_route(endpoint)
+
+
+class Required(RequestModel):
+    """Options with a field a decision must give: refused (every option is optional)."""
+
+    branch: str
+
+
+class Chosen(RequestModel):
+    note: str | None = None
+
+
+@pytest.mark.parametrize(
+    ("changes", "refusal"),
+    [
+        ({"b": {"addressed_by": "agent"}}, "differ in addressed_by"),
+        (
+            {"a": {"options": Options(Required, ("a",))}, "b": {"options": Options(Required, ("a",))}},
+            "must be optional fields",
+        ),
+        ({"a": {"options": Options(Chosen, ("a",))}}, "differ in options"),
+    ],
+)
+def test_kinds_decided_at_one_endpoint_are_decided_alike(
+    monkeypatch: pytest.MonkeyPatch, changes: dict[str, dict[str, Any]], refusal: str
+) -> None:
+    kinds = {name: spec(name, "x", Answer()) for name in ("a", "b")}
+    kinds = {name: dataclasses.replace(kind, **changes.get(name, {})) for name, kind in kinds.items()}
+    monkeypatch.setattr(decisions, "KINDS", kinds)
+    with pytest.raises(ValueError, match=refusal):
+        decisions.decision_body("x")
+
+
+# --- deciding through a route, on fakes --------------------------------------------------------------------------
+
+ROLES = {
+    "dev": frozenset({"developer"}),
+    "rev": frozenset({"reviewer"}),
+    "view": frozenset({"viewer"}),
+    "own": frozenset({"viewer"}),
+}
+
+
+class Decided:
+    """What the routes hand to :func:`gateway.handlers.decide`; each decision's outcome is its own word's."""
+
+    def __init__(self) -> None:
+        self.taken: list[tuple[str, str, str, dict[str, Any]]] = []
+
+    async def __call__(
+        self, deps: Any, request: dict[str, Any], decision: str, actor: str, via: str, options: dict[str, Any]
+    ) -> dict[str, Any]:
+        self.taken.append((request["proposal_id"], decision, via, options))
+        outcome = KINDS[request["kind"]].decisions[decision]
+        return {"outcome": outcome, "status": 200, "proposal_id": request["proposal_id"]}
+
+
+def request_of(kind: str) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "session_id": "s1",
+        "seq": 3,
+        "agent_id": "ada",
+        "proposal_id": f"p_{kind}",
+        "owners": ("own",),
+        "editors": (),
+        "status": "pending",
+        "resolved_at": datetime.now(UTC),
+    }
+
+
+@pytest.fixture
+def decided(monkeypatch: pytest.MonkeyPatch) -> Decided:
+    taken = Decided()
+
+    async def at(deps: Any, session_id: str, seq: int, org_id: str, endpoint: str) -> dict[str, Any]:
+        (kind,) = [name for name, spec in KINDS.items() if spec.endpoint == endpoint][:1]
+        return request_of(kind)
+
+    async def of(deps: Any, agent_id: str, proposal_id: str, org_id: str, endpoint: str) -> dict[str, Any]:
+        return request_of(next(name for name, spec in KINDS.items() if spec.endpoint == endpoint))
+
+    monkeypatch.setattr(handlers, "request_at", at)
+    monkeypatch.setattr(handlers, "request_of", of)
+    monkeypatch.setattr(handlers, "decide", taken)
+    return taken
+
+
+def client() -> httpx.AsyncClient:
+    async def person(x_user: Annotated[str, Header()]) -> Identity:
+        return Identity(x_user, "acme", ROLES[x_user])
+
+    app = FastAPI()
+    app.include_router(decisions.router(None, None, Annotated[Identity, Depends(person)]))  # type: ignore[arg-type]  # the fakes take no deps
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway")
+
+
+SOURCE = "/api/agents/ada/proposals/p_source"
+MEMORY = "/api/studio/sessions/s1/edits/3"
+
+
+@pytest.mark.parametrize(
+    ("who", "path", "body", "status", "sent"),
+    [
+        ("dev", MEMORY, {"decision": "apply"}, 200, ("apply", "card", {})),
+        ("own", MEMORY, {"decision": "decline", "via": "tray"}, 200, ("decline", "tray", {})),
+        ("rev", MEMORY, {"decision": "decline"}, 403, "deciding a memory request needs the admin or developer"),
+        ("dev", MEMORY, {"decision": "apply", "branch": {"kind": "new"}}, 422, None),
+        ("dev", SOURCE, {"decision": "approve"}, 200, ("approve", "page", {})),
+        (
+            "own",
+            SOURCE,
+            {
+                "decision": "approve",
+                "branch": {"kind": "new", "name": "fix/refunds"},
+                "message": "Refunds",
+                "via": "card",
+            },
+            200,
+            ("approve", "card", {"branch": {"kind": "new", "name": "fix/refunds"}, "message": "Refunds"}),
+        ),
+        ("rev", SOURCE, {"decision": "discard"}, 200, ("discard", "page", {})),
+        ("rev", SOURCE, {"decision": "approve"}, 403, "deciding a source request needs the admin or developer"),
+        ("view", SOURCE, {"decision": "discard"}, 403, "the discard decision on a source request needs permission to"),
+        ("dev", SOURCE, {"decision": "discard", "message": "No"}, 422, "message go with approve only, not discard"),
+        ("dev", SOURCE, {"decision": "discard", "branch": {"kind": "production"}}, 422, "branch go with approve only"),
+        ("dev", SOURCE, {"decision": "apply"}, 422, None),
+        ("dev", SOURCE, {"decision": "approve", "via": "tray"}, 422, None),
+    ],
+)
+async def test_a_decision_is_taken_by_whom_its_kind_lets_with_its_options(
+    decided: Decided, who: str, path: str, body: dict[str, Any], status: int, sent: Any
+) -> None:
+    async with client() as http:
+        answer = await http.post(path, json=body, headers={"X-User": who})
+    assert answer.status_code == status, answer.text
+    if status == 200:
+        assert [taken[1:] for taken in decided.taken] == [sent]
+        return
+    assert decided.taken == []
+    if sent is not None:
+        assert sent in answer.json()["detail"]

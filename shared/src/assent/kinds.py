@@ -8,9 +8,9 @@ contracts installed, in their order (:func:`assent.owners.contracts`). The messa
 decision endpoints are all derived from it; a unit test proves they agree.
 
 :data:`KINDS` and the names derived from it (:data:`KIND_NAMES`, :data:`SECTIONS`, :data:`ACTIONS`,
-:data:`DECISIONS`, :data:`WIDGETS`, :data:`RESOLVED_OUTCOMES`, :data:`OUTCOMES`, :data:`OWNERS`) are made the first
-time one of them is read, not when this module is imported: the contract packages import :class:`KindSpec` from
-here.
+:data:`DECISIONS`, :data:`WIDGETS`, :data:`ORIGINS`, :data:`PAGE_KINDS`, :data:`RESOLVED_OUTCOMES`, :data:`OUTCOMES`,
+:data:`OWNERS`) are made the first time one of them is read, not when this module is imported: the contract packages
+import :class:`KindSpec` from here.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 Supersedes = Literal["chat", "turn"]
+Addressed = Literal["session", "agent"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,28 @@ def _apply_or_decline() -> Mapping[str, str]:
 
 
 @dataclass(frozen=True)
+class Options:
+    """Choices a kind's decision takes besides the decision itself (a source approval's branch and commit message):
+    fields of the decision's body at the gateway, which travel to the owner as ``DecisionMade.options``."""
+
+    model: type[BaseModel]
+    """The owner's model of them, declared in its contract package beside the kind's row, which refers to it here;
+    each of its fields, none of them required, is a field of the body of a decision at the kind's endpoint."""
+    decisions: tuple[str, ...]
+    """The decisions that take them: a body of another decision that names any is refused (422)."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a kind's proposal was asked for, as its card names it (:attr:`assent.contracts.Card.origin`)."""
+
+    name: str
+    chat_linked: bool = True
+    """Whether the activity feed links the proposal's chat (its session's pending items), as the Proposals page
+    does: an agent's chat is linked; the builder chat is not."""
+
+
+@dataclass(frozen=True)
 class KindSpec:
     """One kind of request.
 
@@ -57,7 +80,9 @@ class KindSpec:
     (its button says ``decline_label``). Every decision may also end ``stale`` (409, the request stays pending),
     ``refused`` (422/404, nothing changed) or ``failed``. ``endpoint`` is the gateway path segment that decides it
     (``/edits/{seq}``, ``/logins/{seq}``): the gateway mounts one decision route per endpoint, which takes the
-    decisions of the kinds decided there (:func:`decisions_at`). The mappings are read-only once declared.
+    decisions of the kinds decided there (:func:`decisions_at`), and the choices they declare (:attr:`options`); the
+    kinds decided at one endpoint are decided alike there (the same address, options and answer). The mappings are
+    read-only once declared.
     """
 
     name: str
@@ -83,16 +108,30 @@ class KindSpec:
     ``studio_connection_access``)."""
     answer: Answer = OUTCOME_ALONE
     """What its endpoint answers besides the outcome, and when the request was resolved already."""
-    options: type[BaseModel] | None = None
-    """What a decision on its requests may carry for the owner besides the decision (``DecisionMade.options``: a
-    source approval's branch and commit message), as a model whose every field is optional: the gateway's decision
-    body takes its fields. None: nothing."""
+    addressed_by: Addressed = "session"
+    """How the gateway's decision route names a request of it: ``session``, by its session and message
+    (``/api/studio/sessions/{session_id}/{endpoint}/{seq}``, where a card, the tray, a pending item or the chat decides
+    it); ``agent``, by its agent and proposal (``/api/agents/{agent_id}/{endpoint}/{proposal_id}``: the agent's page
+    of them, the Proposals page, which has a live stream of its own, and whose decisions the activity feed lists)."""
+    options: Options | None = None
+    """The choices its decisions take besides the decision (None: none)."""
+    reviewers_decline: bool = False
+    """Whether people who may review feedback (reviewers, besides those who may decide) may take its :attr:`decline`
+    decision, as a source proposal is discarded. Otherwise every decision needs what deciding a request needs: the
+    admin or developer role, or to own or edit its agent."""
+    origins: tuple[Origin, ...] = ()
+    """Where its proposals are asked for, when its cards say (:attr:`assent.contracts.Card.origin`: an agent's chat or
+    the builder chat); none: its cards name no origin."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actions", MappingProxyType(dict(self.actions)))
         object.__setattr__(self, "decisions", MappingProxyType(dict(self.decisions)))
         if self.decline not in self.decisions:
             raise ValueError(f"kind {self.name!r} declines with {self.decline!r}, which is not one of its decisions")
+        if self.options is not None and not set(self.options.decisions) <= set(self.decisions):
+            raise ValueError(
+                f"kind {self.name!r} takes options with {self.options.decisions}, which are not all its decisions"
+            )
 
     @property
     def apply_labels(self) -> tuple[str, ...]:
@@ -118,6 +157,11 @@ if TYPE_CHECKING:  # made on first reading, by __getattr__ below
     DECISIONS: tuple[str, ...]
     WIDGETS: tuple[str, ...]
     """The ``type`` of every proposal widget (:attr:`KindSpec.widget`)."""
+    ORIGINS: tuple[str, ...]
+    """Every origin a card may name (:attr:`KindSpec.origins`)."""
+    PAGE_KINDS: tuple[str, ...]
+    """The kinds decided on an agent's page, by agent and proposal (:attr:`KindSpec.addressed_by`): the Proposals
+    page's."""
     RESOLVED_OUTCOMES: tuple[str, ...]
     """Outcomes that resolve a request for good (it leaves the pending items)."""
     OUTCOMES: tuple[str, ...]
@@ -151,6 +195,8 @@ def _registry() -> dict[str, Any]:
         "ACTIONS": tuple(dict.fromkeys(action for spec in specs for action in spec.actions)),
         "DECISIONS": tuple(dict.fromkeys(d for spec in specs for d in spec.decisions)),
         "WIDGETS": tuple(dict.fromkeys(spec.widget for spec in specs)),
+        "ORIGINS": tuple(dict.fromkeys(origin.name for spec in specs for origin in spec.origins)),
+        "PAGE_KINDS": tuple(spec.name for spec in specs if spec.addressed_by == "agent"),
         "RESOLVED_OUTCOMES": resolved,
         "OUTCOMES": resolved + FAILURE_OUTCOMES,
         "OWNERS": tuple(dict.fromkeys(spec.owner for spec in specs)),
@@ -158,7 +204,19 @@ def _registry() -> dict[str, Any]:
 
 
 _DERIVED = frozenset(
-    {"KINDS", "KIND_NAMES", "SECTIONS", "ACTIONS", "DECISIONS", "WIDGETS", "RESOLVED_OUTCOMES", "OUTCOMES", "OWNERS"}
+    {
+        "KINDS",
+        "KIND_NAMES",
+        "SECTIONS",
+        "ACTIONS",
+        "DECISIONS",
+        "WIDGETS",
+        "ORIGINS",
+        "PAGE_KINDS",
+        "RESOLVED_OUTCOMES",
+        "OUTCOMES",
+        "OWNERS",
+    }
 )
 
 
@@ -168,20 +226,30 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _kinds() -> Mapping[str, KindSpec]:
+    kinds: Mapping[str, KindSpec] = _registry()["KINDS"]
+    return kinds
+
+
 def kind(name: str) -> KindSpec:
     """The spec of kind ``name``; ``KeyError`` when there is none."""
-    kinds: Mapping[str, KindSpec] = _registry()["KINDS"]
-    return kinds[name]
+    return _kinds()[name]
 
 
 def kinds_of(owner: str) -> tuple[KindSpec, ...]:
-    return tuple(spec for spec in _registry()["KINDS"].values() if spec.owner == owner)
+    return tuple(spec for spec in _kinds().values() if spec.owner == owner)
 
 
 def decisions_at(endpoint: str) -> tuple[str, ...]:
     """The decisions the gateway's ``/{endpoint}/{seq}`` accepts, over every kind decided there."""
-    specs = _registry()["KINDS"].values()
+    specs = _kinds().values()
     return tuple(dict.fromkeys(d for spec in specs if spec.endpoint == endpoint for d in spec.decisions))
+
+
+def chat_linked(kind: str, origin: str | None) -> bool:
+    """Whether the chat a request of ``kind`` was asked for in is linked (:attr:`Origin.chat_linked`); a request
+    whose card names no origin was asked for in its session, which is linked."""
+    return all(o.chat_linked for o in _kinds()[kind].origins if o.name == origin)
 
 
 def owner_of_tool(tool: str) -> str:
@@ -190,7 +258,7 @@ def owner_of_tool(tool: str) -> str:
 
 
 def kind_of_tool(tool: str) -> KindSpec:
-    for spec in _registry()["KINDS"].values():
+    for spec in _kinds().values():
         if tool in spec.tools or tool in spec.read_tools:
             return spec
     raise KeyError(tool)

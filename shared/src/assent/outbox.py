@@ -237,6 +237,8 @@ class Outbox:
 
 DELETE_AFTER_SECONDS = 0.02
 """How long the relay waits for more commits before it deletes what it published."""
+RETRY_FIRST_SECONDS = 0.5
+"""How long the relay waits before trying again after a failure; doubled for each failure in a row."""
 RETRY_MAX_SECONDS = 5.0
 """The longest the relay waits before trying again after failures in a row."""
 RELAY_LOCK_SPACE = 0x6F757462
@@ -267,7 +269,7 @@ class OutboxRelay:
         outbox: Outbox,
         broker: KafkaBroker,
         *,
-        poll_seconds: float = 0.5,
+        poll_seconds: float = 2.0,
         sweep_after: timedelta = timedelta(seconds=2),
         batch_size: int = 500,
     ) -> None:
@@ -378,7 +380,7 @@ class OutboxRelay:
                     log.exception("outbox relay failed; trying again")
                 failures += 1
                 # Backing off, to RETRY_MAX_SECONDS: an outage is not met with a connection attempt per poll.
-                await asyncio.sleep(min(self.poll_seconds * 2 ** (failures - 1), RETRY_MAX_SECONDS))
+                await asyncio.sleep(min(RETRY_FIRST_SECONDS * 2 ** (failures - 1), RETRY_MAX_SECONDS))
 
     async def _keep_lock(self, *, ping: bool) -> None:
         """Check the lock's connection (with ``ping``, by a round trip; else by what the driver knows); if it broke

@@ -120,8 +120,9 @@ class ServiceSettings(KafkaSecuritySettings):
     """Connections each replica keeps open to PostgreSQL; more requests than that wait for one."""
     db_pool_overflow: int = 0
     """Extra connections opened under a burst and closed when returned; each costs a new backend and a login."""
-    outbox_poll_seconds: float = 0.5
-    """How often the outbox relay sweeps for rows a process that died left behind."""
+    outbox_poll_seconds: float = 2.0
+    """How often the outbox relay sweeps for rows a process that died left behind (a live process publishes its own
+    rows as it commits; the sweep is only for a dead one's, and costs a query each time, idle or not)."""
     inbox_retention_days: float = 14.0
     """How long the inbox remembers a message id; keep it longer than the topics' retention (Kafka: 7 days)."""
     http_body_timeout_seconds: float = 10.0

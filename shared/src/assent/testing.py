@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from . import topics
 from .contracts import (
@@ -218,7 +218,7 @@ class FakeUnitOfWork:
         self.committed: list[Callable[[], Awaitable[None]]] = []
 
     def store(self, kind: type[S]) -> S:
-        return self.stores[kind]  # made by that class (a fake for it, in tests)
+        return cast(S, self.stores[kind])  # made by that class (a fake for it, in tests)
 
     async def call_contexts(self, calls: Sequence[tuple[str, int, str]]) -> list[CallContext]:
         return [

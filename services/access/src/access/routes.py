@@ -17,14 +17,11 @@ from assent.api import Caller, routes_of, serve
 from assent.domain import Agent, Refusal
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import UnitOfWork
+from assent.runtime.walls import NotFound, agent_in, guild_in, org_in
 
 from .adapters.repository import AccessRepository
 from .current import current
 from .domain.access import Access, Scope, resolve, wanted_changes
-
-
-class NotFound(LookupError):
-    pass
 
 
 class Refused(Exception):
@@ -42,26 +39,6 @@ class AccessRoutes:
 
     def __init__(self, runtime: ServiceRuntime) -> None:
         self.runtime = runtime
-
-    @staticmethod
-    async def agent_in(uow: UnitOfWork, agent_id: str, org: str | None) -> Agent:
-        agent = await uow.workspace.agent(agent_id)
-        if agent is None or (org is not None and agent.org_id != org):
-            raise NotFound(f"agent {agent_id!r} does not exist")
-        return agent
-
-    @staticmethod
-    async def guild_org(uow: UnitOfWork, guild_id: str, org: str | None) -> str:
-        guild = await uow.workspace.guild(guild_id)
-        if guild is None or (org is not None and guild.org_id != org):
-            raise NotFound(f"guild {guild_id!r} does not exist")
-        return guild.org_id
-
-    @staticmethod
-    async def org_in(uow: UnitOfWork, org_id: str, org: str | None) -> str:
-        if (org is not None and org_id != org) or await uow.workspace.org(org_id) is None:
-            raise NotFound(f"org {org_id!r} does not exist")
-        return org_id
 
     async def _agent_view(self, uow: UnitOfWork, agent: Agent) -> dict[str, Any]:
         now = await current(store(uow), agent)
@@ -102,12 +79,12 @@ class AccessRoutes:
 
     async def agent_access(self, caller: Caller, agent_id: str) -> dict[str, Any]:
         async with self.runtime.unit_of_work() as uow:
-            return await self._agent_view(uow, await self.agent_in(uow, agent_id, caller.org))
+            return await self._agent_view(uow, await agent_in(uow, agent_id, caller.org))
 
     async def set_agent_access(self, caller: Caller, agent_id: str, body: BindingsIn) -> dict[str, Any]:
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
-            agent = await self.agent_in(uow, agent_id, caller.org)
+            agent = await agent_in(uow, agent_id, caller.org)
             await store(uow).lock_org(agent.org_id)
             now = await current(store(uow), agent)
             await self._write(uow, actor, agent.org_id, "agent", agent.agent_id, now.access, body)
@@ -115,13 +92,13 @@ class AccessRoutes:
 
     async def guild_access(self, caller: Caller, guild_id: str) -> dict[str, Any]:
         async with self.runtime.unit_of_work() as uow:
-            org_id = await self.guild_org(uow, guild_id, caller.org)
+            org_id = (await guild_in(uow, guild_id, caller.org)).org_id
             return await self._scope_view(uow, org_id, "guild", guild_id)
 
     async def set_guild_access(self, caller: Caller, guild_id: str, body: BindingsIn) -> dict[str, Any]:
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
-            org_id = await self.guild_org(uow, guild_id, caller.org)
+            org_id = (await guild_in(uow, guild_id, caller.org)).org_id
             repo = store(uow)
             await repo.lock_org(org_id)
             access = resolve(await repo.reachable(org_id, guild_id, None), [])
@@ -130,13 +107,13 @@ class AccessRoutes:
 
     async def org_access(self, caller: Caller, org_id: str) -> dict[str, Any]:
         async with self.runtime.unit_of_work() as uow:
-            await self.org_in(uow, org_id, caller.org)
+            await org_in(uow, org_id, caller.org)
             return await self._scope_view(uow, org_id, "org", org_id)
 
     async def set_org_access(self, caller: Caller, org_id: str, body: BindingsIn) -> dict[str, Any]:
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
-            await self.org_in(uow, org_id, caller.org)
+            await org_in(uow, org_id, caller.org)
             if caller.org is not None and "admin" not in caller.roles:
                 raise Refused(403, "binding at the organisation needs the admin role", "admin_only")
             repo = store(uow)

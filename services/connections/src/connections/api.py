@@ -19,12 +19,13 @@ from fastapi.responses import JSONResponse
 from assent.api import Caller, routes_of, serve
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
+from assent.runtime.walls import NotFound
 from connections_contract.routes import OWNER, GrantIn, LoginIn, LoginPatch
 
 from . import workspace
 from .adapters.crypto import CredentialBox
 from .kinds.login import ConnectionsKit
-from .workspace import NotFound, Problem
+from .workspace import Problem
 
 T = TypeVar("T")
 

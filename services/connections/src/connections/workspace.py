@@ -19,6 +19,7 @@ from typing import Any
 from assent.contracts import DecisionMade, ProposalOutcome
 from assent.domain import Refusal, Session
 from assent.runtime.uow import UnitOfWork
+from assent.runtime.walls import NotFound, agent_in, guild_in, org_in
 from connections_contract.routes import CredentialsIn, LoginIn, LoginPatch, PlatformLoginIn, ScopedLoginIn, ToolIn
 from connections_contract.topics import CONNECTIONS_CATALOGS
 
@@ -34,10 +35,6 @@ CATALOG_FIELDS = frozenset({"name", "tools", "verified", "server_url"})
 """The fields whose change changes a login's catalog."""
 PLATFORM_FIELDS = ("name", "server_url", "account", "connected", "verified", "tools")
 """The fields of a platform login that the deployment lists."""
-
-
-class NotFound(LookupError):
-    pass
 
 
 class Problem(Exception):
@@ -102,9 +99,7 @@ async def login_in(uow: UnitOfWork, login_id: str, org: str | None, *, for_updat
 
 async def logins_of(uow: UnitOfWork, org_id: str, org: str | None) -> list[Login]:
     """The organisation's logins and the platform's."""
-    if (org is not None and org_id != org) or await uow.workspace.org(org_id) is None:
-        raise NotFound(f"org {org_id!r} does not exist")
-    return await store(uow).of_org(org_id)
+    return await store(uow).of_org(await org_in(uow, org_id, org))
 
 
 def not_the_platforms(login: Login) -> None:
@@ -117,13 +112,9 @@ def not_the_platforms(login: Login) -> None:
 async def create_login(uow: UnitOfWork, body: LoginIn, org: str, actor: str, box: CredentialBox) -> Login:
     scope_id = body.scope_id if isinstance(body, ScopedLoginIn) else None
     if body.scope == "guild":
-        guild = await uow.workspace.guild(scope_id or "")
-        if guild is None or guild.org_id != org:
-            raise NotFound(f"guild {scope_id!r} does not exist")
+        await guild_in(uow, scope_id or "", org)
     elif body.scope == "agent":
-        agent = await uow.workspace.agent(scope_id or "")
-        if agent is None or agent.org_id != org:
-            raise NotFound(f"agent {scope_id!r} does not exist")
+        await agent_in(uow, scope_id or "", org)
     login = Login(
         login_id=body.login_id,
         org_id=org,

@@ -17,12 +17,13 @@ from fastapi.responses import JSONResponse
 from assent.api import Caller, caller, routes_of, serve
 from assent.http import Identifier
 from assent.runtime import ServiceRuntime
+from assent.runtime.walls import NotFound
 from deployer_contract.source import OWNER
 
 from .adapters.git import GitError, GitRepos
 from .deploys import Deploys
 from .kinds.source import SourceKind
-from .routes import NotFound, Unprocessable, store
+from .routes import Unprocessable, store
 from .routes.deploys import Builds, Settings, Webhooks
 from .routes.deploys import Deploys as DeployRoutes
 from .routes.source import Issues, Proposals, Repository

@@ -473,16 +473,21 @@ class Deploys:
 
     # --- the workers and the poller -----------------------------------------------------------------------
 
-    async def _worker(self, unit_of_work: Callable[[], Any]) -> None:
+    async def _worker(self, unit_of_work: Callable[[], Any], *, polls: bool) -> None:
+        """Run jobs while there are any; then wait to be woken (a job made by this process), and, for the worker
+        that ``polls``, look again every ``idle_seconds`` for jobs made elsewhere (another replica, a retry that came
+        due). One worker looks on its own while all are idle, so an idle deployer costs one query a period, not one
+        per worker; a worker that found a job wakes the others, as there may be more."""
         while True:
             try:
                 if await self.run_one(unit_of_work):
+                    self.wake.set()
                     continue
             except Exception:
                 log.warning("the job worker failed; trying again", exc_info=True)
             self.wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), self.idle_seconds)
+                await asyncio.wait_for(self.wake.wait(), self.idle_seconds if polls else None)
 
     async def poll_once(self, unit_of_work: Callable[[], Any]) -> int:
         """Fetch every remote that builds on push; a new production head starts its build. Returns how many."""
@@ -518,7 +523,8 @@ class Deploys:
     async def running(self, unit_of_work: Callable[[], Any]) -> AsyncIterator[None]:
         """The job workers (``concurrency`` of them) and, when ``poll_seconds`` > 0, the poller."""
         tasks = [
-            asyncio.create_task(self._worker(unit_of_work), name=f"deploy-worker-{i}") for i in range(self.concurrency)
+            asyncio.create_task(self._worker(unit_of_work, polls=i == 0), name=f"deploy-worker-{i}")
+            for i in range(self.concurrency)
         ]
         if self.poll_seconds > 0:
             tasks.append(asyncio.create_task(self._poller(unit_of_work), name="deploy-poller"))

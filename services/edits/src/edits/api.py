@@ -36,6 +36,7 @@ from fastapi.responses import JSONResponse
 from assent.api import Caller, routes_of, serve
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
+from assent.runtime.walls import NotFound
 from edits_contract.collections import AccessIn, CollectionIn, CollectionPatch, Page, RecordPatch, RecordsIn
 from edits_contract.drafts import DraftEdit
 from edits_contract.workspace import (
@@ -290,8 +291,8 @@ def install(app: FastAPI, runtime: ServiceRuntime, settings: EditsSettings) -> N
     serve(router, routes_of(OWNER), *(resource(runtime, settings) for resource in RESOURCES))
     app.include_router(router)
 
-    @app.exception_handler(workspace.NotFound)
-    async def not_found(_: Request, exc: workspace.NotFound) -> JSONResponse:
+    @app.exception_handler(NotFound)
+    async def not_found(_: Request, exc: NotFound) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=404)
 
     @app.exception_handler(workspace.Conflict)

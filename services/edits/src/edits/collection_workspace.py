@@ -20,11 +20,12 @@ from typing import Any
 
 from assent.domain import Refusal
 from assent.runtime.uow import SqlUnitOfWork
+from assent.runtime.walls import NotFound, org_in
 
 from .adapters.collections import CollectionsRepository
 from .domain import collections as rules
 from .domain.collections import ColumnSpec, LiveCollection
-from .workspace import Conflict, NotFound, Refused, walled
+from .workspace import Conflict, Refused
 
 
 def view(live: LiveCollection) -> dict[str, Any]:
@@ -42,8 +43,7 @@ def _raise(refusal: Refusal | None) -> None:
 
 
 async def _org(uow: SqlUnitOfWork, org_id: str, caller_org: str | None) -> None:
-    if walled(org_id, caller_org) or await uow.workspace.org(org_id) is None:
-        raise NotFound(f"org {org_id!r} does not exist")
+    await org_in(uow, org_id, caller_org)
 
 
 async def _collection(

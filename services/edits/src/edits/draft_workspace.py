@@ -12,11 +12,12 @@ from typing import Any
 from assent.contracts import CardField
 from assent.hashing import unified_diff
 from assent.runtime.uow import UnitOfWork
+from assent.runtime.walls import NotFound, walled
 
 from .adapters.drafts import DraftsRepository
 from .domain import drafts
 from .kinds.draft import draft_view, missing
-from .workspace import Conflict, NotFound, Refused, walled
+from .workspace import Conflict, Refused
 
 
 async def _draft_at(

@@ -16,10 +16,11 @@ from typing import Any
 
 from assent.domain import Refusal
 from assent.runtime.uow import SqlUnitOfWork
+from assent.runtime.walls import NotFound, org_in, walled
 
 from .adapters.notes import NotesRepository
 from .domain import notes
-from .workspace import Conflict, NotFound, Refused, walled
+from .workspace import Conflict, Refused
 
 
 def note_view(note: notes.LiveNote, *, content: bool = True) -> dict[str, Any]:
@@ -61,9 +62,7 @@ async def _check_scope(uow: SqlUnitOfWork, org_id: str, path: notes.NotePath) ->
 
 
 async def list_notes(uow: SqlUnitOfWork, org_id: str, *, caller_org: str | None = None) -> list[dict[str, Any]]:
-    _check_wall(org_id, caller_org)
-    if await uow.workspace.org(org_id) is None:
-        raise NotFound(f"org {org_id!r} does not exist")
+    await org_in(uow, org_id, caller_org)
     return [note_view(note, content=False) for note in await NotesRepository(uow.conn).notes_of_org(org_id)]
 
 

@@ -23,16 +23,13 @@ from assent.contracts import AgentChanged, GuildChanged, OrgChanged
 from assent.domain import Agent, Guild
 from assent.hashing import content_hash
 from assent.runtime.uow import SqlUnitOfWork, UnitOfWork
+from assent.runtime.walls import NotFound, agent_in, guild_in, org_in, walled
 from assent.topics import WORKSPACE_EVENTS
 
 from .adapters import tables as t
 from .adapters.repository import EditsRepository
 from .domain import guild as guild_rules
 from .domain.memory import check_byte_cap
-
-
-class NotFound(LookupError):
-    pass
 
 
 class Conflict(Exception):
@@ -45,11 +42,6 @@ class Refused(Exception):
     def __init__(self, message: str, code: str = "refused") -> None:
         super().__init__(message)
         self.code = code
-
-
-def walled(org_id: str, caller_org: str | None) -> bool:
-    """Whether ``org_id`` is behind the caller's wall: another organisation than the caller's own."""
-    return caller_org is not None and org_id != caller_org
 
 
 @dataclass(frozen=True)
@@ -131,8 +123,7 @@ async def create_org(uow: SqlUnitOfWork, org_id: str, name: str, *, caller_org: 
 async def create_guild(
     uow: SqlUnitOfWork, guild_id: str, org_id: str, name: str, *, caller_org: str | None = None
 ) -> Guild:
-    if walled(org_id, caller_org) or await uow.workspace.org(org_id) is None:
-        raise NotFound(f"org {org_id!r} does not exist")
+    await org_in(uow, org_id, caller_org)
     created = await uow.conn.execute(
         insert(t.guilds)
         .values(guild_id=guild_id, org_id=org_id, name=name)
@@ -150,10 +141,7 @@ async def create_guild(
 async def get_guild(
     uow: UnitOfWork, guild_id: str, *, caller_org: str | None = None, for_update: bool = False
 ) -> Guild:
-    guild = await uow.workspace.guild(guild_id, for_update=for_update)
-    if guild is None or walled(guild.org_id, caller_org):
-        raise NotFound(f"guild {guild_id!r} does not exist")
-    return guild
+    return await guild_in(uow, guild_id, caller_org, for_update=for_update)
 
 
 async def create_agent(
@@ -177,8 +165,8 @@ async def create_agent(
         guild = await uow.workspace.guild(guild_id)
         if guild is None or guild.org_id != org_id or walled(org_id, caller_org):
             raise NotFound(f"guild {guild_id!r} does not exist in org {org_id!r}")
-    elif walled(org_id, caller_org) or await uow.workspace.org(org_id) is None:
-        raise NotFound(f"org {org_id!r} does not exist")
+    else:
+        await org_in(uow, org_id, caller_org)
     created = await uow.conn.execute(
         insert(t.agents)
         .values(agent_id=agent_id, org_id=org_id, guild_id=guild_id, name=name, task=task, owners=[actor])
@@ -200,10 +188,7 @@ async def create_agent(
 
 
 async def get_agent(uow: SqlUnitOfWork, agent_id: str, *, caller_org: str | None = None) -> Agent:
-    agent = await uow.workspace.agent(agent_id)
-    if agent is None or walled(agent.org_id, caller_org):
-        raise NotFound(f"agent {agent_id!r} does not exist")
-    return agent
+    return await agent_in(uow, agent_id, caller_org)
 
 
 async def update_agent(

@@ -22,7 +22,7 @@ from assent.http import RETRY_AFTER_SECONDS, PathId
 from assent.kinds import KINDS
 from assent.runtime import LiveCard
 
-from . import decisions, handlers, owner_routes, proposals
+from . import activity, decisions, handlers, owner_routes
 from .adapters.owners import Owners, OwnerUnavailable
 from .answers import PERSON_ERRORS
 from .auth import AgentNotFound, Authenticator, Gate
@@ -95,13 +95,13 @@ def _resolution(request: dict[str, Any]) -> dict[str, Any]:
 
 def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
     """Add the public routes to ``app``: the studio's, the decision route of each endpoint of the kind registry
-    (:mod:`gateway.decisions`), the Proposals page's decisions and the activity feed (:mod:`gateway.proposals`), and
-    every owner's declared route."""
+    (:mod:`gateway.decisions`), the activity feed (:mod:`gateway.activity`), the live stream of agents' Proposals
+    pages, and every owner's declared route."""
     gate = Gate(Authenticator(deps.settings), lambda agent_id: handlers.agent_copy(deps, agent_id))
     user = Annotated[Identity, Depends(gate.person)]
     app.include_router(studio_router(deps, owners, user))
     app.include_router(decisions.router(deps, owners, user))
-    app.include_router(proposals.router(deps, owners, user))
+    app.include_router(activity.router(deps, owners, user))
     app.include_router(proposal_events_router(deps, user))
     owner_routes.mount(app, ROUTES, gate, owners)
     errors(app)

@@ -1,17 +1,27 @@
-"""The decisions on a session's requests: ``POST /api/studio/sessions/{session_id}/{endpoint}/{seq}``, one route for
-each endpoint of the kind registry (:attr:`assent.kinds.KindSpec.endpoint`) but the Proposals page's, which has its own
-shape (:mod:`gateway.proposals`).
+"""The decisions on requests: one route for each endpoint of the kind registry (:attr:`assent.kinds.KindSpec.endpoint`),
+at the address its kinds are decided by (:attr:`~assent.kinds.KindSpec.addressed_by`, :data:`ADDRESSES`): a session's
+``POST /api/studio/sessions/{session_id}/{endpoint}/{seq}``, or an agent's page's
+``POST /api/agents/{agent_id}/{endpoint}/{proposal_id}``.
 
 Each route takes the decisions of the kinds decided at its endpoint (:func:`assent.kinds.decisions_at`; another is
-422), answers 404 for a request of a kind decided elsewhere, as for a missing one, and goes the one way every decision
-goes (:func:`gateway.handlers.decide`): the decision recorded with who and when, ``DecisionMade`` to the owner, and an
-answer once the owner's ``ProposalOutcome`` is in the projection, so the pending items show it at once (a late one is
-504 and the decision stands). A request resolved already answers its kind's :attr:`~assent.kinds.Answer.answered`.
-When the endpoint's kinds name an owner's route (:attr:`assent.kinds.Answer.route`), a decision the owner took answers
-with that route's answer beside the outcome (a login request's: the session's logins). Nothing here names a kind, an
-endpoint or an owner's route: a kind decided at a new endpoint gets its route from its registry row.
+422), and the choices they declare besides (:attr:`~assent.kinds.KindSpec.options`: the fields of the owner's declared
+model, sent as ``DecisionMade.options``; with a decision that takes none, 422). It answers 404 for a request of a kind
+decided elsewhere, as for a missing one. Deciding needs the admin or developer role, or to own or edit the request's
+agent; a kind whose row says so takes its decline from anyone who may review feedback too
+(:attr:`~assent.kinds.KindSpec.reviewers_decline`). Every decision goes the one way (:func:`gateway.handlers.decide`):
+recorded with who and when, ``DecisionMade`` to the owner, and an answer once the owner's ``ProposalOutcome`` is in the
+projection, so the pending items show it at once (a late one is 504 and the decision stands). A request resolved
+already answers its kind's :attr:`~assent.kinds.Answer.answered`. When the endpoint's kinds name an owner's route
+(:attr:`assent.kinds.Answer.route`), a decision the owner took answers with that route's answer beside the outcome (a
+login request's: the session's logins).
+
+Nothing here names a kind, an endpoint, an owner's route or a decision's options: a kind decided at a new endpoint
+gets its route from its registry row, and every kind decided at one endpoint must be decided alike there.
 """
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Path
@@ -21,30 +31,88 @@ from pydantic import create_model
 from assent.api import ROUTES, Error, Identity, PublicRoute, RequestModel, caller_headers
 from assent.contracts import ProposalOutcome
 from assent.http import PathId
-from assent.kinds import KINDS, Answer, decisions_at
+from assent.kinds import KINDS, Addressed, Answer, KindSpec, Options, decisions_at
 
-from . import handlers, proposals
+from . import handlers
 from .adapters.owners import Owners, OwnerUnavailable, segment
 from .answers import DECISION_ANSWERS, PERSON_ERRORS, decided
-from .handlers import Deps
 
 SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
-OWN_SHAPE = (proposals.ENDPOINT,)
-"""Endpoints whose decision route has a shape of its own (a source proposal's, by agent and proposal id)."""
-ENDPOINTS: tuple[str, ...] = tuple(
-    dict.fromkeys(spec.endpoint for spec in KINDS.values() if spec.endpoint not in OWN_SHAPE)
+
+
+@dataclass(frozen=True)
+class Address:
+    """How the decision routes of the endpoints decided by one :data:`~assent.kinds.Addressed` name a request."""
+
+    path: str
+    """The route's path; ``<endpoint>`` stands for the endpoint."""
+    via: tuple[str, ...]
+    """Where a person decides there (``DecisionMade.via``), the default first."""
+    tag: str | None
+    """The OpenAPI tag of its routes (None: the endpoint's name)."""
+    summary: str
+    """What the route does, before its decisions."""
+    missing: str
+    """What its 404 says."""
+
+    def at(self, endpoint: str) -> str:
+        return self.path.replace("<endpoint>", endpoint)
+
+
+ADDRESSES: Mapping[Addressed, Address] = MappingProxyType(
+    {
+        "session": Address(
+            "/api/studio/sessions/{session_id}/<endpoint>/{seq}",
+            ("card", "tray", "item", "chat"),
+            "studio",
+            "Decide the request at that message",
+            "No such session in the caller's organisation, or no request at that seq",
+        ),
+        "agent": Address(
+            "/api/agents/{agent_id}/<endpoint>/{proposal_id}",
+            ("page", "card", "chat"),
+            None,
+            "Decide a proposal of the agent",
+            "No such proposal of this agent in the caller's organisation",
+        ),
+    }
 )
-"""The endpoints decided at ``…/sessions/{session_id}/{endpoint}/{seq}``, in registry order."""
-VIA = Literal["card", "tray", "item", "chat"]
-"""Where the person decided: the request's card, the header tray, its pending item, or the chat."""
+"""The card, the tray, a pending item or the chat decide by session and message; an agent's page by agent and
+proposal (:attr:`assent.kinds.KindSpec.addressed_by`)."""
+ENDPOINTS: tuple[str, ...] = tuple(dict.fromkeys(spec.endpoint for spec in KINDS.values()))
+"""Every endpoint of the registry, in registry order."""
+
+
+def alike(endpoint: str, attribute: str) -> Any:
+    """The ``attribute`` of the kinds decided at ``endpoint``, the same for each (a registry that disagrees is
+    refused: one route decides them all)."""
+    values = {getattr(spec, attribute) for spec in KINDS.values() if spec.endpoint == endpoint}
+    if len(values) != 1:
+        raise ValueError(
+            f"the kinds decided at {endpoint!r} differ in {attribute} ({len(values)} ways); they must be decided alike"
+        )
+    return values.pop()
 
 
 def answer_at(endpoint: str) -> Answer:
-    """How ``endpoint`` answers, the same for every kind decided there (a registry that disagrees is refused)."""
-    answers = {spec.answer for spec in KINDS.values() if spec.endpoint == endpoint}
-    if len(answers) != 1:
-        raise ValueError(f"the kinds decided at {endpoint!r} answer in {len(answers)} ways; they must answer alike")
-    return answers.pop()
+    """How ``endpoint`` answers, the same for every kind decided there."""
+    answer: Answer = alike(endpoint, "answer")
+    return answer
+
+
+def address_of(endpoint: str) -> Address:
+    """Where the decision route of ``endpoint`` is, the same for every kind decided there."""
+    return ADDRESSES[alike(endpoint, "addressed_by")]
+
+
+ADDRESSED_BY = ("session_id", "seq", "agent_id", "proposal_id")
+"""What a request is named by at one address or another (:data:`ADDRESSES`)."""
+
+
+def decision_path(request: Mapping[str, Any]) -> str:
+    """Where a client sends a decision on ``request`` (a projected request or a pending item)."""
+    endpoint = KINDS[request["kind"]].endpoint
+    return address_of(endpoint).at(endpoint).format(**{name: request.get(name) for name in ADDRESSED_BY})
 
 
 def answer_route(endpoint: str) -> PublicRoute | None:
@@ -62,28 +130,72 @@ def answer_route(endpoint: str) -> PublicRoute | None:
     return found[0]
 
 
+def options_at(endpoint: str) -> Options | None:
+    """The options the decisions at ``endpoint`` take, with the owner's model of them (None: none)."""
+    options: Options | None = alike(endpoint, "options")
+    if options is None:
+        return None
+    fields = options.model.model_fields
+    if set(fields) & {"decision", "via"} or any(field.is_required() for field in fields.values()):
+        raise ValueError(f"the options {options.model.__name__!r} must be optional fields besides decision and via")
+    return options
+
+
 def decision_body(endpoint: str) -> type[RequestModel]:
-    """The body of a decision at ``endpoint``: one of its decisions, and where it was taken. Its kinds take no options
-    (:attr:`~assent.kinds.KindSpec.options`: only the Proposals page's decision carries them)."""
-    if any(spec.options is not None for spec in KINDS.values() if spec.endpoint == endpoint):
-        raise ValueError(f"the kinds decided at {endpoint!r} take options, which only the Proposals page carries")
-    title = endpoint.title()
+    """The body of a decision at ``endpoint``: one of its decisions, where it was taken, and its options."""
+    address, options = address_of(endpoint), options_at(endpoint)
+    fields: dict[str, Any] = {}
+    if options is not None:
+        fields = {name: (field.annotation, field) for name, field in options.model.model_fields.items()}
     return create_model(
-        f"{title}Decision",
+        f"{endpoint.title()}Decision",
         __base__=RequestModel,
-        __doc__=f"A decision on a request decided at …/{endpoint}/{{seq}}: {' or '.join(decisions_at(endpoint))}.",
+        __doc__=f"A decision on a request decided at …/{endpoint}/…: {' or '.join(decisions_at(endpoint))}"
+        + (f"; {' and '.join(fields)} go with {' or '.join(options.decisions)} only." if options else "."),
         decision=(Literal[decisions_at(endpoint)], ...),  # type: ignore[arg-type]  # the values come from the registry
-        via=(VIA, "card"),
+        via=(Literal[address.via], address.via[0]),  # type: ignore[arg-type]  # one address's places
+        **fields,
     )
 
 
 DECISION_BODIES: dict[str, type[RequestModel]] = {endpoint: decision_body(endpoint) for endpoint in ENDPOINTS}
-"""Each endpoint's decision body (its decisions come from the registry)."""
+"""Each endpoint's decision body (its decisions and options come from the registry)."""
+
+
+def refusal(
+    person: Identity, spec: KindSpec, decision: str, owners: tuple[str, ...], editors: tuple[str, ...]
+) -> str | None:
+    """Why ``person`` may not take ``decision`` on a request of ``spec`` whose agent has ``owners`` and ``editors``
+    (None: they may)."""
+    if spec.reviewers_decline and decision == spec.decline:
+        if person.may_review_feedback(owners, editors):
+            return None
+        return (
+            f"the {decision} decision on a {spec.name} request needs permission to review feedback: a reviewer, "
+            "developer or admin role, or to own or edit its agent"
+        )
+    if person.may_decide(owners, editors):
+        return None
+    return f"deciding a {spec.name} request needs the admin or developer role, or to own or edit its agent"
+
+
+def forbidden(endpoint: str) -> str:
+    """What the 403 of ``endpoint``'s decision route says, as its OpenAPI document tells it."""
+    why = "Deciding needs the admin or developer role, or to own or edit the request's agent"
+    declines = {spec.decline for spec in KINDS.values() if spec.endpoint == endpoint and spec.reviewers_decline}
+    if declines:
+        why += f"; {' or '.join(sorted(declines))}, or permission to review feedback"
+    return why
 
 
 def answers(endpoint: str) -> dict[int | str, dict[str, Any]]:
     """What a decision at ``endpoint`` answers, as its OpenAPI document says."""
-    documented = dict(DECISION_ANSWERS)
+    documented = {
+        **PERSON_ERRORS,
+        **DECISION_ANSWERS,
+        403: {"model": Error, "description": forbidden(endpoint)},
+        404: {"model": Error, "description": address_of(endpoint).missing},
+    }
     route = answer_route(endpoint)
     if route is not None:
         # The outcome's fields beside ``answer``, in a model of its own: a subclass of a message would be registered
@@ -110,43 +222,63 @@ def answers(endpoint: str) -> dict[int | str, dict[str, Any]]:
     return documented
 
 
-def router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
+def router(deps: handlers.Deps, owners: Owners, user: Any) -> APIRouter:
     """The decision route of each endpoint; ``user`` is the authenticating dependency."""
-    decisions = APIRouter(
-        prefix="/api/studio/sessions",
-        tags=["studio"],
-        responses={**PERSON_ERRORS, 404: {"model": Error, "description": "No such session in the caller's org"}},
-    )
+    decisions = APIRouter()
     for endpoint in ENDPOINTS:
+        address = address_of(endpoint)
+        options = options_at(endpoint)
+        handler = deciding(deps, owners, user, endpoint)
         decisions.add_api_route(
-            f"/{{session_id}}/{endpoint}/{{seq}}",
-            deciding(deps, owners, user, endpoint),
+            address.at(endpoint),
+            handler,
             methods=["POST"],
             name=f"decide_{endpoint}",
-            summary=f"Decide the request at that message ({' or '.join(decisions_at(endpoint))})",
+            tags=[address.tag or endpoint],
+            summary=f"{address.summary} ({' or '.join(decisions_at(endpoint))})",
+            description=(handler.__doc__ or "")
+            + (f"\n\n{options.model.__doc__}" if options and options.model.__doc__ else ""),
             responses=answers(endpoint),
         )
     return decisions
 
 
-def deciding(deps: Deps, owners: Owners, user: Any, endpoint: str) -> Any:
-    """The handler of ``endpoint``'s decision route."""
-    body_model, route = DECISION_BODIES[endpoint], answer_route(endpoint)
+def deciding(deps: handlers.Deps, owners: Owners, user: Any, endpoint: str) -> Any:
+    """The handler of ``endpoint``'s decision route, with the path parameters of its address."""
+    body_model, route, options = DECISION_BODIES[endpoint], answer_route(endpoint), options_at(endpoint)
+
+    async def take(request: dict[str, Any], body: Any, person: Identity) -> JSONResponse:
+        why = refusal(person, KINDS[request["kind"]], body.decision, request["owners"], request["editors"])
+        if why is not None:
+            raise HTTPException(403, why)
+        chosen: dict[str, Any] = {}
+        if options is not None:
+            chosen = body.model_dump(mode="json", include=set(options.model.model_fields), exclude_none=True)
+            if chosen and body.decision not in options.decisions:
+                raise HTTPException(
+                    422, f"{' and '.join(chosen)} go with {' or '.join(options.decisions)} only, not {body.decision}"
+                )
+        outcome = await handlers.decide(deps, request, body.decision, person.user_id, body.via, chosen)
+        if route is None or outcome["status"] != 200 or outcome["outcome"] == "failed":
+            return decided(outcome)
+        answer = await owner_answer(owners, route, person, request["session_id"], request["seq"])
+        return JSONResponse({**outcome, "answer": answer})
+
+    if address_of(endpoint) is ADDRESSES["agent"]:
+
+        async def decide_on_page(agent_id: PathId, proposal_id: PathId, body: body_model, person: user) -> JSONResponse:  # type: ignore[valid-type]
+            """Decide one proposal of the agent. Answers once its owner has carried the decision out or refused it;
+            the agent's page shows it then."""
+            return await take(
+                await handlers.request_of(deps, agent_id, proposal_id, person.org_id, endpoint), body, person
+            )
+
+        return decide_on_page
 
     async def decide(session_id: PathId, seq: SeqPath, body: body_model, person: user) -> JSONResponse:  # type: ignore[valid-type]
         """Decide one request. Answers once its owner has carried the decision out or refused it; the pending items
         show it then."""
-        request = await handlers.request_at(deps, session_id, seq, person.org_id, endpoint)
-        if not person.may_decide(request["owners"], request["editors"]):
-            raise HTTPException(
-                403,
-                f"deciding a {request['kind']} request needs the admin or developer role, or to own or edit its agent",
-            )
-        choice: Any = body
-        outcome = await handlers.decide(deps, request, choice.decision, person.user_id, choice.via)
-        if route is None or outcome["status"] != 200 or outcome["outcome"] == "failed":
-            return decided(outcome)
-        return JSONResponse({**outcome, "answer": await owner_answer(owners, route, person, session_id, seq)})
+        return await take(await handlers.request_at(deps, session_id, seq, person.org_id, endpoint), body, person)
 
     return decide
 

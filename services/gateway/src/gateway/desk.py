@@ -11,7 +11,7 @@ what they send comes from the kind registry (:mod:`gateway.domain.desk`).
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query
@@ -23,7 +23,7 @@ from assent.db import driver_connection
 from assent.http import Identifier, PathId
 from assent.kinds import KINDS, SECTIONS
 
-from . import handlers, proposals
+from . import decisions, handlers
 from .adapters.desk import DeskStore, KeyStore
 from .answers import PERSON_ERRORS
 from .auth import Authenticator, Gate
@@ -41,24 +41,19 @@ BULK_NEEDS = Permission.CHANGE_WORKSPACE
 agent's owner or editor decides its requests one by one)."""
 
 
-def decision_path(item: Mapping[str, Any]) -> str:
-    """Where a client sends a decision on ``item``: the Proposals page's route for a kind decided there, else the
-    session's ``/{endpoint}/{seq}`` (the kind registry's endpoint)."""
-    endpoint = KINDS[item["kind"]].endpoint
-    if endpoint == proposals.ENDPOINT:
-        return f"/api/agents/{item['agent_id']}/proposals/{item['proposal_id']}"
-    return f"/api/studio/sessions/{item['session_id']}/{endpoint}/{item['seq']}"
-
-
 def decision_routes() -> list[re.Pattern[str]]:
     """The paths of every decision route, Apply all and Decline all (those that take an ``Idempotency-Key``)."""
-    endpoints = sorted({spec.endpoint for spec in KINDS.values()} - {proposals.ENDPOINT})
-    studio = "|".join(re.escape(endpoint) for endpoint in endpoints)
+    paths = [decisions.address_of(endpoint).at(endpoint) for endpoint in decisions.ENDPOINTS]
     return [
-        re.compile(rf"^/api/studio/sessions/[^/]+/(?:{studio})/[^/]+$"),
+        *(
+            re.compile("^" + "[^/]+".join(re.escape(part) for part in PATH_PARAMETER.split(path)) + "$")
+            for path in paths
+        ),
         re.compile(r"^/api/studio/sessions/[^/]+/(?:apply-all|decline-all)$"),
-        re.compile(r"^/api/agents/[^/]+/proposals/[^/]+$"),
     ]
+
+
+PATH_PARAMETER = re.compile(r"\{\w+\}")
 
 
 class SessionRow(BaseModel):
@@ -248,7 +243,7 @@ def router(deps: Deps, user: Any) -> APIRouter:
         filtered by section and agent, as the tray shows them with their ``session_id``."""
         async with store() as s:
             rows, total = await s.pending_across(person.org_id, section, agent_id, page_size, (page - 1) * page_size)
-        items = [rules.item_view(row, decision_path) for row in rows]
+        items = [rules.item_view(row, decisions.decision_path) for row in rows]
         return {"items": items, "page": page, "page_size": page_size, "total": total}
 
     @desk.get("/api/studio/sessions/{session_id}/pending", response_model=Tray, responses=NO_SESSION)
@@ -258,7 +253,7 @@ def router(deps: Deps, user: Any) -> APIRouter:
         await handlers.check_session(deps, session_id, person.org_id)
         async with store() as s:
             rows = await s.session_pending(session_id)
-        items = [rules.item_view(row, decision_path) for row in rows]
+        items = [rules.item_view(row, decisions.decision_path) for row in rows]
         return {"session_id": session_id, **rules.counts(items), "items": items}
 
     all_answers: dict[int | str, dict[str, Any]] = {

@@ -33,7 +33,7 @@ from assent.contracts import (
 )
 from assent.db import column_arrays, json_param
 from assent.domain import Agent
-from assent.kinds import KINDS, RESOLVED_OUTCOMES
+from assent.kinds import KINDS, PAGE_KINDS, RESOLVED_OUTCOMES
 from assent.runtime import Received, ServiceRuntime, UnitOfWork, batch_span
 from assent.runtime.uow import SqlUnitOfWork
 from assent.telemetry import attach_carrier, current_carrier, detach
@@ -207,8 +207,8 @@ class Projection:
 
     async def on_outcome(self, batch: Sequence[Received], uow: UnitOfWork) -> None:
         store = await _store(uow)
-        # The Proposals page of each agent whose source proposal got an outcome hears of it (the outcome does not
-        # name the agent: its request does).
+        # The page of each agent whose request of a kind decided there got an outcome hears of it (the outcome
+        # does not name the agent: its request does).
         outcomes = [item.message for item in batch]
         on_page = [m.proposal_id for m in outcomes if isinstance(m, ProposalOutcome) and m.kind in PAGE_KINDS]
         if on_page:
@@ -319,10 +319,6 @@ def _event(name: str, session_id: str, **fields: Any) -> dict[str, Any]:
     return {"event": name, "session_id": session_id, **fields}
 
 
-PAGE_KINDS = frozenset(name for name, spec in KINDS.items() if spec.endpoint == "proposals")
-"""The kinds decided on the Proposals page (source proposals), whose page has a live stream of its own."""
-
-
 def _page_event(name: str, agent_id: str, proposal_id: str) -> dict[str, Any]:
     """An event of an agent's Proposals page stream (:data:`gateway.adapters.notify.STREAMS`)."""
     return {"event": name, "stream": "proposals", "agent_id": agent_id, "proposal_id": proposal_id}
@@ -418,10 +414,30 @@ async def request_at(
     not at ``…/edits/{seq}``, an edit not at ``…/logins/{seq}``)."""
     async with deps.engine.connect() as conn:
         row = await (await ProjectionStore.over(conn)).request_at(session_id, seq)
-    if row is None or KINDS[row["kind"]].endpoint != endpoint or (org_id is not None and row["session_org"] != org_id):
+    if row is None or not _at(row, endpoint) or (org_id is not None and row["session_org"] != org_id):
         if org_id is not None:
             await check_session(deps, session_id, org_id)  # tell "no session" from "no request"
         raise NotFound(f"session {session_id!r} has no request at seq {seq} decided at …/{endpoint}/{{seq}}")
+    return _request(row)
+
+
+async def request_of(deps: Deps, agent_id: str, proposal_id: str, org_id: str, endpoint: str) -> dict[str, Any]:
+    """The request of proposal ``proposal_id`` of agent ``agent_id`` decided at ``/api/agents/{agent_id}/{endpoint}/…``
+    (:attr:`assent.kinds.KindSpec.addressed_by`), as :func:`request_at` reads it. Another organisation's, another
+    agent's, or one of a kind decided at another endpoint is :class:`NotFound`, as a missing one is."""
+    async with deps.engine.connect() as conn:
+        row = await (await ProjectionStore.over(conn)).request_of(proposal_id)
+    if row is None or row["session_org"] != org_id or row["agent_id"] != agent_id or not _at(row, endpoint):
+        raise NotFound(f"agent {agent_id!r} has no proposal {proposal_id!r}")
+    return _request(row)
+
+
+def _at(row: asyncpg.Record, endpoint: str) -> bool:
+    return KINDS[row["kind"]].endpoint == endpoint
+
+
+def _request(row: asyncpg.Record) -> dict[str, Any]:
+    """A projected request with its agent's ``owners`` and ``editors`` as tuples (none: empty)."""
     request = dict(row)
     request["owners"], request["editors"] = tuple(row["owners"] or ()), tuple(row["editors"] or ())
     return request
@@ -436,7 +452,7 @@ async def decide(
     options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Send one decision on ``request`` (from :func:`request_at`) to its owner and return its outcome (a
-    ``ProposalOutcome`` as JSON). ``options`` are the decision's choices (a source approval's branch and message).
+    ``ProposalOutcome`` as JSON). ``options`` are the decision's choices (:attr:`assent.kinds.KindSpec.options`).
 
     Raises :class:`Refused` (already resolved: the status its kind's :attr:`~assent.kinds.Answer.answered` says; or a
     decision that does not fit: 422), or :class:`OutcomePending` when the owner has not answered within the configured

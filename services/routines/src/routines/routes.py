@@ -16,6 +16,7 @@ from assent.api import Caller, routes_of, serve
 from assent.domain import Agent, Guild, Refusal
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import UnitOfWork
+from assent.runtime.walls import NotFound, agent_in, guild_in
 from routines_contract.routes import OWNER, RoutineIn, RoutinePatch, SwitchIn
 
 from .adapters.repository import RoutinesRepository
@@ -23,10 +24,6 @@ from .changes import changed, planned
 from .domain.routine import EditRoutine, Routine, Wanted, wanted_routine
 from .domain.timing import wake_in_words, zone
 from .kinds.routine import new_schedule_id
-
-
-class NotFound(LookupError):
-    pass
 
 
 class Refused(Exception):
@@ -54,22 +51,8 @@ class RoutineRoutes:
     def __init__(self, runtime: ServiceRuntime) -> None:
         self.runtime = runtime
 
-    @staticmethod
-    async def agent_in(uow: UnitOfWork, agent_id: str, org: str | None) -> Agent:
-        agent = await uow.workspace.agent(agent_id)
-        if agent is None or (org is not None and agent.org_id != org):
-            raise NotFound(f"agent {agent_id!r} does not exist")
-        return agent
-
-    @staticmethod
-    async def guild_in(uow: UnitOfWork, guild_id: str, org: str | None, *, for_update: bool = False) -> Guild:
-        guild = await uow.workspace.guild(guild_id, for_update=for_update)
-        if guild is None or (org is not None and guild.org_id != org):
-            raise NotFound(f"guild {guild_id!r} does not exist")
-        return guild
-
     async def routine_of(self, uow: UnitOfWork, agent_id: str, schedule_id: str, org: str | None) -> Routine:
-        await self.agent_in(uow, agent_id, org)
+        await agent_in(uow, agent_id, org)
         routine = await store(uow).get(schedule_id, for_update=True)
         if routine is None or routine.agent_id != agent_id:
             raise NotFound(f"agent {agent_id!r} has no routine {schedule_id!r}")
@@ -77,7 +60,7 @@ class RoutineRoutes:
 
     async def list_routines(self, caller: Caller, agent_id: str) -> dict[str, Any]:
         async with self.runtime.unit_of_work() as uow:
-            agent = await self.agent_in(uow, agent_id, caller.org)
+            agent = await agent_in(uow, agent_id, caller.org)
             on = await store(uow).routines_on(agent.guild_id or "")
             return {"routines": [shown(r, on) for r in await store(uow).of_agents([agent_id])], "routines_on": on}
 
@@ -89,7 +72,7 @@ class RoutineRoutes:
     async def create_routine(self, caller: Caller, agent_id: str, body: RoutineIn) -> dict[str, Any]:
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
-            agent = await self.agent_in(uow, agent_id, caller.org)
+            agent = await agent_in(uow, agent_id, caller.org)
             if agent.guild_id is None:
                 raise Refused(409, f"agent {agent_id!r} is in no guild; a routine wakes an agent of a guild")
             wanted = _checked(wanted_routine(_args("create", agent_id=agent_id, **body.model_dump()), None))
@@ -114,7 +97,7 @@ class RoutineRoutes:
             repo = store(uow)
             keeps = live.timing == wanted.timing and live.paused == wanted.paused
             next_wake = live.next_wake_at if keeps else planned(wanted.timing, wanted.paused, await repo.now())
-            agent = await self.agent_in(uow, agent_id, caller.org)
+            agent = await agent_in(uow, agent_id, caller.org)
             routine = _routine(schedule_id, agent, wanted, next_wake, live.version + 1, guild_id=live.guild_id)
             await repo.replace(routine, actor=actor)
             await changed(uow, routine, "edited", next_wake, actor=actor)
@@ -130,7 +113,7 @@ class RoutineRoutes:
 
     async def guild_routines(self, caller: Caller, guild_id: str) -> dict[str, Any]:
         async with self.runtime.unit_of_work() as uow:
-            await self.guild_in(uow, guild_id, caller.org)
+            await guild_in(uow, guild_id, caller.org)
             on = await store(uow).routines_on(guild_id)
             return {
                 "guild_id": guild_id,
@@ -143,7 +126,7 @@ class RoutineRoutes:
         missed while off does not fire)."""
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
-            guild = await self.guild_in(uow, guild_id, caller.org)
+            guild = await guild_in(uow, guild_id, caller.org)
             repo = store(uow)
             was_on = await repo.routines_on(guild_id)
             await repo.set_switch(guild_id, guild.org_id, body.routines_on, actor)

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, cast
 from uuid import UUID, uuid4
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
@@ -59,7 +59,7 @@ Seq = Annotated[int, Field(ge=0, le=2_147_483_647)]
 def _no_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError("text must not contain NUL characters")
-    return _utf8(value)
+    return cast(str, _utf8(value))
 
 
 Text = Annotated[str, AfterValidator(_no_nul)]

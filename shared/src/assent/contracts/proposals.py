@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..hashing import line_counts
 from .envelope import Id, Message, Seq
-from .registered import Action, Decision, Kind, Outcome, Section
+from .registered import Action, Decision, Kind, Origin, Outcome, Section
 from .tool_results import LineCounts, ProposalBase, ProposalTarget
 
 
@@ -47,7 +47,8 @@ class Card(BaseModel):
     """What the operator's card shows: the live text when proposed, the proposal, and what applying does.
 
     ``before``/``after`` hold the whole target as text; ``fields`` splits it where a card shows one diff per
-    field (a guild's short description and description). ``notes`` are lines such as who reads a new note.
+    field (a guild's short description and description). ``notes`` are lines such as who reads a new note, for
+    people to read: what a program reads is a field of its own (``origin``).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -59,6 +60,10 @@ class Card(BaseModel):
     effects: tuple[str, ...] = ()
     fields: tuple[CardField, ...] = ()
     notes: tuple[str, ...] = ()
+    origin: Origin | None = None
+    """Where the proposal was asked for, when its kind says (:attr:`assent.kinds.KindSpec.origins`): a source
+    proposal's ``agent`` (an agent's web or API chat) or ``builder`` (the builder chat); None: its kind names none.
+    Added within v1 (optional: a reader that does not know it ignores it, and a card without it names none)."""
 
 
 class ProposalProposed(Message):

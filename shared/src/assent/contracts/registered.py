@@ -1,4 +1,5 @@
-"""Fields whose values are the kind registry's: a request's kind, action, section, decision, outcome, widget.
+"""Fields whose values are the kind registry's: a request's kind, action, section, decision, outcome, widget, and
+its card's origin.
 
 Each is validated, refused and documented as ``Literal[...]`` of the registry's values would be, but the values are
 read when a message is first validated or documented, not when its model is defined: the registry is made of the
@@ -49,3 +50,4 @@ Widget = Annotated[str, OneOf(lambda: kinds.WIDGETS)]
 Section = Annotated[str, OneOf(lambda: kinds.SECTIONS)]
 Decision = Annotated[str, OneOf(lambda: kinds.DECISIONS)]
 Outcome = Annotated[str, OneOf(lambda: kinds.OUTCOMES)]
+Origin = Annotated[str, OneOf(lambda: kinds.ORIGINS)]

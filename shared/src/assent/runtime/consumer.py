@@ -223,7 +223,7 @@ async def _raw_records(message: Any) -> Any:
 def backoff(attempt: int, policy: FailurePolicy) -> float:
     """Seconds to wait before attempt ``attempt + 1``: exponential, capped, with full jitter on the upper half."""
     ceiling = min(policy.backoff_max, policy.backoff_initial * 2 ** (attempt - 1))
-    return ceiling / 2 + random.random() * ceiling / 2
+    return float(ceiling / 2 + random.random() * ceiling / 2)
 
 
 def subscribe(

@@ -76,7 +76,8 @@ class Proposal:
 
     ``before``/``after`` are the whole target as text when proposed; ``fields`` are the card's fields as the kind's
     :meth:`~ProposalKind.live_view` gives them while the target is as read (one diff each), and its line counts come
-    from them (:attr:`lines`); ``notes`` are the card's other lines (who reads a new note, ...).
+    from them (:attr:`lines`); ``notes`` are the card's other lines (who reads a new note, ...), and ``origin`` where
+    it was asked for (one of its kind's :attr:`~assent.kinds.KindSpec.origins`; None for a kind that declares none).
     """
 
     action: str
@@ -89,6 +90,7 @@ class Proposal:
     payload: dict[str, Any]
     fields: tuple[CardField, ...] = ()
     notes: tuple[str, ...] = ()
+    origin: str | None = None
     effects: tuple[str, ...] = ()
     widens: bool = False
     edit: AccessEdit | None = None
@@ -392,14 +394,23 @@ class OwnerKit:
 
     @staticmethod
     def _inadmissible(spec: KindSpec, call: ToolCall, proposal: Proposal) -> Refusal | None:
-        """Why the kind's ``proposal`` cannot be recorded (an action or a replacement its kind does not declare);
-        None: it can."""
+        """Why the kind's ``proposal`` cannot be recorded (an action, an origin or a replacement its kind does not
+        declare); None: it can."""
         if proposal.action not in spec.actions:
             return Refusal(
                 422,
                 "undeclared_action",
                 f"{call.tool} proposed the action {proposal.action!r}, which a {spec.name} proposal does not take; "
                 f"it takes {' or '.join(repr(action) for action in spec.actions)}",
+            )
+        origins = [origin.name for origin in spec.origins]
+        if proposal.origin is not None and proposal.origin not in origins:
+            declared = " or ".join(repr(origin) for origin in origins) if origins else "none"
+            return Refusal(
+                422,
+                "undeclared_origin",
+                f"{call.tool} proposed from the origin {proposal.origin!r}, which a {spec.name} proposal does not "
+                f"name; it names {declared}",
             )
         old = proposal.supersedes
         if old is None:
@@ -542,6 +553,7 @@ class OwnerKit:
                     effects=proposal.effects,
                     fields=proposal.fields,
                     notes=proposal.notes,
+                    origin=proposal.origin,
                 ),
                 causation_id=call.id,
                 correlation_id=call.id,

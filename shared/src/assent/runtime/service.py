@@ -29,7 +29,6 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import MetaData, text
 from sqlalchemy.ext.asyncio import AsyncConnection
-from uvicorn.main import STARTUP_FAILURE
 
 from .. import inbox, topics
 from ..contracts import SessionClosed
@@ -568,6 +567,9 @@ def _process_age() -> float:
         return 0.0
     return max(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
 
+
+STARTUP_FAILURE = 3
+"""The exit code of a service whose app did not start (uvicorn's own for it)."""
 
 SCRAPE_REFRESH_SECONDS = 2.0
 """How long a scrape waits for a metric read at scrape time (:meth:`ServiceRuntime.on_scrape`)."""

@@ -6,6 +6,9 @@
 - ``orgs``, ``guilds``, ``agents``: the workspace directory. The workspace owner writes them; every other
   service keeps them as a read copy from ``workspace.events``.
 
+The provenance columns every service's own tables carry are declared here too, once: who changed a row last and
+when (:func:`last_update`), and the Studio request a write carried out (:func:`studio_request`).
+
 A service's own migrations come after these (``alembic_version_shared`` records this history's head).
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -35,6 +39,23 @@ MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 VERSION_TABLE = "alembic_version_shared"
 TABLE_NAMES = frozenset({"inbox", "outbox", "sessions", "proposals", "orgs", "guilds", "agents"})
 """The shared tables: a service's own history leaves them to this one."""
+
+
+def last_update() -> tuple[Column[Any], Column[Any]]:
+    """Who changed a row last, and when: ``updated_by`` (the person's user id, or the actor a service writes as) and
+    ``updated_at`` (the database's now by default), both required. Fresh columns for each table (a column belongs
+    to one): ``Table(..., *last_update())``."""
+    return (
+        Column("updated_by", Text, nullable=False),
+        Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    )
+
+
+def studio_request() -> tuple[Column[Any], Column[Any]]:
+    """The Studio request a write carried out, if one did: its session (``studio_session_id``) and that session's
+    message (``studio_seq``), both null for a direct write. Fresh columns for each table:
+    ``Table(..., *studio_request())``."""
+    return Column("studio_session_id", Text), Column("studio_seq", Integer)
 
 
 @dataclass(frozen=True)

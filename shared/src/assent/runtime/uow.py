@@ -12,7 +12,7 @@ import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 from uuid import UUID
 
 from sqlalchemy import JSON, Table, select
@@ -404,7 +404,7 @@ class SqlWorkspace:
         self.sql = _workspace_sql(tables.orgs, tables.guilds, tables.agents)
 
     async def org(self, org_id: str) -> str | None:
-        return await (await driver_connection(self.conn)).fetchval(self.sql.org_name, org_id)
+        return cast("str | None", await (await driver_connection(self.conn)).fetchval(self.sql.org_name, org_id))
 
     async def guild(self, guild_id: str, *, for_update: bool = False) -> Guild | None:
         query = self.sql.guild_for_update if for_update else self.sql.guild
@@ -506,7 +506,7 @@ class SqlUnitOfWork:
     def store(self, kind: type[S]) -> S:
         if kind not in self._stores:
             self._stores[kind] = self.store_factories[kind](self.conn)
-        return self._stores[kind]  # made by that class (a fake for it, in tests)
+        return cast(S, self._stores[kind])  # made by that class (a fake for it, in tests)
 
     async def emit(self, topic: Topic, key: str, message: Message) -> None:
         await self.outbox.put(self.conn, topic, key, message)

@@ -8,7 +8,6 @@ from sqlalchemy import (
     Column,
     DateTime,
     Index,
-    Integer,
     PrimaryKeyConstraint,
     Table,
     Text,
@@ -17,6 +16,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from assent.runtime import service_metadata
+from assent.runtime.tables import last_update, studio_request
 
 SCHEMA = "access"
 metadata, shared = service_metadata(SCHEMA)
@@ -31,10 +31,8 @@ bindings = Table(
     Column("org_id", Text, nullable=False),
     Column("on", Boolean, nullable=False),
     Column("connection_id", Text),
-    Column("updated_by", Text, nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    Column("studio_session_id", Text),
-    Column("studio_seq", Integer),
+    *last_update(),
+    *studio_request(),
     PrimaryKeyConstraint("scope", "scope_id", "kind", "subject"),
     CheckConstraint("scope IN ('org', 'guild', 'agent')", name="bindings_scope"),
     CheckConstraint("kind IN ('native_tool', 'connection', 'connection_tool')", name="bindings_kind"),
@@ -57,8 +55,7 @@ binding_changes = Table(
     Column("connection_id", Text),
     Column("actor", Text, nullable=False),
     Column("at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    Column("studio_session_id", Text),
-    Column("studio_seq", Integer),
+    *studio_request(),
     CheckConstraint("setting IN ('on', 'off', 'inherit')", name="binding_changes_setting"),
     Index("binding_changes_scope", "scope", "scope_id"),
 )

@@ -5,6 +5,7 @@ from sqlalchemy import Boolean, Column, DateTime, Index, Integer, Table, Text, U
 from sqlalchemy.dialects.postgresql import JSONB
 
 from assent.runtime import service_metadata
+from assent.runtime.tables import last_update
 
 SCHEMA = "connections"
 metadata, shared = service_metadata(SCHEMA)
@@ -25,9 +26,8 @@ logins = Table(
     Column("credentials", Text, nullable=True),
     Column("key_id", Text, nullable=True),
     Column("revision", Integer, nullable=False),
-    Column("updated_by", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    *last_update(),
     Index("logins_org_scope", "org_id", "scope", "scope_id"),
     Index("logins_key_id", "key_id"),
 )

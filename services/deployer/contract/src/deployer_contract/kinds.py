@@ -1,8 +1,8 @@
 """The deployer's kind: a row of the kind registry (:data:`assent.kinds.KINDS`)."""
 
-from assent.kinds import KindSpec
+from assent.kinds import KindSpec, Options, Origin
 
-from .source import OWNER, ApprovalOptions
+from .source import OWNER, SourceApproval
 
 SOURCE = KindSpec(
     "source",
@@ -17,7 +17,10 @@ SOURCE = KindSpec(
     decline="discard",
     supersedes="chat",
     decided_alone=True,  # approving commits and deploys: on its own, with its branch, never by Apply all
-    options=ApprovalOptions,
+    addressed_by="agent",  # decided on the agent's Proposals page, by agent and proposal
+    options=Options(SourceApproval, ("approve",)),  # approving takes a branch and a commit message
+    reviewers_decline=True,  # discarding needs permission to review feedback, not to decide
+    origins=(Origin("agent"), Origin("builder", chat_linked=False)),
 )
 
 KINDS = (SOURCE,)

@@ -191,14 +191,14 @@ class BranchChoice(RequestModel):
     name: BranchName | None = None
 
 
-class ApprovalOptions(RequestModel):
-    """What approving a source proposal may choose (the source kind's :attr:`~assent.kinds.KindSpec.options`,
-    carried to the deployer as ``DecisionMade.options``); the gateway's decision on the Proposals page takes these
-    fields."""
+class SourceApproval(RequestModel):
+    """What approving a source proposal takes besides the decision (the ``approve`` decision's options, as the kind
+    row refers to them). Approving commits onto the production branch and deploys (the default), or onto a ``new``
+    or ``existing`` branch without deploying (the answer's ``effects.link`` opens the pull or merge request);
+    ``message`` is the commit's message, the proposal's reason when absent."""
 
     branch: BranchChoice | None = None
     message: Message | None = None
-    """The commit message (approving only); the proposal's reason when absent."""
 
 
 # --- answers --------------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from assent.runtime import service_metadata
+from assent.runtime.tables import last_update
 
 SCHEMA = "deployer"
 metadata, shared = service_metadata(SCHEMA)
@@ -97,8 +98,7 @@ issues = Table(
     Column("evals", JSONB, nullable=False),
     Column("created_by", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    Column("updated_by", Text, nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    *last_update(),
     Column("fix_deploy_id", Text),
     Index("ix_issues_agent_id", "agent_id"),
 )
@@ -113,8 +113,7 @@ deploy_settings = Table(
     Column("target", JSONB),
     Column("webhook_secret", Text),
     Column("last_seen_head", Text),
-    Column("updated_by", Text, nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    *last_update(),
 )
 """An agent's Deploys settings: builds on push (with the push webhook's secret), auto-promote, and its deploy
 target (``{"kind": ..., ...}``; None: the service's default target). ``last_seen_head``: the production branch's

@@ -447,6 +447,7 @@ class SourceKind(ProposalKind):
             after="".join(c.after or "" for c in changes),
             fields=tuple(CardField(name=c.path, before=c.before, after=c.after) for c in changes),
             notes=tuple(notes),
+            origin=ctx.origin,
             payload=payload,
             output={
                 "files": [{"path": c.path, "action": c.action} for c in changes],

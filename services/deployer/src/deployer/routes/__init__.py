@@ -7,18 +7,15 @@ with the words a missing one gets, and nothing is read or written. Without the h
 
 from __future__ import annotations
 
-from assent.domain import Agent, Refusal
+from assent.domain import Refusal
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import UnitOfWork
+from assent.runtime.walls import NotFound
 
 from ..adapters.git import GitRepos, Source
 from ..adapters.repository import DeployerRepository
 from ..deploys import Deploys
 from ..kinds.source import SourceKind
-
-
-class NotFound(LookupError):
-    pass
 
 
 class Unprocessable(Exception):
@@ -51,14 +48,6 @@ class Resource:
         self.repos = repos
         self.kind = kind
         self.deploys = deploys
-
-    @staticmethod
-    async def agent_in(uow: UnitOfWork, agent_id: str, org: str | None) -> Agent:
-        """The agent, from the workspace copy; another organisation's is :class:`NotFound` as a missing one is."""
-        agent = await uow.workspace.agent(agent_id)
-        if agent is None or (org is not None and agent.org_id != org):
-            raise NotFound(f"agent {agent_id!r} does not exist")
-        return agent
 
     @staticmethod
     async def source_of(uow: UnitOfWork, agent_id: str) -> Source:

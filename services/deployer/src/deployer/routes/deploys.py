@@ -10,11 +10,12 @@ from typing import Any
 from assent.api import Caller
 from assent.domain import Refusal
 from assent.runtime.uow import UnitOfWork
+from assent.runtime.walls import NotFound, agent_in
 from deployer_contract.deploys import BuildIn, DeploySettingsIn
 
 from ..adapters.repository import Build, Deploy
 from ..domain.deploys import github_signature_ok, gitlab_token_ok, parse_push, repository_key
-from . import NotFound, Resource, Unprocessable, refused, store
+from . import Resource, Unprocessable, refused, store
 
 MAX_WEBHOOK_BYTES = 5_000_000
 PUSH_EVENTS = ("push", "Push Hook")
@@ -24,7 +25,7 @@ PUSH_EVENTS = ("push", "Push Hook")
 class Settings(Resource):
     async def get_deploy_settings(self, caller: Caller, agent_id: str) -> dict[str, Any]:
         async with self.runtime.unit_of_work() as uow:
-            await self.agent_in(uow, agent_id, caller.org)
+            await agent_in(uow, agent_id, caller.org)
             await self.source_of(uow, agent_id)
             return (await store(uow).deploy_settings(agent_id)).as_json()
 
@@ -38,7 +39,7 @@ class Settings(Resource):
             if why is not None:
                 raise Unprocessable(422, why)
         async with self.runtime.unit_of_work() as uow:
-            await self.agent_in(uow, agent_id, caller.org)
+            await agent_in(uow, agent_id, caller.org)
             source = await self.source_of(uow, agent_id)
             if fields.get("builds_on_push") and source.mode == "hosted":
                 raise Unprocessable(422, "a hosted source is built when a proposal is approved; it has no pushes")
@@ -50,13 +51,13 @@ class Settings(Resource):
 class Builds(Resource):
     async def list_builds(self, caller: Caller, agent_id: str) -> dict[str, Any]:
         async with self.runtime.unit_of_work() as uow:
-            await self.agent_in(uow, agent_id, caller.org)
+            await agent_in(uow, agent_id, caller.org)
             return {"builds": [await build_json(uow, b) for b in await store(uow).builds_of(agent_id)]}
 
     async def read_build(self, caller: Caller, agent_id: str, build_id: str) -> dict[str, Any]:
         """A build with its status, triggers, deploys and log."""
         async with self.runtime.unit_of_work() as uow:
-            await self.agent_in(uow, agent_id, caller.org)
+            await agent_in(uow, agent_id, caller.org)
             build = await store(uow).build(build_id)
             if build is None or build.agent_id != agent_id:
                 raise NotFound(f"agent {agent_id!r} has no build {build_id!r}")
@@ -65,7 +66,7 @@ class Builds(Resource):
     async def start_build(self, caller: Caller, agent_id: str, body: BuildIn) -> dict[str, Any]:
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
-            agent = await self.agent_in(uow, agent_id, caller.org)
+            agent = await agent_in(uow, agent_id, caller.org)
             source = await self.source_of(uow, agent_id)
             commit = await self.commit_of(source, body.source_version, "build")
             build = await self.deploys.request_build(uow, source, agent.org_id, commit, "manual", actor, actor)
@@ -75,26 +76,26 @@ class Builds(Resource):
 class Deploys(Resource):
     async def list_deploys(self, caller: Caller, agent_id: str) -> dict[str, Any]:
         async with self.runtime.unit_of_work() as uow:
-            await self.agent_in(uow, agent_id, caller.org)
+            await agent_in(uow, agent_id, caller.org)
             return {"deploys": [d.as_json() for d in await store(uow).deploys_of(agent_id)]}
 
     async def read_deploy(self, caller: Caller, agent_id: str, deploy_id: str) -> dict[str, Any]:
         async with self.runtime.unit_of_work() as uow:
-            await self.agent_in(uow, agent_id, caller.org)
+            await agent_in(uow, agent_id, caller.org)
             return (await deploy_in(uow, agent_id, deploy_id)).as_json()
 
     async def promote(self, caller: Caller, agent_id: str, deploy_id: str) -> dict[str, Any]:
         """Make a started deploy live (when auto-promote is off)."""
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
-            await self.agent_in(uow, agent_id, caller.org)
+            await agent_in(uow, agent_id, caller.org)
             await deploy_in(uow, agent_id, deploy_id)
             return done(await self.deploys.promote(uow, deploy_id, actor))
 
     async def retry(self, caller: Caller, agent_id: str, deploy_id: str) -> dict[str, Any]:
         """Start again a deploy that did not start (its commit stays)."""
         async with self.runtime.unit_of_work() as uow:
-            await self.agent_in(uow, agent_id, caller.org)
+            await agent_in(uow, agent_id, caller.org)
             await deploy_in(uow, agent_id, deploy_id)
             return done(await self.deploys.retry(uow, deploy_id))
 

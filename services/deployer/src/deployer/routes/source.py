@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from assent.api import Caller, Permission
 from assent.contracts import CardField
@@ -15,6 +15,7 @@ from assent.hashing import unified_diff
 from assent.kinds import SUPERSEDED
 from assent.runtime import StoredProposal
 from assent.runtime.uow import UnitOfWork
+from assent.runtime.walls import NotFound, agent_in
 from deployer_contract.source import (
     CommitIn,
     DeploymentIn,
@@ -30,7 +31,7 @@ from ..adapters.repository import Deploy
 from ..domain import builder, checks
 from ..domain.proposals import FileChange, moved_files, text_hash
 from ..kinds.source import decode
-from . import NotFound, Resource, Unprocessable, author, refused, store
+from . import Resource, Unprocessable, author, refused, store
 
 NOT_SHOWN = (
     "the builder chat is only for people with permission to edit the agent's source: an admin or developer, or the "
@@ -43,7 +44,7 @@ class Repository(Resource):
         """Create an agent's hosted repository (with its first source version), or attach an external one."""
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
-            agent = await self.agent_in(uow, agent_id, caller.org)
+            agent = await agent_in(uow, agent_id, caller.org)
             if isinstance(body, ExternalRepositoryIn):
                 try:
                     source = await self.repos.attach_external(agent_id, body.url, body.provider, body.branch)
@@ -63,14 +64,14 @@ class Repository(Resource):
 
     async def get_repository(self, caller: Caller, agent_id: str) -> dict[str, Any]:
         async with self.runtime.unit_of_work() as uow:
-            await self.agent_in(uow, agent_id, caller.org)
+            await agent_in(uow, agent_id, caller.org)
             return await self.describe(uow, agent_id)
 
     async def commit_directly(self, caller: Caller, agent_id: str, body: CommitIn) -> dict[str, Any]:
         """A person's own commit onto the production branch (a hosted source's next source version)."""
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
-            await self.agent_in(uow, agent_id, caller.org)
+            await agent_in(uow, agent_id, caller.org)
             source = await self.source_of(uow, agent_id)
             async with self.repos.lock(agent_id):
                 head = await self.repos.head(source)
@@ -98,7 +99,7 @@ class Repository(Resource):
     async def record_deployment(self, caller: Caller, agent_id: str, body: DeploymentIn) -> dict[str, Any]:
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
-            await self.agent_in(uow, agent_id, caller.org)
+            await agent_in(uow, agent_id, caller.org)
             source = await self.source_of(uow, agent_id)
             version = await self.commit_of(source, body.source_version, "deploy") if body.records_version else None
             deployment = await store(uow).add_deployment(agent_id, version, actor)
@@ -133,24 +134,24 @@ class Proposals(Resource):
     async def list_proposals(self, caller: Caller, agent_id: str) -> dict[str, Any]:
         """The Proposals page: Waiting and Decided, with the count of each."""
         async with self.runtime.unit_of_work() as uow:
-            await self.agent_in(uow, agent_id, caller.org)
+            await agent_in(uow, agent_id, caller.org)
             return await self.page(uow, agent_id)
 
     async def read_proposal(self, caller: Caller, agent_id: str, proposal_id: str) -> dict[str, Any]:
         async with self.runtime.unit_of_work() as uow:
-            await self.agent_in(uow, agent_id, caller.org)
+            await agent_in(uow, agent_id, caller.org)
             found = await self.page(uow, agent_id, only=proposal_id)
         items = found["waiting"] + found["decided"]
         if not items:
             raise NotFound(f"agent {agent_id!r} has no proposal {proposal_id!r}")
-        return items[0]
+        return cast("dict[str, Any]", items[0])
 
     async def builder_chat(self, caller: Caller, agent_id: str) -> dict[str, Any]:
         """Whether the agent shows the builder chat to the caller: its active deployment declares
         ``propose_source_change`` (read at the version it recorded), or it has a proposal from chat; and only to a
         person with permission to edit its source (:attr:`Permission.APPROVE_SOURCE`)."""
         async with self.runtime.unit_of_work() as uow:
-            agent = await self.agent_in(uow, agent_id, caller.org)
+            agent = await agent_in(uow, agent_id, caller.org)
             source = await store(uow).source(agent_id)
             deployment = await store(uow).latest_deployment(agent_id)
             from_chat = await store(uow).has_chat_proposal(agent_id)
@@ -214,14 +215,14 @@ class Proposals(Resource):
 class Issues(Resource):
     async def list_issues(self, caller: Caller, agent_id: str) -> dict[str, Any]:
         async with self.runtime.unit_of_work() as uow:
-            await self.agent_in(uow, agent_id, caller.org)
+            await agent_in(uow, agent_id, caller.org)
             return {"issues": [issue.as_json() for issue in await store(uow).issues_of(agent_id)]}
 
     async def create_issue(self, caller: Caller, agent_id: str, body: IssueIn) -> dict[str, Any]:
         actor = caller.actor
         self.check_evals(body.evals)
         async with self.runtime.unit_of_work() as uow:
-            agent = await self.agent_in(uow, agent_id, caller.org)
+            agent = await agent_in(uow, agent_id, caller.org)
             issue_id = f"iss_{uuid.uuid4().hex[:16]}"
             issue = await store(uow).add_issue(
                 issue_id, agent_id, agent.org_id, body.title, body.text, dict(body.evals), actor
@@ -230,19 +231,19 @@ class Issues(Resource):
 
     async def read_issue(self, caller: Caller, agent_id: str, issue_id: str) -> dict[str, Any]:
         async with self.runtime.unit_of_work() as uow:
-            await self.agent_in(uow, agent_id, caller.org)
-            return (await self.issue_of(uow, agent_id, issue_id)).as_json()
+            await agent_in(uow, agent_id, caller.org)
+            return cast("dict[str, Any]", (await self.issue_of(uow, agent_id, issue_id)).as_json())
 
     async def change_issue(self, caller: Caller, agent_id: str, issue_id: str, body: IssuePatch) -> dict[str, Any]:
         actor = caller.actor
         if body.evals is not None:
             self.check_evals(body.evals)
         async with self.runtime.unit_of_work() as uow:
-            await self.agent_in(uow, agent_id, caller.org)
+            await agent_in(uow, agent_id, caller.org)
             issue = await self.issue_of(uow, agent_id, issue_id)
             fields = body.model_dump(exclude_unset=True)
             if not fields:
-                return issue.as_json()
+                return cast("dict[str, Any]", issue.as_json())
             return (await store(uow).update_issue(issue_id, actor, **fields)).as_json()
 
     @staticmethod

@@ -18,6 +18,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from assent.runtime import service_metadata
+from assent.runtime.tables import last_update, studio_request
 
 SCHEMA = "edits"
 metadata, shared = service_metadata(SCHEMA)
@@ -31,8 +32,7 @@ memory = Table(
     Column("content", Text, nullable=False),
     Column("version", Integer, nullable=False),
     Column("hash", Text, nullable=False),
-    Column("updated_by", Text, nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    *last_update(),
 )
 
 memory_revisions = Table(
@@ -44,8 +44,7 @@ memory_revisions = Table(
     Column("content", Text, nullable=False),
     Column("hash", Text, nullable=False),
     Column("author_user_id", Text, nullable=False),
-    Column("studio_session_id", Text),
-    Column("studio_seq", Integer),
+    *studio_request(),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     UniqueConstraint("agent_id", "version"),
 )
@@ -62,8 +61,7 @@ file_changes = Table(
     Column("actor_user_id", Text, nullable=False),
     Column("tool_call_id", Text),
     Column("tool_name", Text),
-    Column("studio_session_id", Text),
-    Column("studio_seq", Integer),
+    *studio_request(),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Index("ix_file_changes_org_id_path", "org_id", "path"),
 )
@@ -77,8 +75,7 @@ guild_changes = Table(
     Column("field", Text, nullable=False),
     Column("changed_by", Text, nullable=False),
     Column("tool_call_id", Text),
-    Column("studio_session_id", Text),
-    Column("studio_seq", Integer),
+    *studio_request(),
     Column("changed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Index("ix_guild_changes_guild_id", "guild_id"),
 )
@@ -95,8 +92,7 @@ collections = Table(
     Column("guild_id", Text, ForeignKey(guilds.c.guild_id)),
     Column("columns", JSONB, nullable=False),
     Column("version", Integer, nullable=False),
-    Column("updated_by", Text, nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    *last_update(),
     UniqueConstraint("org_id", "name"),
     CheckConstraint("scope IN ('guild', 'org')", name="ck_collections_scope"),
     CheckConstraint("(scope = 'org') = (guild_id IS NULL)", name="ck_collections_owner"),
@@ -110,8 +106,7 @@ collection_records = Table(
     Column("record_id", BigInteger, Identity(), primary_key=True),
     Column("collection_id", Text, ForeignKey(collections.c.collection_id, ondelete="CASCADE"), nullable=False),
     Column("data", JSONB, nullable=False),
-    Column("updated_by", Text, nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    *last_update(),
     Index("ix_collection_records_collection_id", "collection_id", "record_id"),
 )
 """A collection's records, one JSON object each (column name to value), changed set-wise on a retype or removal."""
@@ -142,8 +137,7 @@ collection_changes = Table(
     Column("actor_user_id", Text, nullable=False),
     Column("tool_call_id", Text),
     Column("tool_name", Text),
-    Column("studio_session_id", Text),
-    Column("studio_seq", Integer),
+    *studio_request(),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Index("ix_collection_changes_collection_id", "collection_id", "change_id"),
 )
@@ -163,8 +157,7 @@ notes = Table(
     Column("content", Text, nullable=False),
     Column("version", Integer, nullable=False),
     Column("hash", Text, nullable=False),
-    Column("updated_by", Text, nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    *last_update(),
     UniqueConstraint("org_id", "display_path"),
     CheckConstraint("level IN ('agent', 'guild', 'org')", name="ck_notes_level"),
 )
@@ -185,8 +178,7 @@ note_revisions = Table(
     Column("author_user_id", Text, nullable=False),
     Column("tool_call_id", Text),
     Column("tool_name", Text),
-    Column("studio_session_id", Text),
-    Column("studio_seq", Integer),
+    *studio_request(),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     UniqueConstraint("note_id", "version"),
     Index("ix_note_revisions_org_id_display_path", "org_id", "display_path"),

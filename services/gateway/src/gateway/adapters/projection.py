@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -130,16 +130,18 @@ CONTINUE_TURNS = update_rows(t.turns, ("session_id", "turn_id", "step"), ("conti
 
 SESSION_ORG = f"SELECT org_id FROM {t.sessions.fullname} WHERE session_id = $1"
 
-REQUEST_AT = (
+_REQUEST = (
     "SELECT "
     + ", ".join(f"r.{column.name}" for column in t.requests.c)
     + ", s.org_id AS session_org, a.owners, a.editors"
     f" FROM {t.requests.fullname} AS r"
     f" JOIN {t.sessions.fullname} AS s ON s.session_id = r.session_id"
     f" LEFT OUTER JOIN {t.agents.fullname} AS a ON a.agent_id = r.agent_id"
-    " WHERE r.session_id = $1 AND r.seq = $2"
 )
+REQUEST_AT = _REQUEST + " WHERE r.session_id = $1 AND r.seq = $2"
 """The request at a session's seq, with its session's organisation and its agent's owners and editors."""
+REQUEST_OF = _REQUEST + " WHERE r.proposal_id = $1"
+"""The request of a proposal, as :data:`REQUEST_AT` reads it."""
 
 INSERT_DECISION = (
     f"INSERT INTO {t.decisions.fullname} (decision_id, session_id, seq, proposal_id, decision, actor, via, message_id)"
@@ -223,10 +225,13 @@ class ProjectionStore:
         await self.conn.executemany(CONTINUE_TURN, continued)
 
     async def session_org(self, session_id: str) -> str | None:
-        return await self.conn.fetchval(SESSION_ORG, session_id)
+        return cast("str | None", await self.conn.fetchval(SESSION_ORG, session_id))
 
     async def request_at(self, session_id: str, seq: int) -> asyncpg.Record | None:
         return await self.conn.fetchrow(REQUEST_AT, session_id, seq)
+
+    async def request_of(self, proposal_id: str) -> asyncpg.Record | None:
+        return await self.conn.fetchrow(REQUEST_OF, proposal_id)
 
     async def latest_paused_turn(self, session_id: str) -> asyncpg.Record | None:
         """:data:`LATEST_PAUSED_TURN`: its turn, step, awaited calls, continuation (None until continued), sends."""
@@ -234,7 +239,7 @@ class ProjectionStore:
 
     async def decided_of(self, tool_call_ids: Sequence[str]) -> int:
         """How many of the requests made by ``tool_call_ids`` are no longer pending."""
-        return await self.conn.fetchval(DECIDED_OF, list(tool_call_ids))
+        return cast(int, await self.conn.fetchval(DECIDED_OF, list(tool_call_ids)))
 
     async def count_send(self, session_id: str, turn_id: str, step: int) -> None:
         """One more send of the turn's continuation."""
@@ -268,4 +273,6 @@ class SqlDecisions:
     async def outcome(self, decision_id: str) -> dict[str, Any] | None:
         """The decision's outcome as the projection holds it (None until it arrived)."""
         async with self.engine.connect() as conn:
-            return await (await driver_connection(conn)).fetchval(DECISION_OUTCOME, decision_id)
+            return cast(
+                "dict[str, Any] | None", await (await driver_connection(conn)).fetchval(DECISION_OUTCOME, decision_id)
+            )

@@ -79,14 +79,16 @@ def config(settings: GatewaySettings | None) -> dict[str, Any]:
 
 
 def kinds() -> dict[str, Any]:
-    """The registry as the console decides with it: per kind its section, the endpoint that decides it, the decision
-    that applies (the one that is not ``decline``), the one that declines, and whether Apply all skips it."""
+    """The registry as the console decides with it: per kind its section, the endpoint that decides it and whether
+    by session or on the agent's page, the decision that applies (the one that is not ``decline``), the one that
+    declines, and whether Apply all skips it."""
     return {
         "sections": list(SECTIONS),
         "kinds": {
             name: {
                 "section": spec.section,
                 "endpoint": spec.endpoint,
+                "addressed_by": spec.addressed_by,
                 "apply": next(d for d in spec.decisions if d != spec.decline),
                 "decline": spec.decline,
                 "decline_label": spec.decline_label,

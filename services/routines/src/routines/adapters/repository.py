@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import and_, delete, func, select, text, true, update
 from sqlalchemy.dialects.postgresql import insert
@@ -40,7 +40,7 @@ class RoutinesRepository:
 
     async def now(self) -> datetime:
         """The scheduler's now: the database's clock plus the clock table's offset (none: zero)."""
-        return (await self.conn.execute(NOW)).scalar_one()
+        return cast(datetime, (await self.conn.execute(NOW)).scalar_one())
 
     async def get(self, schedule_id: str, *, for_update: bool = False) -> Routine | None:
         statement = select(t.routines).where(t.routines.c.schedule_id == schedule_id)

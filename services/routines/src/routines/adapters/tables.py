@@ -11,11 +11,11 @@ from sqlalchemy import (
     Interval,
     Table,
     Text,
-    func,
     text,
 )
 
 from assent.runtime import service_metadata
+from assent.runtime.tables import last_update, studio_request
 
 SCHEMA = "routines"
 metadata, shared = service_metadata(SCHEMA)
@@ -35,10 +35,8 @@ routines = Table(
     Column("paused", Boolean, nullable=False),
     Column("next_wake_at", DateTime(timezone=True)),
     Column("version", Integer, nullable=False),
-    Column("updated_by", Text, nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    Column("studio_session_id", Text),
-    Column("studio_seq", Integer),
+    *last_update(),
+    *studio_request(),
     CheckConstraint('(cron IS NULL) <> ("window" IS NULL)', name="routines_one_timing"),
     Index("routines_agent", "agent_id"),
     Index("routines_guild", "guild_id"),
@@ -53,8 +51,7 @@ guild_switches = Table(
     Column("guild_id", Text, primary_key=True),
     Column("org_id", Text, nullable=False),
     Column("routines_on", Boolean, nullable=False),
-    Column("updated_by", Text, nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    *last_update(),
 )
 """A guild's routines switch; a guild without a row has its routines on."""
 

@@ -307,7 +307,7 @@ function decisionOf(sessionId, item) {
     // PUT there is edited by the operator (a draft's next version). The API's own document says which.
     hasCard: Boolean(operations[`/api/studio/sessions/{session_id}/${endpoint}/{seq}`]?.includes("get")),
     editable: Boolean(operations[`/api/studio/sessions/{session_id}/${endpoint}/{seq}`]?.includes("put")),
-    onProposalsPage: endpoint === "proposals",
+    onProposalsPage: kind.addressed_by === "agent",
   };
 }
 
