@@ -96,6 +96,9 @@ async def schemathesis(stack: Stack, token: str, settings: Path, phases: str) ->
     assert process.returncode == 0, output.decode(errors="replace")[-8000:]
 
 
+@pytest.mark.timeout(
+    900
+)  # a bounded run (examples per operation, every route), 2-3 min here; far longer on a busy machine
 async def test_the_public_document_tells_the_truth(stack: Stack, tmp_path: Path) -> None:
     async with stack.http() as http:
         world = await source_world(http)  # a fresh organisation with a hosted source; http acts as its admin
