@@ -22,7 +22,7 @@ uv: ## Install uv (the package manager) if the machine lacks it
 # process would otherwise compile every module it imports, each time it starts (2.6 s of CPU per service, not 1.1).
 install: uv ## Create .venv with every package pinned in uv.lock, compiled to bytecode
 	@UV_COMPILE_BYTECODE=1 $(UV) sync --frozen --all-packages --quiet
-	@.venv/bin/python -m compileall -q -j0 shared/src $(wildcard services/*/src services/*/contract/src) deploy/devstack/src cli/src >/dev/null
+	@$(UV) run --frozen --no-sync python -m compileall -q -j0 shared/src $(wildcard services/*/src services/*/contract/src) deploy/devstack/src cli/src >/dev/null
 
 run: install ## Run the whole system on this machine with a demo workspace and coach turn (Ctrl-C stops it)
 	@$(UV) run --frozen python -m assent_devstack.run
