@@ -160,3 +160,22 @@ def test_a_new_run_stops_and_deletes_what_the_previous_run_left(tmp_path: Path) 
     finally:
         redis.stop()
         postgres.stop()
+
+
+def test_no_two_services_of_a_system_are_given_one_port(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every port is free when chosen and bound only when its service starts; a chooser that would hand out the
+    same free port twice must be told which are taken already."""
+    import assent_devstack.system as system_module
+
+    def first_free(exclude: tuple[int, ...] = ()) -> int:
+        return next(port for port in range(LOWEST_PORT, LOWEST_PORT + 100) if port not in exclude)
+
+    monkeypatch.setattr(system_module, "free_port", first_free)
+    built = system_module.build_system(
+        kafka_bootstrap_servers="127.0.0.1:9",
+        database_url="postgresql://x@127.0.0.1:9/x",
+        redis_url="redis://x",
+        log_dir=tmp_path,
+    )
+    ports = [process.port for process in built.processes.values()]
+    assert len(set(ports)) == len(ports) == len(system_module.service_list()), ports

@@ -440,7 +440,8 @@ def _start_and_play(args: argparse.Namespace, state_dir: Path, port: int, cleanu
     cleanup.callback(system.stop)
     logs.mkdir(parents=True, exist_ok=True)
     print(f"Starting the services ({', '.join(system.processes)}) and the order desk's MCP server ...", flush=True)
-    mcp = start_mcp_server(free_port(), logs / "mcp-order-desk.log", wait=False)
+    taken = tuple(process.port for process in system.processes.values())  # chosen, not bound yet
+    mcp = start_mcp_server(free_port(exclude=taken), logs / "mcp-order-desk.log", wait=False)
     cleanup.callback(mcp.stop)
     try:
         system.start()

@@ -229,7 +229,11 @@ def build_system(
     (:class:`~assent_devstack.containers.ServiceContainer`)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     services = service_list()
-    ports = {spec.name: (gateway_port if spec.public and gateway_port else free_port()) for spec in services}
+    # Each port is free when chosen, but none is bound until its service starts: a port chosen for one service must
+    # not be chosen again for another (two services on one port: the second fails to bind and exits).
+    ports: dict[str, int] = {}
+    for spec in services:
+        ports[spec.name] = gateway_port if spec.public and gateway_port else free_port(exclude=tuple(ports.values()))
     owner_urls = {spec.name: f"http://127.0.0.1:{ports[spec.name]}" for spec in services if not spec.public}
     env = {
         "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap_servers,
