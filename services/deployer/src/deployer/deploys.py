@@ -72,7 +72,7 @@ class Deploys:
         *,
         concurrency: int = 2,
         poll_seconds: float = 60.0,
-        idle_seconds: float = 0.5,
+        idle_seconds: float = 5.0,
     ) -> None:
         self.repos = repos
         self.artifacts = artifacts
@@ -82,6 +82,8 @@ class Deploys:
         self.poll_seconds = poll_seconds
         self.idle_seconds = idle_seconds
         self.wake = asyncio.Event()
+        self.next_job_in: float | None = None
+        """Seconds until the next queued job comes due, as the last look that found none saw it (None: none)."""
 
     def _wake(self, uow: UnitOfWork) -> None:
         async def wake() -> None:
@@ -442,6 +444,7 @@ class Deploys:
         async with unit_of_work() as uow:
             job = await store(uow).claim_job()
             if job is None:
+                self.next_job_in = await store(uow).seconds_to_next_job()
                 return False
             try:
                 async with uow.conn.begin_nested():
@@ -474,20 +477,25 @@ class Deploys:
     # --- the workers and the poller -----------------------------------------------------------------------
 
     async def _worker(self, unit_of_work: Callable[[], Any], *, polls: bool) -> None:
-        """Run jobs while there are any; then wait to be woken (a job made by this process), and, for the worker
-        that ``polls``, look again every ``idle_seconds`` for jobs made elsewhere (another replica, a retry that came
-        due). One worker looks on its own while all are idle, so an idle deployer costs one query a period, not one
-        per worker; a worker that found a job wakes the others, as there may be more."""
+        """Run jobs while there are any; then wait to be woken (a job made by this process). The worker that
+        ``polls`` also looks again when the next queued job comes due (a retry), and every ``idle_seconds`` at most
+        for jobs made elsewhere (by another replica whose workers were busy, or that died). One worker looks on its
+        own while all are idle, so an idle deployer costs one query a period, not one per worker; a worker that
+        found a job wakes the others, as there may be more."""
         while True:
+            self.wake.clear()  # before the look: a job made during it wakes the wait below
             try:
                 if await self.run_one(unit_of_work):
                     self.wake.set()
                     continue
             except Exception:
                 log.warning("the job worker failed; trying again", exc_info=True)
-            self.wake.clear()
+            timeout = None
+            if polls:
+                due = self.next_job_in
+                timeout = self.idle_seconds if due is None else min(self.idle_seconds, max(due, 0.0))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), self.idle_seconds if polls else None)
+                await asyncio.wait_for(self.wake.wait(), timeout)
 
     async def poll_once(self, unit_of_work: Callable[[], Any]) -> int:
         """Fetch every remote that builds on push; a new production head starts its build. Returns how many."""

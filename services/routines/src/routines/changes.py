@@ -1,5 +1,6 @@
 """What every write of a routine does besides the row: plan its next wake-up, and announce the change on the
-guild's stream (``agent.routines.changed``) in the same transaction (the outbox)."""
+guild's stream (``agent.routines.changed``) in the same transaction (the outbox), and once it commits, wake this
+process's scheduler to look at the new plan."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from routines_contract.topics import AGENT_ROUTINES_CHANGED
 
 from .domain.routine import Routine
 from .domain.timing import Timing
+from .scheduler import plans_changed
 
 
 def planned(timing: Timing, paused: bool, now: datetime) -> datetime | None:
@@ -28,6 +30,7 @@ async def changed(
     session_id: str | None = None,
     seq: int | None = None,
 ) -> None:
+    uow.on_commit(plans_changed)
     await uow.emit(
         AGENT_ROUTINES_CHANGED,
         routine.guild_id,

@@ -21,6 +21,7 @@ from routines_contract.routes import OWNER, RoutineIn, RoutinePatch, SwitchIn
 
 from .adapters.repository import RoutinesRepository
 from .changes import changed, planned
+from .scheduler import plans_changed
 from .domain.routine import EditRoutine, Routine, Wanted, wanted_routine
 from .domain.timing import wake_in_words, zone
 from .kinds.routine import new_schedule_id
@@ -135,6 +136,7 @@ class RoutineRoutes:
                 now = await repo.now()
                 for routine in routines:
                     await repo.plan(routine.schedule_id, planned(routine.timing, routine.paused, now))
+                uow.on_commit(plans_changed)
                 routines = await repo.of_guild(guild_id)
             if body.routines_on != was_on:
                 await uow.emit(*_switch_event(guild, body.routines_on, actor))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
@@ -55,8 +56,18 @@ async def fire_due(uow: UnitOfWork, limit: int) -> int:
     return len(due)
 
 
+async def plans_changed() -> None:
+    """Wake this process's schedulers to look again: one of its transactions planned a wake-up and committed
+    (``uow.on_commit(plans_changed)``)."""
+    for scheduler in list(_RUNNING):
+        scheduler._woken.set()
+
+
 class Scheduler:
-    """The loop every replica runs: a fire every ``poll_seconds``, at once again while a fire took a full batch."""
+    """The loop every replica runs. It fires what is due, then sleeps until the next planned wake-up, or until
+    this replica plans one (:func:`plans_changed`, after the commit), or for ``poll_seconds`` at most: the longest a
+    wake-up planned by another replica, or a clock moved by hand, waits for this one. A fire that took a full
+    batch is followed by another at once."""
 
     def __init__(
         self,
@@ -70,22 +81,29 @@ class Scheduler:
         self.claim_relay = claim_relay
         self.poll_seconds = poll_seconds
         self.batch = batch
+        self._woken = asyncio.Event()
 
-    async def tick(self) -> int:
+    async def tick(self) -> tuple[int, float | None]:
+        """Fire what is due; how many fired, and the seconds until the next planned wake-up (None: none)."""
         async with self.unit_of_work() as uow:
-            return await fire_due(uow, self.batch)
+            fired = await fire_due(uow, self.batch)
+            return fired, await uow.store(RoutinesRepository).seconds_to_next_wake()
 
     async def _loop(self) -> None:
         while True:
+            self._woken.clear()  # before the look: a plan committed during it wakes the next sleep
             try:
-                fired = await self.tick()
+                fired, until_next = await self.tick()
             except asyncio.CancelledError:
                 raise
             except Exception:  # an outage or a failed fire rolls back; the next tick tries again
                 log.exception("routines: a fire failed; trying again")
-                fired = 0
-            if fired < self.batch:
-                await asyncio.sleep(self.poll_seconds)
+                fired, until_next = 0, None
+            if fired >= self.batch:
+                continue
+            sleep = self.poll_seconds if until_next is None else min(self.poll_seconds, max(until_next, 0.0))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), sleep)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -94,9 +112,15 @@ class Scheduler:
         # on, where two claims at once would each take a lock.
         await self.claim_relay()
         task = asyncio.create_task(self._loop(), name="routines-scheduler")
+        _RUNNING.add(self)
         try:
             yield
         finally:
+            _RUNNING.discard(self)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+_RUNNING: weakref.WeakSet[Scheduler] = weakref.WeakSet()
+"""This process's running schedulers."""

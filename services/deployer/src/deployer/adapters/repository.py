@@ -355,6 +355,15 @@ class DeploysRepository:
         ).first()
         return None if row is None else Job(row.job_id, row.kind, row.ref, row.attempts)
 
+    async def seconds_to_next_job(self) -> float | None:
+        """Seconds until the earliest queued job comes due (negative when one is due); None when none is queued."""
+        due = await self.conn.scalar(
+            select(func.extract("epoch", func.min(t.jobs.c.available_at) - func.now())).where(
+                t.jobs.c.status == "queued"
+            )
+        )
+        return None if due is None else float(due)
+
     async def finish_job(self, job_id: int, status: str = "done", error: str | None = None) -> None:
         await self.conn.execute(
             t.jobs.update().where(t.jobs.c.job_id == job_id).values(status=status, last_error=error)

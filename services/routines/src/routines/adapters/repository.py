@@ -14,7 +14,13 @@ from ..domain.routine import Routine
 from ..domain.timing import Timing
 from . import tables as t
 
-NOW = text(f"SELECT now() + coalesce((SELECT \"offset\" FROM {t.SCHEMA}.clock WHERE id = 1), interval '0')")
+NOW_SQL = f"SELECT now() + coalesce((SELECT \"offset\" FROM {t.SCHEMA}.clock WHERE id = 1), interval '0')"
+NOW = text(NOW_SQL)
+NEXT_WAKE = text(
+    f"SELECT extract(epoch FROM min(r.next_wake_at) - ({NOW_SQL}))::float8 FROM {t.SCHEMA}.routines r "
+    f"LEFT JOIN {t.SCHEMA}.guild_switches g ON g.guild_id = r.guild_id "
+    "WHERE NOT r.paused AND coalesce(g.routines_on, true)"
+)
 
 
 def _routine(row: Any) -> Routine:
@@ -123,6 +129,11 @@ class RoutinesRepository:
             .with_for_update(of=r, skip_locked=True)
         )
         return [_routine(row) for row in await self.conn.execute(statement)]
+
+    async def seconds_to_next_wake(self) -> float | None:
+        """Seconds from the scheduler's now to the earliest planned wake-up of a routine that may fire (not paused,
+        its guild's routines on; negative when one is overdue); None when no routine may fire."""
+        return cast("float | None", (await self.conn.execute(NEXT_WAKE)).scalar_one())
 
 
 def _values(routine: Routine, actor: str, session_id: str | None, seq: int | None) -> dict[str, Any]:
