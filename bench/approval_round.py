@@ -368,6 +368,17 @@ class Bench:
             finally:
                 await session.close()
 
+    async def at_rest(self, seconds: float) -> dict[str, float]:
+        """Each service's (and server's) CPU in ms per second over ``seconds`` with nothing to do: what it costs to
+        run at all, and what an owner that takes no part in a round spends in it (its timers and empty fetches)."""
+        pids = self.pids()
+        if self.servers is not None:
+            pids["Kafka"] = list(self.servers.kafka.pids)
+        before = {name: sum(cpu_seconds(pid) for pid in ps) for name, ps in pids.items()}
+        await asyncio.sleep(seconds)
+        after = {name: sum(cpu_seconds(pid) for pid in ps) for name, ps in pids.items()}
+        return {name: 1000 * (after[name] - before[name]) / seconds for name in pids}
+
     async def latency(self, rounds: int) -> dict[str, list[float]]:
         async with self.probe() as block:
             return await block(rounds, 10)
@@ -424,6 +435,9 @@ class Bench:
         assert len(mine) == sum(ours.values()), f"{sum(ours.values())} rounds but {len(mine)} continued turns"
         return len(mine), sum(mine.values())
 
+
+REST_SECONDS = 10.0
+"""How long the system is left with nothing to do while its CPU at rest is measured (the clock ticks at 10 ms)."""
 
 RAW_LEG = {"propose → visible": "propose", "apply → 200": "apply"}
 """The system's legs, and the raw leg (:mod:`raw`) each is compared with."""
@@ -553,6 +567,7 @@ async def main() -> None:
         await asyncio.sleep(2)
         rest = bench.rss()
         warm_up = await bench.throughput(args.concurrency, WARM_UP_SECONDS)  # not a figure: warms every part
+        resting = await bench.at_rest(REST_SECONDS)
         kafka_rt = await kafka_round_trips(kafka, args.rounds * 2)
         kafka_hops = {idle: await kafka_hops_between_processes(kafka, args.rounds, idle) for idle in HOP_IDLE_SECONDS}
         dsn = make_url(bench_db).set(drivername="postgresql").render_as_string(hide_password=False)
@@ -633,6 +648,8 @@ async def main() -> None:
     print("\nThroughput (every apply answered 200, nothing left pending):")
     for load in loads:
         print_load(load)
+    at_rest = ", ".join(f"{name} {value:.1f}" for name, value in resting.items())
+    print(f"  at rest ({REST_SECONDS:.0f} s with nothing to do), CPU ms per second: {at_rest}")
     print(f"  every turn continued exactly once: {turns} paused turns, {sent} continuations on the topic")
     print("\nMemory (RSS MiB, the largest replica):")
     for service in rest:
