@@ -9,7 +9,7 @@ go unchecked.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from assent.api import ROUTES, Permission, PublicRoute
 from tests.conftest import OPERATOR, Stack, World, new_world, wait_for
 from tests.issuer import test_issuer
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
@@ -93,7 +94,7 @@ S = "/api/studio/sessions/{session_id}"
 W = "/api/workspace"
 AG = "/api/agents/{agent_id}"
 
-ENDPOINTS = [
+LISTED = [
     Endpoint("GET", f"{S}/pending", lambda s: f"/api/studio/sessions/{s.session_id}/pending", "read"),
     Endpoint("GET", f"{S}/events", lambda s: f"/api/studio/sessions/{s.session_id}/events", "read", stream=True),
     Endpoint("GET", f"{S}/edits/{{seq}}", lambda s: f"/api/studio/sessions/{s.session_id}/edits/{s.seq}", "read"),
@@ -497,6 +498,37 @@ ENDPOINTS = [
         lambda s: {"decision": "discard"},
     ),
 ]
+"""Every route of the public document, by hand, but the owners' reads that :func:`declared_reads` finds."""
+
+KNOWN_IDS: dict[str, Callable[[Scene], str]] = {
+    "agent_id": lambda s: s.world.agent_id,
+    "guild_id": lambda s: s.world.guild_id,
+    "org_id": lambda s: s.world.org_id,
+}
+
+
+def declared_reads(routes: Sequence[PublicRoute], listed: Sequence[Endpoint]) -> list[Endpoint]:
+    """The owners' declared reads that ``listed`` does not name: a GET any role of the organisation may call, whose
+    path names only the scene's agent, guild or organisation. Each is checked as a read (200 for every role, 404
+    from another organisation, 401 without a valid token), so a new owner's read route is checked with no line
+    here."""
+    named = {(e.method, e.route) for e in listed}
+    reads = []
+    for route in routes:
+        if (route.method, route.public_path) in named or route.method != "GET" or route.permission != Permission.READ:
+            continue
+        if not set(route.path_params) <= KNOWN_IDS.keys():
+            continue
+
+        def path(scene: Scene, route: PublicRoute = route) -> str:
+            return route.public_path.format(**{name: KNOWN_IDS[name](scene) for name in route.path_params})
+
+        reads.append(Endpoint("GET", route.public_path, path, "read"))
+    return reads
+
+
+ENDPOINTS = [*LISTED[:-1], *declared_reads(ROUTES, LISTED), LISTED[-1]]
+"""What the matrix calls, in order (the last ends the proposal the others read)."""
 
 
 def expected(caller: str, endpoint: Endpoint) -> int:
@@ -612,6 +644,23 @@ async def scene_of(stack: Stack, admin: httpx.AsyncClient) -> Scene:
         place.build_id,
         place.deploy_id,
     )
+
+
+def test_an_owners_read_that_the_list_does_not_name_is_checked_as_a_read() -> None:
+    shelf = PublicRoute("shelf", "GET", "/agents/{agent_id}/books", "read_book", "Books", Permission.READ, "shelf")
+    write = PublicRoute(
+        "shelf", "POST", "/agents/{agent_id}/books", "add_book", "Add", Permission.CHANGE_WORKSPACE, "shelf"
+    )
+    unknown = PublicRoute("shelf", "GET", "/books/{book_id}", "book", "A book", Permission.READ, "shelf")
+    listed = [e for e in LISTED if e.route != f"{W}/agents/{{agent_id}}/memory"]
+    memory = next(r for r in ROUTES if r.public_path == f"{W}/agents/{{agent_id}}/memory" and r.method == "GET")
+    found = declared_reads([shelf, write, unknown, memory], listed)
+    scene = Scene(World("org_1", "guild_1", "agent_1", "a2", "a3"), "ses_1", 1, "n", "p", "p2", "i", "b", "d")
+    assert [(e.method, e.route, e.path(scene), e.access) for e in found] == [
+        ("GET", f"{W}/agents/{{agent_id}}/books", f"{W}/agents/agent_1/books", "read"),
+        ("GET", f"{W}/agents/{{agent_id}}/memory", f"{W}/agents/agent_1/memory", "read"),
+    ]
+    assert [e.route for e in declared_reads([shelf, memory], LISTED)] == [f"{W}/agents/{{agent_id}}/books"]
 
 
 async def test_the_matrix_lists_every_route_of_the_public_document(stack: Stack) -> None:

@@ -51,7 +51,7 @@ from .tables import MIGRATIONS as SHARED_MIGRATIONS
 from .tables import VERSION_TABLE as SHARED_VERSION_TABLE
 from .tables import SharedTables, shared_tables
 from .uow import SqlUnitOfWork, UnitOfWork
-from .walls import CallerOrg
+from .walls import CallerOrg, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -365,7 +365,8 @@ class ServiceRuntime:
         cannot present the credential).
         ``/livez`` answers while the process runs (the liveness probe); ``/readyz`` answers 200 only while
         the database and the broker answer (the readiness probe), else 503 with which check failed.
-        ``/metrics`` serves the counters in Prometheus' text format.
+        ``/metrics`` serves the counters in Prometheus' text format. A :class:`~assent.runtime.walls.NotFound`
+        raised by a route is answered 404 with its message.
         """
 
         @asynccontextmanager
@@ -444,6 +445,12 @@ class ServiceRuntime:
         )
         app.state.runtime = self  # for ``python -m <service> migrate`` (:func:`serve`)
         install_guards(app, body_timeout_seconds=self.settings.http_body_timeout_seconds)
+
+        @app.exception_handler(NotFound)
+        async def not_found(_: Request, exc: NotFound) -> JSONResponse:
+            """An entity missing, or behind the caller's wall (:mod:`assent.runtime.walls`): the same 404."""
+            return JSONResponse({"detail": str(exc)}, status_code=404)
+
         app.add_middleware(HttpMetrics, trail=_http_trail)
         for router in self._routers:
             app.include_router(router)
