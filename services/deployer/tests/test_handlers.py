@@ -30,7 +30,7 @@ from deployer.adapters.git import GitRepos, Source
 from deployer.adapters.repository import Build, Deploy, DeployerRepository, Deployment, DeploySettings, Issue
 from deployer.adapters.targets import Targets
 from deployer.deploys import Deploys
-from deployer.domain.proposals import FileChange
+from deployer.domain.proposals import SourceChange
 from deployer.kinds.source import SourceKind
 from deployer.routes.source import file_diff
 from deployer_contract.messages import SourceCommitted
@@ -498,6 +498,6 @@ async def test_the_tray_counts_the_lines_the_files_show(
     shown = await shown_line_counts(rig.kit, rig.uow, result.widget.proposal_id)
     assert (shown.tray, shown.card) == (tray, card)
     assert shown.tray == shown.card_total
-    files = rig.uow.proposals.proposals[result.widget.proposal_id].payload["files"]
-    page = [file_diff(FileChange.from_json(f), []) for f in files]
+    payload = SourceChange.model_validate(rig.uow.proposals.proposals[result.widget.proposal_id].payload)
+    page = [file_diff(change, []) for change in payload.files]
     assert [(f["path"], f["lines"]["added"], f["lines"]["removed"]) for f in page] == card

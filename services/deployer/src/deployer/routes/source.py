@@ -29,7 +29,7 @@ from deployer_contract.source import (
 from ..adapters.git import BranchMoved, GitError, Source
 from ..adapters.repository import Deploy
 from ..domain import builder, checks
-from ..domain.proposals import FileChange, moved_files, text_hash
+from ..domain.proposals import FileChange, SourceChange, moved_files, text_hash
 from ..kinds.source import decode
 from . import Resource, Unprocessable, author, refused, store
 
@@ -189,7 +189,9 @@ class Proposals(Resource):
         if only is not None:
             rows = [(p, at) for p, at in rows if p.proposal_id == only]
         source = await store(uow).source(agent_id)
-        waiting_paths = sorted({f["path"] for p, _ in rows if p.status == "pending" for f in p.payload["files"]})
+        waiting_paths = sorted(
+            {f.path for p, _ in rows if p.status == "pending" for f in SourceChange.model_validate(p.payload).files}
+        )
         head_hashes = await self.head_hashes(source, waiting_paths) if source is not None and waiting_paths else {}
         issues = {issue.issue_id: issue for issue in await store(uow).issues_of(agent_id)}
         by_proposal = {d.proposal_id: d for d in await store(uow).deploys_of(agent_id) if d.proposal_id}
@@ -269,12 +271,13 @@ def page_item(
     deploy: Deploy | None = None,
 ) -> dict[str, Any]:
     """One proposal as the Proposals page shows it."""
-    payload = proposal.payload
-    changes = [FileChange.from_json(f) for f in payload["files"]]
+    payload = SourceChange.model_validate(proposal.payload)
+    changes = payload.files
     stale = moved_files(changes, head_hashes) if proposal.status == "pending" else []
-    issue = issues.get(payload.get("issue_id") or "")
+    issue = issues.get(payload.issue_id or "")
     resolution = proposal.resolution or {}
-    chat = payload.get("chat")
+    chat = payload.chat
+    from_builder = payload.origin == "builder"
     return {
         "proposal_id": proposal.proposal_id,
         "session_id": proposal.session_id,
@@ -282,15 +285,15 @@ def page_item(
         # The page speaks of approved and discarded: a proposal its chat's next one superseded reads as discarded,
         # with the one that replaced it.
         "status": "discarded" if proposal.status == SUPERSEDED else proposal.status,
-        "reason": payload["reason"],
-        "model": payload.get("model"),
-        "asked_by": payload.get("asked_by"),
-        "origin": payload["origin"],
+        "reason": payload.reason,
+        "model": payload.model,
+        "asked_by": payload.asked_by,
+        "origin": payload.origin,
         "chat": None
         if chat is None
         else {"session_id": chat, "link": f"/api/studio/sessions/{chat}/pending", "label": "View chat"},
-        "from_builder_chat": payload["origin"] == "builder",
-        "label": "From the builder chat" if payload["origin"] == "builder" else "View chat",
+        "from_builder_chat": from_builder,
+        "label": "From the builder chat" if from_builder else "View chat",
         "fix_for_issue": None
         if issue is None
         else {
@@ -300,7 +303,7 @@ def page_item(
             "link": f"/api/workspace/agents/{proposal.agent_id}/issues/{issue.issue_id}",
             "label": "Fix for issue",
         },
-        "source_version": payload["source_version"],
+        "source_version": payload.source_version,
         "files": [file_diff(change, stale) for change in changes],
         "changed_since": stale,
         "actions": (["discard"] if stale else ["approve", "discard"]) if proposal.status == "pending" else [],
