@@ -30,6 +30,7 @@ from deployer.adapters.git import GitRepos, Source
 from deployer.adapters.repository import Build, Deploy, DeployerRepository, Deployment, DeploySettings, Issue
 from deployer.adapters.targets import Targets
 from deployer.deploys import Deploys
+from deployer.domain.activity import DeployLinks
 from deployer.domain.proposals import SourceChange
 from deployer.kinds.source import SourceKind
 from deployer.routes.source import file_diff
@@ -125,7 +126,7 @@ class FakeDeployerRepository:
         return self.deploys.setdefault(deploy.deploy_id, deploy)
 
     async def add_activity(
-        self, org_id: str, agent_id: str, what: str, who: str | None, detail: str, links: Any
+        self, org_id: str, agent_id: str, what: str, who: str | None, detail: str, links: DeployLinks
     ) -> None:
         self.activity.append((what, who, detail))
 

@@ -43,6 +43,7 @@ from .adapters.git import GitError, GitRepos, Source
 from .adapters.repository import Build, Deploy, DeployerRepository, Job
 from .adapters.targets import DeployOrder, DeployTarget, TargetError, Targets
 from .domain import checks
+from .domain.activity import DeployLinks, FailedDeployLinks, FixLinks, RequestedDeployLinks
 from .domain.deploys import deploy_error, promotion_refusal, retry_refusal
 
 log = logging.getLogger(__name__)
@@ -137,13 +138,13 @@ class Deploys:
             auto_promote=settings.auto_promote,
             requested_by=actor,
         )
-        links = {
-            "deploy": f"/api/agents/{source.agent_id}/deploys/{deploy_id}",
-            "build": f"/api/agents/{source.agent_id}/builds/{build.build_id}",
-            "commit": commit,
-            "proposal": None if proposal_id is None else f"/api/agents/{source.agent_id}/proposals/{proposal_id}",
-            "proposal_id": proposal_id,
-        }
+        links = RequestedDeployLinks(
+            deploy=f"/api/agents/{source.agent_id}/deploys/{deploy_id}",
+            build=f"/api/agents/{source.agent_id}/builds/{build.build_id}",
+            commit=commit,
+            proposal=None if proposal_id is None else f"/api/agents/{source.agent_id}/proposals/{proposal_id}",
+            proposal_id=proposal_id,
+        )
         await repo.add_activity(
             org_id, source.agent_id, "deploy", actor, f"deploy of {commit[:12]} requested ({target})", links
         )
@@ -156,7 +157,7 @@ class Deploys:
                 "link fix",
                 actor,
                 f"deploy {deploy_id} of {commit[:12]} linked as the fix of issue #{issue.number if issue else '?'}",
-                {**links, "issue": f"/api/workspace/agents/{source.agent_id}/issues/{issue_id}"},
+                FixLinks(**dict(links), issue=f"/api/workspace/agents/{source.agent_id}/issues/{issue_id}"),
             )
             await uow.emit(
                 DEPLOYS_EVENTS,
@@ -200,11 +201,11 @@ class Deploys:
             "deploy failed",
             None,
             error,
-            {
-                "deploy": f"/api/agents/{deploy.agent_id}/deploys/{deploy.deploy_id}",
-                "commit": deploy.source_version,
-                "proposal_id": deploy.proposal_id,
-            },
+            FailedDeployLinks(
+                deploy=f"/api/agents/{deploy.agent_id}/deploys/{deploy.deploy_id}",
+                commit=deploy.source_version,
+                proposal_id=deploy.proposal_id,
+            ),
         )
         return failed
 
@@ -261,7 +262,7 @@ class Deploys:
             "promote",
             actor,
             f"promoted deploy {deploy_id} of {deploy.source_version[:12]}",
-            {"deploy": f"/api/agents/{deploy.agent_id}/deploys/{deploy_id}", "commit": deploy.source_version},
+            DeployLinks(deploy=f"/api/agents/{deploy.agent_id}/deploys/{deploy_id}", commit=deploy.source_version),
         )
         return await self._live(uow, deploy, order, actor)
 

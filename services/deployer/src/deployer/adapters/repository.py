@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from assent.runtime.uow import StoredProposal
 
+from ..domain.activity import ActivityEntry, DeployLinks, What
 from . import tables as t
 from .git import Source
 
@@ -379,13 +380,15 @@ class DeploysRepository:
     # --- activity -----------------------------------------------------------------------------------
 
     async def add_activity(
-        self, org_id: str, agent_id: str, what: str, who: str | None, detail: str, links: dict[str, Any]
+        self, org_id: str, agent_id: str, what: What, who: str | None, detail: str, links: DeployLinks
     ) -> None:
         await self.conn.execute(
-            t.activity.insert().values(org_id=org_id, agent_id=agent_id, what=what, who=who, detail=detail, links=links)
+            t.activity.insert().values(
+                org_id=org_id, agent_id=agent_id, what=what, who=who, detail=detail, links=links.model_dump(mode="json")
+            )
         )
 
-    async def activity_of(self, org_id: str, agent_id: str | None, limit: int) -> list[dict[str, Any]]:
+    async def activity_of(self, org_id: str, agent_id: str | None, limit: int) -> list[ActivityEntry]:
         query = select(t.activity).where(t.activity.c.org_id == org_id)
         if agent_id is not None:
             query = query.where(t.activity.c.agent_id == agent_id)
@@ -393,15 +396,15 @@ class DeploysRepository:
             query.order_by(t.activity.c.at.desc(), t.activity.c.activity_id.desc()).limit(limit)
         )
         return [
-            {
-                "who": r.who,
-                "what": r.what,
-                "when": r.at.isoformat(),
-                "agent_id": r.agent_id,
-                "proposal_id": r.links.get("proposal_id"),
-                "detail": r.detail,
-                "links": {k: v for k, v in r.links.items() if k != "proposal_id"},
-            }
+            ActivityEntry(
+                who=r.who,
+                what=r.what,
+                when=r.at.isoformat(),
+                agent_id=r.agent_id,
+                proposal_id=r.links.get("proposal_id"),
+                detail=r.detail,
+                links={k: v for k, v in r.links.items() if k != "proposal_id"},
+            )
             for r in rows
         ]
 
