@@ -34,6 +34,7 @@ from deployer.domain.activity import DeployLinks
 from deployer.domain.proposals import SourceChange
 from deployer.kinds.source import SourceKind
 from deployer.routes.source import file_diff
+from deployer_contract.deploys import LocalTarget
 from deployer_contract.messages import SourceCommitted
 
 FILES = {"skills/refunds.md": "# Refunds\n", "knowledge/policy.md": "Five days.\n", "amodal.json": "{}\n"}
@@ -210,7 +211,9 @@ async def rig(tmp_path: Path) -> Rig:
         {"acme": "Acme"}, [Guild("g1", "acme", "Support")], [Agent("ada", "acme", "g1", "Ada", editors=("u_ed",))]
     )
     uow = FakeUnitOfWork(workspace=workspace, stores={DeployerRepository: store})
-    deploys = Deploys(repos, Artifacts(tmp_path / "artifacts"), Targets(tmp_path / "live", {"kind": "local"}), {})
+    deploys = Deploys(
+        repos, Artifacts(tmp_path / "artifacts"), Targets(tmp_path / "live", LocalTarget(kind="local")), {}
+    )
     kit = OwnerKit("deployer", [SourceKind(repos, load_schemas(), load_docs(), deploys)])
     return Rig(kit, uow, store, repos, source, itertools.count(1))
 

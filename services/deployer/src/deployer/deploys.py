@@ -124,7 +124,7 @@ class Deploys:
         # Locked: a build finishing now either sees this deploy once committed, or has finished before this reads it.
         build = await repo.build(build.build_id, for_update=True) or build
         settings = await repo.deploy_settings(source.agent_id)
-        target = (settings.target or self.targets.default).get("kind", "local")
+        target = (settings.target or self.targets.default).kind
         deploy = await repo.add_deploy(
             deploy_id=deploy_id,
             agent_id=source.agent_id,
@@ -134,7 +134,7 @@ class Deploys:
             proposal_id=proposal_id,
             issue_id=issue_id,
             status="pending",
-            target=str(target),
+            target=target,
             auto_promote=settings.auto_promote,
             requested_by=actor,
         )

@@ -38,16 +38,27 @@ class WebhookTarget(RequestModel):
 
 
 class KubernetesTarget(RequestModel):
-    """Annotates, then patches, a Deployment's pod template."""
+    """Annotates, then patches, a Deployment's pod template (in the namespace ``default`` when none is named)."""
 
     kind: Literal["kubernetes"]
-    namespace: Setting | None = None
+    namespace: Setting | None = Field(None, exclude_if=lambda namespace: namespace is None)
     deployment: Setting
     container: Setting
     image: Setting
 
 
 Target = Annotated[LocalTarget | WebhookTarget | KubernetesTarget, Field(discriminator="kind")]
+
+
+class ShownWebhookTarget(BaseModel):
+    """A webhook target as the settings show it: without its token."""
+
+    kind: Literal["webhook"]
+    url: str
+
+
+ShownTarget = Annotated[LocalTarget | ShownWebhookTarget | KubernetesTarget, Field(discriminator="kind")]
+"""A target's configuration as the settings show it (a webhook's token never)."""
 
 
 class DeploySettingsIn(RequestModel):
@@ -71,7 +82,7 @@ class DeploySettings(BaseModel):
     agent_id: str
     builds_on_push: bool
     auto_promote: bool
-    target: dict[str, Any] | None
+    target: ShownTarget | None
     """The target's configuration, without its token."""
     webhook_secret_set: bool
 

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import TypeAdapter
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from assent.runtime.uow import StoredProposal
+from deployer_contract.deploys import Target
 
 from ..domain.activity import ActivityEntry, DeployLinks, What
 from . import tables as t
@@ -80,17 +82,20 @@ def _issue(row: Any) -> Issue:
 # --- builds, deploys, jobs, activity --------------------------------------------------------------------
 
 
+TARGET: TypeAdapter[Target] = TypeAdapter(Target)
+
+
 @dataclass(frozen=True)
 class DeploySettings:
     agent_id: str
     builds_on_push: bool = False
     auto_promote: bool = True
-    target: dict[str, Any] | None = None
+    target: Target | None = None
     webhook_secret: str | None = None
     last_seen_head: str | None = None
 
     def as_json(self) -> dict[str, Any]:
-        target = None if self.target is None else {k: v for k, v in self.target.items() if k != "token"}
+        target = None if self.target is None else self.target.model_dump(mode="json", exclude={"token"})
         return {
             "agent_id": self.agent_id,
             "builds_on_push": self.builds_on_push,
@@ -199,8 +204,9 @@ class DeploysRepository:
         ).first()
         if row is None:
             return DeploySettings(agent_id)
+        target = None if row.target is None else TARGET.validate_python(row.target)
         return DeploySettings(
-            row.agent_id, row.builds_on_push, row.auto_promote, row.target, row.webhook_secret, row.last_seen_head
+            row.agent_id, row.builds_on_push, row.auto_promote, target, row.webhook_secret, row.last_seen_head
         )
 
     async def save_deploy_settings(self, agent_id: str, actor: str, **fields: Any) -> DeploySettings:

@@ -34,10 +34,6 @@ class Settings(Resource):
         the deploy target."""
         actor = caller.actor
         fields = body.model_dump(exclude_unset=True)
-        if fields.get("target") is not None:
-            why = self.deploys.targets.refusal(fields["target"])
-            if why is not None:
-                raise Unprocessable(422, why)
         async with self.runtime.unit_of_work() as uow:
             await agent_in(uow, agent_id, caller.org)
             source = await self.source_of(uow, agent_id)
