@@ -504,4 +504,4 @@ async def test_the_tray_counts_the_lines_the_files_show(
     assert shown.tray == shown.card_total
     payload = SourceChange.model_validate(rig.uow.proposals.proposals[result.widget.proposal_id].payload)
     page = [file_diff(change, []) for change in payload.files]
-    assert [(f["path"], f["lines"]["added"], f["lines"]["removed"]) for f in page] == card
+    assert [(f.path, f.lines.added, f.lines.removed) for f in page] == card

@@ -327,7 +327,7 @@ class Deploys:
                     build_id=build.build_id,
                     source_version=build.source_version,
                     attempt=started.attempts,
-                    triggers=tuple(t["trigger"] for t in await store(step).triggers(build.build_id)),
+                    triggers=tuple(t.trigger for t in await store(step).triggers(build.build_id)),
                 ),
             )
         crash_point("deployer.build.started")

@@ -107,7 +107,7 @@ class Build(BaseModel):
     finished_at: str | None
     triggers: list[Trigger]
     deploys: list[str]
-    log: str | None = None
+    log: str | None = Field(None, exclude_if=lambda log: log is None)
     """A build read on its own carries its log."""
 
 
@@ -119,11 +119,26 @@ class Deploys(BaseModel):
     deploys: list[Deploy]
 
 
+class PushBuilt(BaseModel):
+    """The build a push to an agent's production branch started (or joined)."""
+
+    agent_id: str
+    build_id: str
+    status: str
+
+
+class PushIgnored(BaseModel):
+    """Why a push did nothing for an agent (another branch, builds on push off)."""
+
+    agent_id: str
+    ignored: str
+
+
 class Pushed(BaseModel):
     """What a push started, per agent whose source is the repository; or why the delivery was ignored."""
 
-    results: list[dict[str, Any]] | None = None
-    ignored: str | None = None
+    results: list[PushBuilt | PushIgnored] | None = Field(None, exclude_if=lambda results: results is None)
+    ignored: str | None = Field(None, exclude_if=lambda ignored: ignored is None)
 
 
 def _route(
