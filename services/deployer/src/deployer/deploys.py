@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -69,7 +69,7 @@ class Deploys:
         repos: GitRepos,
         artifacts: Artifacts,
         targets: Targets,
-        schemas: Any,
+        schemas: Mapping[checks.FileFormat, Mapping[str, Any]],
         *,
         concurrency: int = 2,
         poll_seconds: float = 60.0,
