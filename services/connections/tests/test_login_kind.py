@@ -349,12 +349,12 @@ async def test_a_grant_from_the_popover_answers_the_waiting_request() -> None:
     world = await new_world()
     result = await world.request("helpdesk")
     session = await workspace.set_grant(world.uow, world.kit, SESSION, "helpdesk", True, ORG, OPERATOR)
-    assert session["granted_connection_ids"] == ["helpdesk"]
+    assert session.granted_connection_ids == ["helpdesk"]
     [outcome] = world.uow.messages(ProposalOutcome)
     assert (outcome.outcome, outcome.resolved_by, outcome.seq) == ("granted", OPERATOR, result.seq)
     assert world.logins.grants[(SESSION, "helpdesk")].via == "popover"
     revoked = await workspace.set_grant(world.uow, world.kit, SESSION, "helpdesk", False, ORG, OPERATOR)
-    assert revoked["granted_connection_ids"] == []
+    assert revoked.granted_connection_ids == []
 
 
 async def test_the_popover_grants_only_a_reachable_connected_login() -> None:

@@ -20,6 +20,7 @@ from assent.contracts import DecisionMade, ProposalOutcome
 from assent.domain import Refusal, Session
 from assent.runtime.uow import UnitOfWork
 from assent.runtime.walls import NotFound, agent_in, guild_in, org_in
+from connections_contract import routes as api
 from connections_contract.routes import CredentialsIn, LoginIn, LoginPatch, PlatformLoginIn, ScopedLoginIn, ToolIn
 from connections_contract.topics import CONNECTIONS_CATALOGS
 
@@ -63,23 +64,23 @@ def sealed(box: CredentialBox, credentials: CredentialsIn | None) -> str | None:
     return box.encrypt(Credentials(credentials.token, dict(credentials.headers)).to_json())
 
 
-def login_view(login: Login) -> dict[str, Any]:
-    return {
-        "login_id": login.login_id,
-        "org_id": login.org_id,
-        "scope": login.scope,
-        "scope_id": login.scope_id,
-        "name": login.name,
-        "server_url": login.server_url,
-        "account": login.account,
-        "connected": login.connected,
-        "verified": login.verified,
-        "has_credentials": login.has_credentials,
-        "tools": tool_views(login),
-        "revision": login.revision,
-        "updated_by": login.updated_by,
-        "updated_at": login.updated_at,
-    }
+def login_view(login: Login) -> api.Login:
+    return api.Login(
+        login_id=login.login_id,
+        org_id=login.org_id,
+        scope=login.scope,
+        scope_id=login.scope_id,
+        name=login.name,
+        server_url=login.server_url,
+        account=login.account,
+        connected=login.connected,
+        verified=login.verified,
+        has_credentials=login.has_credentials,
+        tools=tool_views(login),
+        revision=login.revision,
+        updated_by=login.updated_by,
+        updated_at=login.updated_at,
+    )
 
 
 async def publish_catalog(uow: UnitOfWork, login: Login, *, deleted: bool = False) -> None:
@@ -156,12 +157,12 @@ async def update_login(
     return changed
 
 
-async def delete_login(uow: UnitOfWork, login_id: str, org: str | None) -> dict[str, Any]:
+async def delete_login(uow: UnitOfWork, login_id: str, org: str | None) -> api.LoginDeleted:
     login = await login_in(uow, login_id, org, for_update=True)
     not_the_platforms(login)
     await store(uow).delete(login_id)
     await publish_catalog(uow, dataclasses.replace(login, revision=login.revision + 1), deleted=True)
-    return {"login_id": login_id, "deleted": True}
+    return api.LoginDeleted(login_id=login_id, deleted=True)
 
 
 # --- sessions ---------------------------------------------------------------------------------------------------
@@ -174,19 +175,19 @@ async def session_in(uow: UnitOfWork, session_id: str, org: str | None) -> Sessi
     return session
 
 
-def session_view(session: Session, grants: dict[str, Grant]) -> dict[str, Any]:
+def session_view(session: Session, grants: dict[str, Grant]) -> api.StudioSession:
     held = [] if session.closed else sorted(login_id for login_id, grant in grants.items() if grant.active)
-    return {
-        "session_id": session.session_id,
-        "org_id": session.org_id,
-        "source_guild_id": session.source_guild_id,
-        "operator_user_id": session.operator_user_id,
-        "closed": session.closed,
-        "granted_connection_ids": held,
-    }
+    return api.StudioSession(
+        session_id=session.session_id,
+        org_id=session.org_id,
+        source_guild_id=session.source_guild_id,
+        operator_user_id=session.operator_user_id,
+        closed=session.closed,
+        granted_connection_ids=held,
+    )
 
 
-async def session_connections(uow: UnitOfWork, session_id: str, org: str | None) -> dict[str, Any]:
+async def session_connections(uow: UnitOfWork, session_id: str, org: str | None) -> api.SessionConnections:
     """Every login reachable from the session's source guild, with whether the session holds it."""
     session = await session_in(uow, session_id, org)
     members = [a.agent_id for a in await uow.workspace.agents_of_guild(session.source_guild_id) if a.live]
@@ -196,24 +197,24 @@ async def session_connections(uow: UnitOfWork, session_id: str, org: str | None)
     for login in logins:
         grant = grants.get(login.login_id)
         connections.append(
-            {
-                "connection_id": login.login_id,
-                "name": login.name,
-                "scope": login.scope,
-                "scope_id": login.scope_id,
-                "server_url": login.server_url,
-                "account": login.account,
-                "connected": login.connected,
-                "verified": login.verified,
-                "tools": tool_views(login),
-                "granted": grant is not None and grant.active and not session.closed,
-                "granted_by": None if grant is None else grant.granted_by,
-                "granted_at": None if grant is None else grant.granted_at,
-                "revoked_by": None if grant is None else grant.revoked_by,
-                "revoked_at": None if grant is None else grant.revoked_at,
-            }
+            api.SessionConnection(
+                connection_id=login.login_id,
+                name=login.name,
+                scope=login.scope,
+                scope_id=login.scope_id,
+                server_url=login.server_url,
+                account=login.account,
+                connected=login.connected,
+                verified=login.verified,
+                tools=tool_views(login),
+                granted=grant is not None and grant.active and not session.closed,
+                granted_by=None if grant is None else grant.granted_by,
+                granted_at=None if grant is None else grant.granted_at,
+                revoked_by=None if grant is None else grant.revoked_by,
+                revoked_at=None if grant is None else grant.revoked_at,
+            )
         )
-    return {"session_id": session_id, "closed": session.closed, "connections": connections}
+    return api.SessionConnections(session_id=session_id, closed=session.closed, connections=connections)
 
 
 def refused(refusal: Refusal) -> Exception:
@@ -262,7 +263,7 @@ async def set_grant(
     granted: bool,
     org: str | None,
     actor: str,
-) -> dict[str, Any]:
+) -> api.StudioSession:
     """Grant or revoke a login for the session (the Logins popover). A grant also answers each waiting request of
     the login as granted."""
     await uow.lock_session(session_id)
