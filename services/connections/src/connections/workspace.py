@@ -14,7 +14,6 @@ import dataclasses
 import logging
 import uuid
 from datetime import UTC, datetime
-from typing import Any
 
 from assent.contracts import DecisionMade, ProposalOutcome
 from assent.domain import Refusal, Session
@@ -34,6 +33,8 @@ log = logging.getLogger(__name__)
 
 CATALOG_FIELDS = frozenset({"name", "tools", "verified", "server_url"})
 """The fields whose change changes a login's catalog."""
+EDITED_FIELDS = frozenset({"name", "server_url", "account", "connected", "verified"})
+"""The fields of a login that a change sets as they are given (its tools and credentials are made from theirs)."""
 PLATFORM_FIELDS = ("name", "server_url", "account", "connected", "verified", "tools")
 """The fields of a platform login that the deployment lists."""
 
@@ -61,7 +62,7 @@ def sealed(box: CredentialBox, credentials: CredentialsIn | None) -> str | None:
     """The credentials encrypted for storage (None: none)."""
     if credentials is None:
         return None
-    return box.encrypt(Credentials(credentials.token, dict(credentials.headers)).to_json())
+    return box.encrypt(Credentials(credentials.token, dict(credentials.headers)))
 
 
 def login_view(login: Login) -> api.Login:
@@ -145,13 +146,13 @@ async def update_login(
     given = body.model_fields_set
     if not given:
         return login
-    fields: dict[str, Any] = {name: getattr(body, name) for name in given if name not in ("tools", "credentials")}
+    edited = dataclasses.replace(login, **body.model_dump(include=given & EDITED_FIELDS))
     if "tools" in given:
-        fields["tools"] = tool_specs(body.tools or {})
+        edited = dataclasses.replace(edited, tools=tool_specs(body.tools or {}))
     if "credentials" in given:
-        fields["credentials"] = sealed(box, body.credentials)
-        fields["key_id"] = box.key_id if body.credentials is not None else None
-    changed = await store(uow).change(login_id, fields, actor)
+        token = sealed(box, body.credentials)
+        await store(uow).set_credentials(login_id, token, box.key_id if token is not None else None)
+    changed = await store(uow).change(edited, actor)
     if given & CATALOG_FIELDS:
         await publish_catalog(uow, changed)
     return changed
@@ -325,7 +326,7 @@ async def keep_platform_logins(uow: UnitOfWork, listed: list[PlatformLoginIn], b
         token = sealed(box, entry.credentials)
         await repo.set_credentials(entry.login_id, token, box.key_id if token is not None else None)
         if changed:
-            login = await repo.change(entry.login_id, changed, "deployment")
+            login = await repo.change(dataclasses.replace(held, **changed), "deployment")
             if changed.keys() & CATALOG_FIELDS:
                 await publish_catalog(uow, login)
     for login_id in set(await repo.platform_ids()) - {entry.login_id for entry in listed}:

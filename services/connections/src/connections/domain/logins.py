@@ -56,13 +56,6 @@ class Credentials:
                 found.append(rest.strip())
         return found
 
-    def to_json(self) -> dict[str, Any]:
-        return {"token": self.token, "headers": self.headers}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Credentials:
-        return cls(data.get("token"), dict(data.get("headers") or {}))
-
 
 @dataclass(frozen=True)
 class Login:

@@ -184,9 +184,7 @@ class LoginKind(ProposalKind):
         admitted = await self.admit(call, args, uow)
         if isinstance(admitted, Refusal):
             return admitted
-        await store(uow).add_call(
-            call.message.id, call.message.session_id, call.message.model_dump(mode="json"), current_carrier()
-        )
+        await store(uow).add_call(call.message.id, call.message.session_id, call.message, current_carrier())
         return PROXIED
 
     async def admit(self, call: Call, args: CallTool, uow: UnitOfWork) -> tuple[Login, ToolSpec] | Refusal:
@@ -265,7 +263,7 @@ class LoginKind(ProposalKind):
 
     async def credentials_of(self, login_id: str, uow: UnitOfWork) -> Credentials:
         stored = await store(uow).credentials(login_id)
-        return Credentials() if stored is None else Credentials.from_json(self.box.decrypt(stored.token))
+        return Credentials() if stored is None else self.box.decrypt(stored.token)
 
     async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
         login = await store(uow).get(AccessRequest.model_validate(proposal.payload).connection_id)
