@@ -426,6 +426,13 @@ async def test_each_change_of_a_login_publishes_its_catalog_and_no_answer_shows_
         assert changed.status_code == 200 and changed.json()["revision"] == 2
         moved = await http.patch(f"/api/workspace/logins/{login_id}", json={"account": "other@acme.example"})
         assert moved.status_code == 200 and moved.json()["revision"] == 3
+        cleared = await http.patch(f"/api/workspace/logins/{login_id}", json={"credentials": None})
+        assert cleared.status_code == 200 and (cleared.json()["revision"], cleared.json()["has_credentials"]) == (
+            4,
+            False,
+        )
+        sealed = await http.patch(f"/api/workspace/logins/{login_id}", json={"credentials": {"token": TOKEN}})
+        assert sealed.status_code == 200 and (sealed.json()["revision"], sealed.json()["has_credentials"]) == (5, True)
         for answer in (
             await http.get(f"/api/workspace/logins/{login_id}"),
             await http.get(f"/api/workspace/orgs/{world.org_id}/logins"),
@@ -450,7 +457,7 @@ async def test_each_change_of_a_login_publishes_its_catalog_and_no_answer_shows_
     assert {t.name: t.changes_data for t in first.tools}["list_orders"] is False
     assert {t.name: t.default_off for t in first.tools}["get_audit_trail"] is True
     assert [(t.name, t.changes_data) for t in second.tools] == [("list_orders", False), ("get_and_lock", True)]
-    assert (second.revision, gone.revision, gone.deleted, gone.tools) == (2, 4, True, ())
+    assert (second.revision, gone.revision, gone.deleted, gone.tools) == (2, 6, True, ())
 
 
 async def test_organisations_are_walls_on_every_new_route(cstack: Stack, mcp: McpServerProcess) -> None:

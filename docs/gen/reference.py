@@ -181,8 +181,9 @@ def setting_rows(cls: type[BaseModel], names: Iterable[str], fallback: Mapping[s
         description = field.description or (fallback[name].description if name in fallback else "")
         kind = type_name(field.annotation)
         extra = constraints(field)
-        json_read = typing.get_origin(field.annotation) in (list, dict, tuple) or (
-            isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+        json_read = typing.get_origin(field.annotation) in (list, dict, tuple) or any(
+            isinstance(kind, type) and issubclass(kind, BaseModel)
+            for kind in (field.annotation, *typing.get_args(field.annotation))
         )
         rows.append(
             [

@@ -78,7 +78,7 @@ class FakeLogins:
     def add(self, held: Login, credentials: Credentials | None = None) -> None:
         self.logins[held.login_id] = held
         if credentials is not None:
-            self.secrets[held.login_id] = self.box.encrypt(credentials.to_json())
+            self.secrets[held.login_id] = self.box.encrypt(credentials)
 
     async def get(self, login_id: str, *, for_update: bool = False) -> Login | None:
         return self.logins.get(login_id)
@@ -107,8 +107,8 @@ class FakeLogins:
     async def end_grants(self, session_id: str) -> None:
         self.grants = {key: grant for key, grant in self.grants.items() if key[0] != session_id}
 
-    async def add_call(self, call_id: uuid.UUID, session_id: str, call: dict[str, Any], trace: dict[str, str]) -> None:
-        self.calls.setdefault(call_id, (call, trace))
+    async def add_call(self, call_id: uuid.UUID, session_id: str, call: ToolCall, trace: dict[str, str]) -> None:
+        self.calls.setdefault(call_id, (call.model_dump(mode="json"), trace))
 
     async def take_call(self, call_id: uuid.UUID, now: datetime, until: datetime) -> Any | None:
         held = self.calls.get(call_id)
@@ -349,12 +349,12 @@ async def test_a_grant_from_the_popover_answers_the_waiting_request() -> None:
     world = await new_world()
     result = await world.request("helpdesk")
     session = await workspace.set_grant(world.uow, world.kit, SESSION, "helpdesk", True, ORG, OPERATOR)
-    assert session["granted_connection_ids"] == ["helpdesk"]
+    assert session.granted_connection_ids == ["helpdesk"]
     [outcome] = world.uow.messages(ProposalOutcome)
     assert (outcome.outcome, outcome.resolved_by, outcome.seq) == ("granted", OPERATOR, result.seq)
     assert world.logins.grants[(SESSION, "helpdesk")].via == "popover"
     revoked = await workspace.set_grant(world.uow, world.kit, SESSION, "helpdesk", False, ORG, OPERATOR)
-    assert revoked["granted_connection_ids"] == []
+    assert revoked.granted_connection_ids == []
 
 
 async def test_the_popover_grants_only_a_reachable_connected_login() -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter, ValidationError
 
 from assent.domain import Refusal
 from deployer.adapters.artifacts import Artifacts, pack
@@ -31,6 +32,8 @@ from deployer.domain.deploys import (
     repository_key,
     retry_refusal,
 )
+from deployer_contract.deploys import LocalTarget as LocalConfig
+from deployer_contract.deploys import Target
 
 COMMIT = "a" * 40
 
@@ -185,11 +188,12 @@ async def test_the_local_target_records_each_step_once(tmp_path: Path) -> None:
     target = LocalTarget(tmp_path)
     await target.start(ORDER)
     await target.start(ORDER)  # after a crash: the same request
-    assert target.read("ada")["live"] is None and target.read("ada")["staged"]["source_version"] == COMMIT
+    staged = target.read("ada")
+    assert staged.live is None and staged.staged is not None and staged.staged.source_version == COMMIT
     await target.promote(ORDER)
     state = target.read("ada")
-    assert state["live"]["deploy_id"] == "dep_1"
-    assert [(h["deploy_id"], h["action"]) for h in state["history"]] == [("dep_1", "start"), ("dep_1", "promote")]
+    assert state.live is not None and state.live.deploy_id == "dep_1"
+    assert [(h.deploy_id, h.action) for h in state.history] == [("dep_1", "start"), ("dep_1", "promote")]
 
 
 async def test_the_webhook_target_posts_to_a_real_server_and_names_a_refusal() -> None:
@@ -227,15 +231,25 @@ async def test_the_webhook_target_posts_to_a_real_server_and_names_a_refusal() -
 
 
 @pytest.mark.parametrize(
-    ("config", "words"),
+    ("config", "refused"),
     [
-        ({"kind": "ftp"}, "kind is one of"),
-        ({"kind": "webhook"}, "needs url"),
-        ({"kind": "webhook", "url": "ftp://x"}, "http or https"),
-        ({"kind": "kubernetes", "deployment": "ada"}, "needs container, image"),
-        ({"kind": "local"}, None),
+        ({"kind": "ftp"}, [((), "union_tag_invalid")]),
+        ({"kind": "webhook"}, [(("webhook", "url"), "missing")]),
+        ({"kind": "webhook", "url": "ftp://x"}, [(("webhook", "url"), "string_pattern_mismatch")]),
+        (
+            {"kind": "kubernetes", "deployment": "ada"},
+            [(("kubernetes", "container"), "missing"), (("kubernetes", "image"), "missing")],
+        ),
+        ({"kind": "local"}, []),
+        ({"kind": "webhook", "url": "https://cd.example/hook", "token": "t0k"}, []),
+        ({"kind": "kubernetes", "deployment": "ada", "container": "agent", "image": "registry.example/ada"}, []),
     ],
 )
-def test_target_configurations(tmp_path: Path, config: dict[str, Any], words: str | None) -> None:
-    why = Targets(tmp_path, {"kind": "local"}).refusal(config)
-    assert (why is None) if words is None else (why is not None and words in why)
+def test_target_configurations(tmp_path: Path, config: dict[str, Any], refused: list[tuple[Any, str]]) -> None:
+    """A target's configuration (the Deploys settings', ``ASSENT_DEPLOY_TARGET``) names a target it can deploy to."""
+    try:
+        target = Targets(tmp_path, LocalConfig(kind="local")).get(TypeAdapter(Target).validate_python(config))
+    except ValidationError as exc:
+        assert [(error["loc"], error["type"]) for error in exc.errors()] == refused
+    else:
+        assert refused == [] and target.kind == config["kind"]

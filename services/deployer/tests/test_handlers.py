@@ -30,9 +30,11 @@ from deployer.adapters.git import GitRepos, Source
 from deployer.adapters.repository import Build, Deploy, DeployerRepository, Deployment, DeploySettings, Issue
 from deployer.adapters.targets import Targets
 from deployer.deploys import Deploys
-from deployer.domain.proposals import FileChange
+from deployer.domain.activity import DeployLinks
+from deployer.domain.proposals import SourceChange
 from deployer.kinds.source import SourceKind
 from deployer.routes.source import file_diff
+from deployer_contract.deploys import LocalTarget
 from deployer_contract.messages import SourceCommitted
 
 FILES = {"skills/refunds.md": "# Refunds\n", "knowledge/policy.md": "Five days.\n", "amodal.json": "{}\n"}
@@ -125,7 +127,7 @@ class FakeDeployerRepository:
         return self.deploys.setdefault(deploy.deploy_id, deploy)
 
     async def add_activity(
-        self, org_id: str, agent_id: str, what: str, who: str | None, detail: str, links: Any
+        self, org_id: str, agent_id: str, what: str, who: str | None, detail: str, links: DeployLinks
     ) -> None:
         self.activity.append((what, who, detail))
 
@@ -209,7 +211,9 @@ async def rig(tmp_path: Path) -> Rig:
         {"acme": "Acme"}, [Guild("g1", "acme", "Support")], [Agent("ada", "acme", "g1", "Ada", editors=("u_ed",))]
     )
     uow = FakeUnitOfWork(workspace=workspace, stores={DeployerRepository: store})
-    deploys = Deploys(repos, Artifacts(tmp_path / "artifacts"), Targets(tmp_path / "live", {"kind": "local"}), {})
+    deploys = Deploys(
+        repos, Artifacts(tmp_path / "artifacts"), Targets(tmp_path / "live", LocalTarget(kind="local")), {}
+    )
     kit = OwnerKit("deployer", [SourceKind(repos, load_schemas(), load_docs(), deploys)])
     return Rig(kit, uow, store, repos, source, itertools.count(1))
 
@@ -498,6 +502,6 @@ async def test_the_tray_counts_the_lines_the_files_show(
     shown = await shown_line_counts(rig.kit, rig.uow, result.widget.proposal_id)
     assert (shown.tray, shown.card) == (tray, card)
     assert shown.tray == shown.card_total
-    files = rig.uow.proposals.proposals[result.widget.proposal_id].payload["files"]
-    page = [file_diff(FileChange.from_json(f), []) for f in files]
-    assert [(f["path"], f["lines"]["added"], f["lines"]["removed"]) for f in page] == card
+    payload = SourceChange.model_validate(rig.uow.proposals.proposals[result.widget.proposal_id].payload)
+    page = [file_diff(change, []) for change in payload.files]
+    assert [(f.path, f.lines.added, f.lines.removed) for f in page] == card

@@ -200,7 +200,10 @@ def test_who_asked(requester: Requester | None, shown: str | None) -> None:
 
 
 def test_a_new_proposal_keeps_the_files_so_far_but_those_changed_in_the_repository() -> None:
-    previous = [FileChange("a.md", "a\n", "a2\n"), FileChange("b.md", "b\n", "b2\n"), FileChange("c.md", None, "c\n")]
+    previous = [
+        FileChange(path=path, before=before, after=after)
+        for path, before, after in (("a.md", "a\n", "a2\n"), ("b.md", "b\n", "b2\n"), ("c.md", None, "c\n"))
+    ]
     heads = {"a.md": text_hash("a\n"), "b.md": text_hash("changed\n"), "c.md": None}
     kept, left_out = carry_over(previous, ["a.md"], heads)
     assert [c.path for c in kept] == ["c.md"] and left_out == ["b.md"]

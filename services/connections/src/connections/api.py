@@ -11,7 +11,7 @@ service's own (no wall applies).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -20,7 +20,16 @@ from assent.api import Caller, routes_of, serve
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
 from assent.runtime.walls import NotFound
-from connections_contract.routes import OWNER, GrantIn, LoginIn, LoginPatch
+from connections_contract.routes import (
+    OWNER,
+    GrantIn,
+    Login,
+    LoginDeleted,
+    LoginIn,
+    LoginPatch,
+    SessionConnections,
+    StudioSession,
+)
 
 from . import workspace
 from .adapters.crypto import CredentialBox
@@ -44,36 +53,36 @@ class Resource:
 
 
 class Logins(Resource):
-    async def create_login(self, caller: Caller, body: LoginIn) -> dict[str, Any]:
+    async def create_login(self, caller: Caller, body: LoginIn) -> Login:
         if caller.org is None:
             raise Problem(422, "a login belongs to an organisation: X-Assent-Org is required")
         org, actor = caller.org, caller.actor
         login = await self.run(lambda uow: workspace.create_login(uow, body, org, actor, self.box))
         return workspace.login_view(login)
 
-    async def list_logins(self, caller: Caller, org_id: str) -> list[dict[str, Any]]:
+    async def list_logins(self, caller: Caller, org_id: str) -> list[Login]:
         logins = await self.run(lambda uow: workspace.logins_of(uow, org_id, caller.org))
         return [workspace.login_view(login) for login in logins]
 
-    async def get_login(self, caller: Caller, login_id: str) -> dict[str, Any]:
+    async def get_login(self, caller: Caller, login_id: str) -> Login:
         return workspace.login_view(await self.run(lambda uow: workspace.login_in(uow, login_id, caller.org)))
 
-    async def update_login(self, caller: Caller, login_id: str, body: LoginPatch) -> dict[str, Any]:
+    async def update_login(self, caller: Caller, login_id: str, body: LoginPatch) -> Login:
         actor = caller.actor
         login = await self.run(lambda uow: workspace.update_login(uow, login_id, body, caller.org, actor, self.box))
         return workspace.login_view(login)
 
-    async def delete_login(self, caller: Caller, login_id: str) -> dict[str, Any]:
+    async def delete_login(self, caller: Caller, login_id: str) -> LoginDeleted:
         return await self.run(lambda uow: workspace.delete_login(uow, login_id, caller.org))
 
 
 class Sessions(Resource):
-    async def session_connections(self, caller: Caller, session_id: str) -> dict[str, Any]:
+    async def session_connections(self, caller: Caller, session_id: str) -> SessionConnections:
         return await self.run(lambda uow: workspace.session_connections(uow, session_id, caller.org))
 
     async def set_connection_grant(
         self, caller: Caller, session_id: str, connection_id: str, body: GrantIn
-    ) -> dict[str, Any]:
+    ) -> StudioSession:
         actor = caller.actor
         return await self.run(
             lambda uow: workspace.set_grant(uow, self.kit, session_id, connection_id, body.granted, caller.org, actor)

@@ -14,12 +14,12 @@ import dataclasses
 import logging
 import uuid
 from datetime import UTC, datetime
-from typing import Any
 
 from assent.contracts import DecisionMade, ProposalOutcome
 from assent.domain import Refusal, Session
 from assent.runtime.uow import UnitOfWork
 from assent.runtime.walls import NotFound, agent_in, guild_in, org_in
+from connections_contract import routes as api
 from connections_contract.routes import CredentialsIn, LoginIn, LoginPatch, PlatformLoginIn, ScopedLoginIn, ToolIn
 from connections_contract.topics import CONNECTIONS_CATALOGS
 
@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 CATALOG_FIELDS = frozenset({"name", "tools", "verified", "server_url"})
 """The fields whose change changes a login's catalog."""
+EDITED_FIELDS = frozenset({"name", "server_url", "account", "connected", "verified"})
+"""The fields of a login that a change sets as they are given (its tools and credentials are made from theirs)."""
 PLATFORM_FIELDS = ("name", "server_url", "account", "connected", "verified", "tools")
 """The fields of a platform login that the deployment lists."""
 
@@ -60,26 +62,26 @@ def sealed(box: CredentialBox, credentials: CredentialsIn | None) -> str | None:
     """The credentials encrypted for storage (None: none)."""
     if credentials is None:
         return None
-    return box.encrypt(Credentials(credentials.token, dict(credentials.headers)).to_json())
+    return box.encrypt(Credentials(credentials.token, dict(credentials.headers)))
 
 
-def login_view(login: Login) -> dict[str, Any]:
-    return {
-        "login_id": login.login_id,
-        "org_id": login.org_id,
-        "scope": login.scope,
-        "scope_id": login.scope_id,
-        "name": login.name,
-        "server_url": login.server_url,
-        "account": login.account,
-        "connected": login.connected,
-        "verified": login.verified,
-        "has_credentials": login.has_credentials,
-        "tools": tool_views(login),
-        "revision": login.revision,
-        "updated_by": login.updated_by,
-        "updated_at": login.updated_at,
-    }
+def login_view(login: Login) -> api.Login:
+    return api.Login(
+        login_id=login.login_id,
+        org_id=login.org_id,
+        scope=login.scope,
+        scope_id=login.scope_id,
+        name=login.name,
+        server_url=login.server_url,
+        account=login.account,
+        connected=login.connected,
+        verified=login.verified,
+        has_credentials=login.has_credentials,
+        tools=tool_views(login),
+        revision=login.revision,
+        updated_by=login.updated_by,
+        updated_at=login.updated_at,
+    )
 
 
 async def publish_catalog(uow: UnitOfWork, login: Login, *, deleted: bool = False) -> None:
@@ -144,24 +146,24 @@ async def update_login(
     given = body.model_fields_set
     if not given:
         return login
-    fields: dict[str, Any] = {name: getattr(body, name) for name in given if name not in ("tools", "credentials")}
+    edited = dataclasses.replace(login, **body.model_dump(include=given & EDITED_FIELDS))
     if "tools" in given:
-        fields["tools"] = tool_specs(body.tools or {})
+        edited = dataclasses.replace(edited, tools=tool_specs(body.tools or {}))
     if "credentials" in given:
-        fields["credentials"] = sealed(box, body.credentials)
-        fields["key_id"] = box.key_id if body.credentials is not None else None
-    changed = await store(uow).change(login_id, fields, actor)
+        token = sealed(box, body.credentials)
+        await store(uow).set_credentials(login_id, token, box.key_id if token is not None else None)
+    changed = await store(uow).change(edited, actor)
     if given & CATALOG_FIELDS:
         await publish_catalog(uow, changed)
     return changed
 
 
-async def delete_login(uow: UnitOfWork, login_id: str, org: str | None) -> dict[str, Any]:
+async def delete_login(uow: UnitOfWork, login_id: str, org: str | None) -> api.LoginDeleted:
     login = await login_in(uow, login_id, org, for_update=True)
     not_the_platforms(login)
     await store(uow).delete(login_id)
     await publish_catalog(uow, dataclasses.replace(login, revision=login.revision + 1), deleted=True)
-    return {"login_id": login_id, "deleted": True}
+    return api.LoginDeleted(login_id=login_id, deleted=True)
 
 
 # --- sessions ---------------------------------------------------------------------------------------------------
@@ -174,19 +176,19 @@ async def session_in(uow: UnitOfWork, session_id: str, org: str | None) -> Sessi
     return session
 
 
-def session_view(session: Session, grants: dict[str, Grant]) -> dict[str, Any]:
+def session_view(session: Session, grants: dict[str, Grant]) -> api.StudioSession:
     held = [] if session.closed else sorted(login_id for login_id, grant in grants.items() if grant.active)
-    return {
-        "session_id": session.session_id,
-        "org_id": session.org_id,
-        "source_guild_id": session.source_guild_id,
-        "operator_user_id": session.operator_user_id,
-        "closed": session.closed,
-        "granted_connection_ids": held,
-    }
+    return api.StudioSession(
+        session_id=session.session_id,
+        org_id=session.org_id,
+        source_guild_id=session.source_guild_id,
+        operator_user_id=session.operator_user_id,
+        closed=session.closed,
+        granted_connection_ids=held,
+    )
 
 
-async def session_connections(uow: UnitOfWork, session_id: str, org: str | None) -> dict[str, Any]:
+async def session_connections(uow: UnitOfWork, session_id: str, org: str | None) -> api.SessionConnections:
     """Every login reachable from the session's source guild, with whether the session holds it."""
     session = await session_in(uow, session_id, org)
     members = [a.agent_id for a in await uow.workspace.agents_of_guild(session.source_guild_id) if a.live]
@@ -196,24 +198,24 @@ async def session_connections(uow: UnitOfWork, session_id: str, org: str | None)
     for login in logins:
         grant = grants.get(login.login_id)
         connections.append(
-            {
-                "connection_id": login.login_id,
-                "name": login.name,
-                "scope": login.scope,
-                "scope_id": login.scope_id,
-                "server_url": login.server_url,
-                "account": login.account,
-                "connected": login.connected,
-                "verified": login.verified,
-                "tools": tool_views(login),
-                "granted": grant is not None and grant.active and not session.closed,
-                "granted_by": None if grant is None else grant.granted_by,
-                "granted_at": None if grant is None else grant.granted_at,
-                "revoked_by": None if grant is None else grant.revoked_by,
-                "revoked_at": None if grant is None else grant.revoked_at,
-            }
+            api.SessionConnection(
+                connection_id=login.login_id,
+                name=login.name,
+                scope=login.scope,
+                scope_id=login.scope_id,
+                server_url=login.server_url,
+                account=login.account,
+                connected=login.connected,
+                verified=login.verified,
+                tools=tool_views(login),
+                granted=grant is not None and grant.active and not session.closed,
+                granted_by=None if grant is None else grant.granted_by,
+                granted_at=None if grant is None else grant.granted_at,
+                revoked_by=None if grant is None else grant.revoked_by,
+                revoked_at=None if grant is None else grant.revoked_at,
+            )
         )
-    return {"session_id": session_id, "closed": session.closed, "connections": connections}
+    return api.SessionConnections(session_id=session_id, closed=session.closed, connections=connections)
 
 
 def refused(refusal: Refusal) -> Exception:
@@ -262,7 +264,7 @@ async def set_grant(
     granted: bool,
     org: str | None,
     actor: str,
-) -> dict[str, Any]:
+) -> api.StudioSession:
     """Grant or revoke a login for the session (the Logins popover). A grant also answers each waiting request of
     the login as granted."""
     await uow.lock_session(session_id)
@@ -324,7 +326,7 @@ async def keep_platform_logins(uow: UnitOfWork, listed: list[PlatformLoginIn], b
         token = sealed(box, entry.credentials)
         await repo.set_credentials(entry.login_id, token, box.key_id if token is not None else None)
         if changed:
-            login = await repo.change(entry.login_id, changed, "deployment")
+            login = await repo.change(dataclasses.replace(held, **changed), "deployment")
             if changed.keys() & CATALOG_FIELDS:
                 await publish_catalog(uow, login)
     for login_id in set(await repo.platform_ids()) - {entry.login_id for entry in listed}:

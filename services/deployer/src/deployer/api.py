@@ -9,7 +9,7 @@ the words a missing one gets, and nothing is read or written. Without the header
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse
@@ -22,6 +22,7 @@ from deployer_contract.source import OWNER
 
 from .adapters.git import GitError, GitRepos
 from .deploys import Deploys
+from .domain.activity import ActivityFeed
 from .kinds.source import SourceKind
 from .routes import Unprocessable, store
 from .routes.deploys import Builds, Settings, Webhooks
@@ -41,13 +42,13 @@ def install(app: FastAPI, runtime: ServiceRuntime, repos: GitRepos, kind: Source
         who: Annotated[Caller, Depends(caller)],
         agent_id: Annotated[Identifier | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    ) -> Any:
+    ) -> ActivityFeed:
         """The deployer's activity entries (deploy, deploy failed, promote, link fix) of the caller's
         organisation, newest first (the gateway merges them into the public activity feed)."""
         if who.org is None:
             raise Unprocessable(422, "the activity feed is an organisation's: X-Assent-Org is required")
         async with runtime.unit_of_work() as uow:
-            return {"entries": await store(uow).activity_of(who.org, agent_id, limit)}
+            return ActivityFeed(entries=tuple(await store(uow).activity_of(who.org, agent_id, limit)))
 
     app.include_router(router)
 

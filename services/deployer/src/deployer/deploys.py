@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,6 +43,7 @@ from .adapters.git import GitError, GitRepos, Source
 from .adapters.repository import Build, Deploy, DeployerRepository, Job
 from .adapters.targets import DeployOrder, DeployTarget, TargetError, Targets
 from .domain import checks
+from .domain.activity import DeployLinks, FailedDeployLinks, FixLinks, RequestedDeployLinks
 from .domain.deploys import deploy_error, promotion_refusal, retry_refusal
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ class Deploys:
         repos: GitRepos,
         artifacts: Artifacts,
         targets: Targets,
-        schemas: Any,
+        schemas: Mapping[checks.FileFormat, Mapping[str, Any]],
         *,
         concurrency: int = 2,
         poll_seconds: float = 60.0,
@@ -125,7 +126,7 @@ class Deploys:
         # Locked: a build finishing now either sees this deploy once committed, or has finished before this reads it.
         build = await repo.build(build.build_id, for_update=True) or build
         settings = await repo.deploy_settings(source.agent_id)
-        target = (settings.target or self.targets.default).get("kind", "local")
+        target = (settings.target or self.targets.default).kind
         deploy = await repo.add_deploy(
             deploy_id=deploy_id,
             agent_id=source.agent_id,
@@ -135,17 +136,17 @@ class Deploys:
             proposal_id=proposal_id,
             issue_id=issue_id,
             status="pending",
-            target=str(target),
+            target=target,
             auto_promote=settings.auto_promote,
             requested_by=actor,
         )
-        links = {
-            "deploy": f"/api/agents/{source.agent_id}/deploys/{deploy_id}",
-            "build": f"/api/agents/{source.agent_id}/builds/{build.build_id}",
-            "commit": commit,
-            "proposal": None if proposal_id is None else f"/api/agents/{source.agent_id}/proposals/{proposal_id}",
-            "proposal_id": proposal_id,
-        }
+        links = RequestedDeployLinks(
+            deploy=f"/api/agents/{source.agent_id}/deploys/{deploy_id}",
+            build=f"/api/agents/{source.agent_id}/builds/{build.build_id}",
+            commit=commit,
+            proposal=None if proposal_id is None else f"/api/agents/{source.agent_id}/proposals/{proposal_id}",
+            proposal_id=proposal_id,
+        )
         await repo.add_activity(
             org_id, source.agent_id, "deploy", actor, f"deploy of {commit[:12]} requested ({target})", links
         )
@@ -158,7 +159,7 @@ class Deploys:
                 "link fix",
                 actor,
                 f"deploy {deploy_id} of {commit[:12]} linked as the fix of issue #{issue.number if issue else '?'}",
-                {**links, "issue": f"/api/workspace/agents/{source.agent_id}/issues/{issue_id}"},
+                FixLinks(**dict(links), issue=f"/api/workspace/agents/{source.agent_id}/issues/{issue_id}"),
             )
             await uow.emit(
                 DEPLOYS_EVENTS,
@@ -202,11 +203,11 @@ class Deploys:
             "deploy failed",
             None,
             error,
-            {
-                "deploy": f"/api/agents/{deploy.agent_id}/deploys/{deploy.deploy_id}",
-                "commit": deploy.source_version,
-                "proposal_id": deploy.proposal_id,
-            },
+            FailedDeployLinks(
+                deploy=f"/api/agents/{deploy.agent_id}/deploys/{deploy.deploy_id}",
+                commit=deploy.source_version,
+                proposal_id=deploy.proposal_id,
+            ),
         )
         return failed
 
@@ -263,7 +264,7 @@ class Deploys:
             "promote",
             actor,
             f"promoted deploy {deploy_id} of {deploy.source_version[:12]}",
-            {"deploy": f"/api/agents/{deploy.agent_id}/deploys/{deploy_id}", "commit": deploy.source_version},
+            DeployLinks(deploy=f"/api/agents/{deploy.agent_id}/deploys/{deploy_id}", commit=deploy.source_version),
         )
         return await self._live(uow, deploy, order, actor)
 
@@ -328,7 +329,7 @@ class Deploys:
                     build_id=build.build_id,
                     source_version=build.source_version,
                     attempt=started.attempts,
-                    triggers=tuple(t["trigger"] for t in await store(step).triggers(build.build_id)),
+                    triggers=tuple(t.trigger for t in await store(step).triggers(build.build_id)),
                 ),
             )
         crash_point("deployer.build.started")

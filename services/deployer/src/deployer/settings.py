@@ -2,11 +2,11 @@
 
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field, model_validator
 
 from assent.settings import ServiceSettings
+from deployer_contract.deploys import LocalTarget, Target
 
 
 class DeployerSettings(ServiceSettings):
@@ -20,7 +20,7 @@ class DeployerSettings(ServiceSettings):
     local_target_dir: Path = Path(tempfile.gettempdir()) / "assent-local-target"
     """Where the local deploy target records each agent's staged and live version (``ASSENT_LOCAL_TARGET_DIR``),
     per system."""
-    deploy_target: dict[str, Any] = Field(default_factory=lambda: {"kind": "local"})
+    deploy_target: Target = Field(default_factory=lambda: LocalTarget(kind="local"))
     """The deploy target of agents whose Deploys settings name none (``ASSENT_DEPLOY_TARGET``, JSON:
     ``{"kind": "local"}``, ``{"kind": "webhook", "url": ...}``, ``{"kind": "kubernetes", ...}``)."""
     build_concurrency: int = Field(2, ge=1, le=32)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PlainSerializer, WithJsonSchema
 
 from assent.api.declare import Matching, PublicRoute, RequestModel
 from assent.api.roles import Permission
@@ -133,6 +133,13 @@ class GrantIn(RequestModel):
 
 # --- answers --------------------------------------------------------------------------------------------------
 
+Instant = Annotated[
+    datetime,
+    PlainSerializer(datetime.isoformat, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+"""A moment, written as ISO 8601 with its offset (``+00:00``)."""
+
 
 class ConnectionTool(BaseModel):
     """A tool of a login, with the read-only policy's word on it: whether the proxy calls it (``readable``), whether
@@ -164,7 +171,7 @@ class Login(BaseModel):
     tools: list[ConnectionTool]
     revision: int
     updated_by: str
-    updated_at: datetime | None
+    updated_at: Instant | None
 
 
 class LoginDeleted(BaseModel):
@@ -187,9 +194,9 @@ class SessionConnection(BaseModel):
     tools: list[ConnectionTool]
     granted: bool
     granted_by: str | None
-    granted_at: datetime | None
+    granted_at: Instant | None
     revoked_by: str | None
-    revoked_at: datetime | None
+    revoked_at: Instant | None
 
 
 class SessionConnections(BaseModel):

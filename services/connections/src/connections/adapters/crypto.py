@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
-from pydantic import SecretStr
+from pydantic import SecretStr, TypeAdapter
+
+from ..domain.logins import Credentials
 
 ENV = "ASSENT_CREDENTIALS_KEY"
+CREDENTIALS: TypeAdapter[Credentials] = TypeAdapter(Credentials)
+"""Credentials as the JSON object that is encrypted: ``{"token": ..., "headers": {...}}``."""
 
 
 class CredentialKeyError(ValueError):
@@ -33,7 +36,7 @@ def key_id(key: bytes) -> str:
 
 
 class CredentialBox:
-    """Encrypts and decrypts credentials (JSON objects) with the configured keys."""
+    """Encrypts and decrypts credentials (as JSON objects) with the configured keys."""
 
     def __init__(self, setting: SecretStr | str | None) -> None:
         raw = setting.get_secret_value() if isinstance(setting, SecretStr) else setting or ""
@@ -53,15 +56,15 @@ class CredentialBox:
         self.key_id = key_id(keys[0])
         """The fingerprint of the key that encrypts."""
 
-    def encrypt(self, credentials: dict[str, Any]) -> str:
-        return self._fernet.encrypt(json.dumps(credentials).encode()).decode()
+    def encrypt(self, credentials: Credentials) -> str:
+        return self._fernet.encrypt(json.dumps(CREDENTIALS.dump_python(credentials, mode="json")).encode()).decode()
 
-    def decrypt(self, token: str) -> dict[str, Any]:
+    def decrypt(self, token: str) -> Credentials:
         try:
-            data: dict[str, Any] = json.loads(self._fernet.decrypt(token.encode()))
+            plain = self._fernet.decrypt(token.encode())
         except InvalidToken:
             raise UnreadableCredentials("no configured key decrypts the stored credentials") from None
-        return data
+        return CREDENTIALS.validate_json(plain)
 
     def rotate(self, token: str) -> str:
         """``token`` encrypted again under the first key."""

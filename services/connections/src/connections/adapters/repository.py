@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from pydantic import TypeAdapter
 from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
+
+from assent.contracts import ToolCall
 
 from ..domain.logins import Login
 from ..domain.policy import ToolSpec
@@ -44,8 +46,8 @@ class StoredCredentials:
     key_id: str | None
 
 
-def tools_json(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    return [dataclasses.asdict(tool) for tool in tools]
+TOOLS: TypeAdapter[tuple[ToolSpec, ...]] = TypeAdapter(tuple[ToolSpec, ...])
+"""A login's manifest as its ``tools`` column holds it: a JSON list of its tools' fields."""
 
 
 def _login(row: Any) -> Login:
@@ -59,7 +61,7 @@ def _login(row: Any) -> Login:
         account=row.account,
         connected=row.connected,
         verified=row.verified,
-        tools=tuple(ToolSpec(**tool) for tool in row.tools),
+        tools=TOOLS.validate_python(row.tools),
         revision=row.revision,
         has_credentials=row.credentials is not None,
         updated_by=row.updated_by,
@@ -131,7 +133,7 @@ class LoginsRepository:
                     account=login.account,
                     connected=login.connected,
                     verified=login.verified,
-                    tools=tools_json(login.tools),
+                    tools=TOOLS.dump_python(login.tools, mode="json"),
                     credentials=credentials,
                     key_id=key_id if credentials is not None else None,
                     revision=1,
@@ -143,16 +145,24 @@ class LoginsRepository:
         ).first()
         return row is not None
 
-    async def change(self, login_id: str, fields: dict[str, Any], actor: str) -> Login:
-        """Set ``fields`` (columns; ``tools`` as :class:`ToolSpec`) and the next revision."""
-        values = dict(fields)
-        if "tools" in values:
-            values["tools"] = tools_json(values["tools"])
+    async def change(self, login: Login, actor: str) -> Login:
+        """Write what may change of ``login`` (its name, server, account, whether it is connected or verified, its
+        tools; its credentials apart: :meth:`set_credentials`) with the next revision."""
         row = (
             await self.conn.execute(
                 update(t.logins)
-                .where(t.logins.c.login_id == login_id)
-                .values(**values, revision=t.logins.c.revision + 1, updated_by=actor, updated_at=func.now())
+                .where(t.logins.c.login_id == login.login_id)
+                .values(
+                    name=login.name,
+                    server_url=login.server_url,
+                    account=login.account,
+                    connected=login.connected,
+                    verified=login.verified,
+                    tools=TOOLS.dump_python(login.tools, mode="json"),
+                    revision=t.logins.c.revision + 1,
+                    updated_by=actor,
+                    updated_at=func.now(),
+                )
                 .returning(*_LOGIN_COLUMNS)
             )
         ).one()
@@ -190,8 +200,8 @@ class LoginsRepository:
         return [StoredCredentials(row.login_id, row.credentials, row.key_id) for row in await self.conn.execute(query)]
 
     async def set_credentials(self, login_id: str, token: str | None, key_id: str | None) -> None:
-        """Store the login's credentials (encrypted again, or as the deployment lists them): the login's revision
-        stays, as its catalog does."""
+        """Store the login's credentials (encrypted again, as the deployment lists them, or as a change gives them):
+        the login's revision stays, as its catalog does."""
         statement = update(t.logins).where(t.logins.c.login_id == login_id).values(credentials=token, key_id=key_id)
         await self.conn.execute(statement)
 
@@ -262,11 +272,11 @@ class LoginsRepository:
 
     # --- proxied calls ----------------------------------------------------------------------------------------------
 
-    async def add_call(self, call_id: UUID, session_id: str, call: dict[str, Any], trace: dict[str, str]) -> None:
+    async def add_call(self, call_id: UUID, session_id: str, call: ToolCall, trace: dict[str, str]) -> None:
         """Record an admitted call for its runner (a call recorded already stays as it is)."""
         statement = (
             insert(t.calls)
-            .values(call_id=call_id, session_id=session_id, call=call, trace=trace)
+            .values(call_id=call_id, session_id=session_id, call=call.model_dump(mode="json"), trace=trace)
             .on_conflict_do_nothing(index_elements=[t.calls.c.call_id])
         )
         await self.conn.execute(statement)

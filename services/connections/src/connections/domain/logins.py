@@ -21,6 +21,7 @@ from assent.contracts import Id, Text
 from assent.domain import Agent, Refusal, Session
 from assent.hashing import content_hash
 from connections_contract.messages import CatalogTool, ConnectionCatalog
+from connections_contract.routes import ConnectionTool
 
 from .policy import ToolSpec, Verdict, classify
 from .servers import server_identity
@@ -54,13 +55,6 @@ class Credentials:
             if scheme and rest.strip():
                 found.append(rest.strip())
         return found
-
-    def to_json(self) -> dict[str, Any]:
-        return {"token": self.token, "headers": self.headers}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Credentials:
-        return cls(data.get("token"), dict(data.get("headers") or {}))
 
 
 @dataclass(frozen=True)
@@ -163,22 +157,22 @@ def catalog(login: Login, *, deleted: bool = False) -> ConnectionCatalog:
     )
 
 
-def tool_views(login: Login) -> list[dict[str, Any]]:
+def tool_views(login: Login) -> list[ConnectionTool]:
     """The login's tools as the API shows them, each with the policy's word on it."""
     views = []
     for tool in login.tools:
         verdict = login.verdict(tool)
         views.append(
-            {
-                "name": tool.name,
-                "description": tool.description,
-                "read_only_hint": tool.read_only_hint,
-                "default_off": tool.default_off,
-                "mutating": tool.mutating,
-                "readable": verdict.readable,
-                "changes_data": verdict.changes_data,
-                "rule": verdict.rule,
-            }
+            ConnectionTool(
+                name=tool.name,
+                description=tool.description,
+                read_only_hint=tool.read_only_hint,
+                default_off=tool.default_off,
+                mutating=tool.mutating,
+                readable=verdict.readable,
+                changes_data=verdict.changes_data,
+                rule=verdict.rule,
+            )
         )
     return views
 

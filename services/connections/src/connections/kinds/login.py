@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from assent.contracts import (
     CardField,
@@ -96,6 +96,27 @@ PROXIED = Output({"proxied": True})
 runner answers it, :class:`connections.calls.CallRunner`)."""
 
 
+class AccessRequest(BaseModel):
+    """What a login request holds (its ``payload``): the login asked for."""
+
+    model_config = ConfigDict(frozen=True)
+
+    connection_id: str
+
+
+class Granted(AccessRequest):
+    """What granting did (the outcome's ``effects``): the login the session holds now."""
+
+
+class LoginMoved(BaseModel):
+    """The server and account of a login that changed since it was asked for (a stale grant's ``effects``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    server_url: str
+    account: str
+
+
 @dataclass(frozen=True)
 class PreparedCall:
     """One call to make on a login's MCP server, with the credentials it goes with."""
@@ -149,7 +170,7 @@ class LoginKind(ProposalKind):
             reason=args.reason,
             before="",
             after=login.card_text,
-            payload={"connection_id": login.login_id},
+            payload=AccessRequest(connection_id=login.login_id).model_dump(mode="json"),
             # A grant changes no text: the card shows the login as it is (no lines added or removed).
             fields=(CardField(name="login", before=login.card_text, after=login.card_text),),
             notes=(f"Server: {login.server_url}", f"Account: {login.account}"),
@@ -163,9 +184,7 @@ class LoginKind(ProposalKind):
         admitted = await self.admit(call, args, uow)
         if isinstance(admitted, Refusal):
             return admitted
-        await store(uow).add_call(
-            call.message.id, call.message.session_id, call.message.model_dump(mode="json"), current_carrier()
-        )
+        await store(uow).add_call(call.message.id, call.message.session_id, call.message, current_carrier())
         return PROXIED
 
     async def admit(self, call: Call, args: CallTool, uow: UnitOfWork) -> tuple[Login, ToolSpec] | Refusal:
@@ -237,16 +256,17 @@ class LoginKind(ProposalKind):
             failure = type(exc).__name__
             log.warning("a call of %s on connection %s failed: %s", prepared.tool, prepared.login_id, failure)
             return Refusal(502, "connection_failed", f"the call of {prepared.tool} failed ({type(exc).__name__})")
-        return Output(
-            evidence(outcome, secrets, connection_id=prepared.login_id, tool=prepared.tool, limit=self.result_max_bytes)
+        found = evidence(
+            outcome, secrets, connection_id=prepared.login_id, tool=prepared.tool, limit=self.result_max_bytes
         )
+        return Output(found.model_dump(mode="json"))
 
     async def credentials_of(self, login_id: str, uow: UnitOfWork) -> Credentials:
         stored = await store(uow).credentials(login_id)
-        return Credentials() if stored is None else Credentials.from_json(self.box.decrypt(stored.token))
+        return Credentials() if stored is None else self.box.decrypt(stored.token)
 
     async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
-        login = await store(uow).get(proposal.payload["connection_id"])
+        login = await store(uow).get(AccessRequest.model_validate(proposal.payload).connection_id)
         if login is None:
             return LiveView(hash=None, version=None, fields=(CardField(name="login", before=None, after=None),))
         return LiveView(
@@ -262,7 +282,7 @@ class LoginKind(ProposalKind):
         session = await uow.sessions.get(proposal.session_id)
         if session is None or session.closed:
             return Refusal(409, "session_closed", f"session {proposal.session_id!r} is closed; its grants ended")
-        found = await reachable_login(session, proposal.payload["connection_id"], uow)
+        found = await reachable_login(session, AccessRequest.model_validate(proposal.payload).connection_id, uow)
         if isinstance(found, Refusal):
             return found
         login = found
@@ -270,7 +290,7 @@ class LoginKind(ProposalKind):
             return Stale(
                 f"the server or account of connection {login.login_id!r} changed since the coach asked; the request "
                 "stays pending",
-                {"server_url": login.server_url, "account": login.account},
+                LoginMoved(server_url=login.server_url, account=login.account).model_dump(mode="json"),
             )
         if not login.connected:
             return not_connected(login)
@@ -279,7 +299,8 @@ class LoginKind(ProposalKind):
             proposal.session_id, login.login_id, decision.actor, via, proposal.seq, datetime.now(UTC)
         )
         return Applied(
-            f"granted read access to {login.name} for the session", effects={"connection_id": login.login_id}
+            f"granted read access to {login.name} for the session",
+            effects=Granted(connection_id=login.login_id).model_dump(mode="json"),
         )
 
 

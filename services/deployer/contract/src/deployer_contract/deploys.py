@@ -38,16 +38,27 @@ class WebhookTarget(RequestModel):
 
 
 class KubernetesTarget(RequestModel):
-    """Annotates, then patches, a Deployment's pod template."""
+    """Annotates, then patches, a Deployment's pod template (in the namespace ``default`` when none is named)."""
 
     kind: Literal["kubernetes"]
-    namespace: Setting | None = None
+    namespace: Setting | None = Field(None, exclude_if=lambda namespace: namespace is None)
     deployment: Setting
     container: Setting
     image: Setting
 
 
 Target = Annotated[LocalTarget | WebhookTarget | KubernetesTarget, Field(discriminator="kind")]
+
+
+class ShownWebhookTarget(BaseModel):
+    """A webhook target as the settings show it: without its token."""
+
+    kind: Literal["webhook"]
+    url: str
+
+
+ShownTarget = Annotated[LocalTarget | ShownWebhookTarget | KubernetesTarget, Field(discriminator="kind")]
+"""A target's configuration as the settings show it (a webhook's token never)."""
 
 
 class DeploySettingsIn(RequestModel):
@@ -71,7 +82,7 @@ class DeploySettings(BaseModel):
     agent_id: str
     builds_on_push: bool
     auto_promote: bool
-    target: dict[str, Any] | None
+    target: ShownTarget | None
     """The target's configuration, without its token."""
     webhook_secret_set: bool
 
@@ -96,7 +107,7 @@ class Build(BaseModel):
     finished_at: str | None
     triggers: list[Trigger]
     deploys: list[str]
-    log: str | None = None
+    log: str | None = Field(None, exclude_if=lambda log: log is None)
     """A build read on its own carries its log."""
 
 
@@ -108,11 +119,26 @@ class Deploys(BaseModel):
     deploys: list[Deploy]
 
 
+class PushBuilt(BaseModel):
+    """The build a push to an agent's production branch started (or joined)."""
+
+    agent_id: str
+    build_id: str
+    status: str
+
+
+class PushIgnored(BaseModel):
+    """Why a push did nothing for an agent (another branch, builds on push off)."""
+
+    agent_id: str
+    ignored: str
+
+
 class Pushed(BaseModel):
     """What a push started, per agent whose source is the repository; or why the delivery was ignored."""
 
-    results: list[dict[str, Any]] | None = None
-    ignored: str | None = None
+    results: list[PushBuilt | PushIgnored] | None = Field(None, exclude_if=lambda results: results is None)
+    ignored: str | None = Field(None, exclude_if=lambda ignored: ignored is None)
 
 
 def _route(

@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from assent.api.declare import KeysMatch, Matching, PublicRoute, RequestModel
 from assent.api.roles import Permission
+from assent.contracts import LineCounts
 from assent.domain import Refusal
 from assent.http import SPACE, NoNul, Omissible, OneLine
 
@@ -278,11 +279,30 @@ class BuilderChat(BaseModel):
 
 class FileDiff(BaseModel):
     path: str
-    action: str
+    action: Literal["create", "edit", "delete"]
     deleted: bool
     diff: str
-    lines: dict[str, int]
+    lines: LineCounts
+    """Counted as a card counts a field, so the files' counts add up to the request's."""
     changed_since: bool
+
+
+class ChatLink(BaseModel):
+    """The agent's chat a proposal was asked in."""
+
+    session_id: str
+    link: str
+    label: Literal["View chat"] = "View chat"
+
+
+class IssueLink(BaseModel):
+    """The issue a proposal fixes."""
+
+    issue_id: str
+    number: int
+    title: str
+    link: str
+    label: Literal["Fix for issue"] = "Fix for issue"
 
 
 class Proposal(BaseModel):
@@ -296,10 +316,10 @@ class Proposal(BaseModel):
     model: str | None
     asked_by: str | None
     origin: str
-    chat: dict[str, str] | None
+    chat: ChatLink | None
     from_builder_chat: bool
     label: str
-    fix_for_issue: dict[str, Any] | None
+    fix_for_issue: IssueLink | None
     source_version: str | None
     files: list[FileDiff]
     changed_since: list[str]
@@ -311,7 +331,7 @@ class Proposal(BaseModel):
     branch: str | None
     link: str | None
     deployed: bool | None
-    deploy: Deploy | str | None
+    deploy: Deploy | Literal["not deployed"] | None
     """``not deployed`` for one approved onto a branch."""
     replaced_by: str | None
 

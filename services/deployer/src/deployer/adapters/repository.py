@@ -6,14 +6,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import TypeAdapter
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from assent.runtime.uow import StoredProposal
+from deployer_contract.deploys import Target
 
+from ..domain.activity import ActivityEntry, DeployLinks, What
+from ..domain.deploys import DeployStatus
 from . import tables as t
 from .git import Source
 
@@ -27,6 +31,9 @@ class Deployment:
     deployed_at: datetime
 
 
+IssueStatus = Literal["open", "fixed", "closed"]
+
+
 @dataclass(frozen=True)
 class Issue:
     issue_id: str
@@ -35,25 +42,11 @@ class Issue:
     number: int
     title: str
     text: str
-    status: str
+    status: IssueStatus
     evals: dict[str, str]
     created_by: str
     updated_by: str
     fix_deploy_id: str | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "fix_deploy_id": self.fix_deploy_id,
-            "issue_id": self.issue_id,
-            "agent_id": self.agent_id,
-            "number": self.number,
-            "title": self.title,
-            "text": self.text,
-            "status": self.status,
-            "evals": self.evals,
-            "created_by": self.created_by,
-            "updated_by": self.updated_by,
-        }
 
 
 def _source(row: Any) -> Source:
@@ -79,24 +72,17 @@ def _issue(row: Any) -> Issue:
 # --- builds, deploys, jobs, activity --------------------------------------------------------------------
 
 
+TARGET: TypeAdapter[Target] = TypeAdapter(Target)
+
+
 @dataclass(frozen=True)
 class DeploySettings:
     agent_id: str
     builds_on_push: bool = False
     auto_promote: bool = True
-    target: dict[str, Any] | None = None
+    target: Target | None = None
     webhook_secret: str | None = None
     last_seen_head: str | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        target = None if self.target is None else {k: v for k, v in self.target.items() if k != "token"}
-        return {
-            "agent_id": self.agent_id,
-            "builds_on_push": self.builds_on_push,
-            "auto_promote": self.auto_promote,
-            "target": target,
-            "webhook_secret_set": self.webhook_secret is not None,
-        }
 
 
 @dataclass(frozen=True)
@@ -114,24 +100,16 @@ class Build:
     started_at: datetime | None
     finished_at: datetime | None
 
-    def as_json(self, triggers: list[dict[str, Any]] | None = None, *, log: bool = False) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "build_id": self.build_id,
-            "agent_id": self.agent_id,
-            "source_version": self.source_version,
-            "status": self.status,
-            "artifact_digest": self.artifact_digest,
-            "error": self.error,
-            "attempts": self.attempts,
-            "created_at": self.created_at.isoformat(),
-            "started_at": None if self.started_at is None else self.started_at.isoformat(),
-            "finished_at": None if self.finished_at is None else self.finished_at.isoformat(),
-        }
-        if triggers is not None:
-            data["triggers"] = triggers
-        if log:
-            data["log"] = self.log
-        return data
+
+@dataclass(frozen=True)
+class BuildTrigger:
+    """Who or what asked for a build: a push (``ref``: the delivery), the poller, an approval (``ref``: the
+    proposal), a person."""
+
+    trigger: str
+    ref: str
+    actor: str | None
+    at: datetime
 
 
 @dataclass(frozen=True)
@@ -143,7 +121,7 @@ class Deploy:
     source_version: str
     proposal_id: str | None
     issue_id: str | None
-    status: str
+    status: DeployStatus
     target: str
     auto_promote: bool
     error: str | None
@@ -153,30 +131,6 @@ class Deploy:
     created_at: datetime
     started_at: datetime | None
     live_at: datetime | None
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "deploy_id": self.deploy_id,
-            "agent_id": self.agent_id,
-            "build_id": self.build_id,
-            "source_version": self.source_version,
-            "proposal_id": self.proposal_id,
-            "issue_id": self.issue_id,
-            "status": self.status,
-            "live": self.status == "live",
-            "target": self.target,
-            "auto_promote": self.auto_promote,
-            "error": self.error,
-            "requested_by": self.requested_by,
-            "promoted_by": self.promoted_by,
-            "created_at": self.created_at.isoformat(),
-            "started_at": None if self.started_at is None else self.started_at.isoformat(),
-            "live_at": None if self.live_at is None else self.live_at.isoformat(),
-            "links": {
-                "deploy": f"/api/agents/{self.agent_id}/deploys/{self.deploy_id}",
-                "build": f"/api/agents/{self.agent_id}/builds/{self.build_id}",
-            },
-        }
 
 
 @dataclass(frozen=True)
@@ -198,8 +152,9 @@ class DeploysRepository:
         ).first()
         if row is None:
             return DeploySettings(agent_id)
+        target = None if row.target is None else TARGET.validate_python(row.target)
         return DeploySettings(
-            row.agent_id, row.builds_on_push, row.auto_promote, row.target, row.webhook_secret, row.last_seen_head
+            row.agent_id, row.builds_on_push, row.auto_promote, target, row.webhook_secret, row.last_seen_head
         )
 
     async def save_deploy_settings(self, agent_id: str, actor: str, **fields: Any) -> DeploySettings:
@@ -272,13 +227,13 @@ class DeploysRepository:
         )
         return [Build(**row._mapping) for row in rows]
 
-    async def triggers(self, build_id: str) -> list[dict[str, Any]]:
+    async def triggers(self, build_id: str) -> list[BuildTrigger]:
         rows = await self.conn.execute(
             select(t.build_triggers)
             .where(t.build_triggers.c.build_id == build_id)
             .order_by(t.build_triggers.c.created_at, t.build_triggers.c.trigger)
         )
-        return [{"trigger": r.trigger, "ref": r.ref, "actor": r.actor, "at": r.created_at.isoformat()} for r in rows]
+        return [BuildTrigger(r.trigger, r.ref, r.actor, r.created_at) for r in rows]
 
     async def update_build(self, build_id: str, **fields: Any) -> Build:
         row = (
@@ -388,13 +343,15 @@ class DeploysRepository:
     # --- activity -----------------------------------------------------------------------------------
 
     async def add_activity(
-        self, org_id: str, agent_id: str, what: str, who: str | None, detail: str, links: dict[str, Any]
+        self, org_id: str, agent_id: str, what: What, who: str | None, detail: str, links: DeployLinks
     ) -> None:
         await self.conn.execute(
-            t.activity.insert().values(org_id=org_id, agent_id=agent_id, what=what, who=who, detail=detail, links=links)
+            t.activity.insert().values(
+                org_id=org_id, agent_id=agent_id, what=what, who=who, detail=detail, links=links.model_dump(mode="json")
+            )
         )
 
-    async def activity_of(self, org_id: str, agent_id: str | None, limit: int) -> list[dict[str, Any]]:
+    async def activity_of(self, org_id: str, agent_id: str | None, limit: int) -> list[ActivityEntry]:
         query = select(t.activity).where(t.activity.c.org_id == org_id)
         if agent_id is not None:
             query = query.where(t.activity.c.agent_id == agent_id)
@@ -402,15 +359,15 @@ class DeploysRepository:
             query.order_by(t.activity.c.at.desc(), t.activity.c.activity_id.desc()).limit(limit)
         )
         return [
-            {
-                "who": r.who,
-                "what": r.what,
-                "when": r.at.isoformat(),
-                "agent_id": r.agent_id,
-                "proposal_id": r.links.get("proposal_id"),
-                "detail": r.detail,
-                "links": {k: v for k, v in r.links.items() if k != "proposal_id"},
-            }
+            ActivityEntry(
+                who=r.who,
+                what=r.what,
+                when=r.at.isoformat(),
+                agent_id=r.agent_id,
+                proposal_id=r.links.get("proposal_id"),
+                detail=r.detail,
+                links={k: v for k, v in r.links.items() if k != "proposal_id"},
+            )
             for r in rows
         ]
 

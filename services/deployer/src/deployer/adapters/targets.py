@@ -19,13 +19,17 @@ import asyncio
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import httpx
+from pydantic import BaseModel, ConfigDict
+
+from deployer_contract.deploys import LocalTarget as LocalConfig
+from deployer_contract.deploys import Target as TargetConfig
+from deployer_contract.deploys import WebhookTarget as WebhookConfig
 
 
 class TargetError(Exception):
@@ -42,12 +46,40 @@ class DeployOrder:
     artifact_path: str
 
 
+Action = Literal["start", "promote"]
+
+
 class DeployTarget(Protocol):
     kind: str
 
     async def start(self, order: DeployOrder) -> None: ...
 
     async def promote(self, order: DeployOrder) -> None: ...
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class LocalStep(_Frozen):
+    """One step the local target recorded: the order, what was done (``start``: staged, ``promote``: live), when."""
+
+    deploy_id: str
+    org_id: str
+    agent_id: str
+    source_version: str
+    artifact_digest: str
+    artifact_path: str
+    action: Action
+    at: str
+
+
+class LocalState(_Frozen):
+    """An agent's file of the local target: the step staged, the step live, and every step."""
+
+    staged: LocalStep | None = None
+    live: LocalStep | None = None
+    history: tuple[LocalStep, ...] = ()
 
 
 class LocalTarget:
@@ -62,21 +94,22 @@ class LocalTarget:
     def file(self, agent_id: str) -> Path:
         return self.root / f"{re.sub(r'[^A-Za-z0-9._-]', '_', agent_id)}.json"
 
-    def read(self, agent_id: str) -> dict[str, Any]:
+    def read(self, agent_id: str) -> LocalState:
         path = self.file(agent_id)
-        return json.loads(path.read_text()) if path.exists() else {"staged": None, "live": None, "history": []}
+        return LocalState.model_validate_json(path.read_text()) if path.exists() else LocalState()
 
-    def _record(self, order: DeployOrder, action: str) -> None:
+    def _record(self, order: DeployOrder, action: Action) -> None:
         state = self.read(order.agent_id)
-        if any(h["deploy_id"] == order.deploy_id and h["action"] == action for h in state["history"]):
+        if any(h.deploy_id == order.deploy_id and h.action == action for h in state.history):
             return
-        entry = {**asdict(order), "action": action, "at": datetime.now(UTC).isoformat()}
-        state["history"].append(entry)
-        state["staged" if action == "start" else "live"] = entry
+        step = LocalStep(**asdict(order), action=action, at=datetime.now(UTC).isoformat())
+        state = state.model_copy(
+            update={"history": (*state.history, step), "staged" if action == "start" else "live": step}
+        )
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.file(order.agent_id)
         scratch = path.with_suffix(f".tmp{os.getpid()}")
-        scratch.write_text(json.dumps(state, indent=2))
+        scratch.write_text(json.dumps(state.model_dump(mode="json"), indent=2))
         os.replace(scratch, path)
 
     async def start(self, order: DeployOrder) -> None:
@@ -86,9 +119,21 @@ class LocalTarget:
         self._record(order, "promote")
 
 
+class WebhookCall(_Frozen):
+    """What the webhook target POSTs."""
+
+    action: Action
+    deploy_id: str
+    org_id: str
+    agent_id: str
+    commit: str
+    artifact_digest: str
+
+
 class WebhookTarget:
-    """POSTs ``{"action": "start"|"promote", "deploy_id", "org_id", "agent_id", "commit", "artifact_digest"}`` to
-    ``url`` (with ``Authorization: Bearer <token>`` when a token is set); any answer but 2xx is an error."""
+    """POSTs a :class:`WebhookCall` (``{"action": "start"|"promote", "deploy_id", "org_id", "agent_id", "commit",
+    "artifact_digest"}``) to ``url`` (with ``Authorization: Bearer <token>`` when a token is set); any answer but
+    2xx is an error."""
 
     kind = "webhook"
 
@@ -97,19 +142,19 @@ class WebhookTarget:
             raise TargetError(f"a webhook target's url is http or https, not {url!r}")
         self.url, self.token, self.timeout = url, token, timeout
 
-    async def _post(self, order: DeployOrder, action: str) -> None:
-        body = {
-            "action": action,
-            "deploy_id": order.deploy_id,
-            "org_id": order.org_id,
-            "agent_id": order.agent_id,
-            "commit": order.source_version,
-            "artifact_digest": order.artifact_digest,
-        }
+    async def _post(self, order: DeployOrder, action: Action) -> None:
+        body = WebhookCall(
+            action=action,
+            deploy_id=order.deploy_id,
+            org_id=order.org_id,
+            agent_id=order.agent_id,
+            commit=order.source_version,
+            artifact_digest=order.artifact_digest,
+        )
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         try:
             async with httpx.AsyncClient(timeout=self.timeout) as client:
-                response = await client.post(self.url, json=body, headers=headers)
+                response = await client.post(self.url, json=body.model_dump(mode="json"), headers=headers)
         except httpx.HTTPError as exc:
             raise TargetError(f"the webhook target {self.url} did not answer ({type(exc).__name__})") from None
         if not 200 <= response.status_code < 300:
@@ -120,6 +165,35 @@ class WebhookTarget:
 
     async def promote(self, order: DeployOrder) -> None:
         await self._post(order, "promote")
+
+
+class ObjectMeta(_Frozen):
+    annotations: dict[str, str]
+
+
+class ContainerImage(_Frozen):
+    name: str
+    image: str
+
+
+class PodSpec(_Frozen):
+    containers: tuple[ContainerImage, ...]
+
+
+class PodTemplate(_Frozen):
+    metadata: ObjectMeta
+    spec: PodSpec
+
+
+class DeploymentSpec(_Frozen):
+    template: PodTemplate
+
+
+class DeploymentPatch(_Frozen):
+    """A patch of a Deployment: its annotations, and (promoting) its pod template's annotations and image."""
+
+    metadata: ObjectMeta
+    spec: DeploymentSpec | None = None
 
 
 class KubernetesTarget:
@@ -143,9 +217,10 @@ class KubernetesTarget:
             config.load_incluster_config()
         return client.AppsV1Api()
 
-    def _patch(self, body: dict[str, Any]) -> None:
+    def _patch(self, patch: DeploymentPatch) -> None:
         from kubernetes.client.exceptions import ApiException
 
+        body = patch.model_dump(mode="json", exclude_none=True)
         try:
             self._api().patch_namespaced_deployment(self.deployment, self.namespace, body)
         except ApiException as exc:
@@ -162,7 +237,7 @@ class KubernetesTarget:
 
     async def start(self, order: DeployOrder) -> None:
         annotations = {f"{self.ANNOTATION}/staged-version": order.source_version}
-        await asyncio.to_thread(self._patch, {"metadata": {"annotations": annotations}})
+        await asyncio.to_thread(self._patch, DeploymentPatch(metadata=ObjectMeta(annotations=annotations)))
 
     async def promote(self, order: DeployOrder) -> None:
         annotations = {
@@ -170,54 +245,28 @@ class KubernetesTarget:
             f"{self.ANNOTATION}/artifact": order.artifact_digest,
             f"{self.ANNOTATION}/deploy-id": order.deploy_id,
         }
-        body = {
-            "metadata": {"annotations": annotations},
-            "spec": {
-                "template": {
-                    "metadata": {"annotations": annotations},
-                    "spec": {"containers": [{"name": self.container, "image": f"{self.image}:{self.tag(order)}"}]},
-                }
-            },
-        }
-        await asyncio.to_thread(self._patch, body)
-
-
-TargetFactory = Callable[[Mapping[str, Any]], DeployTarget]
+        image = ContainerImage(name=self.container, image=f"{self.image}:{self.tag(order)}")
+        patch = DeploymentPatch(
+            metadata=ObjectMeta(annotations=annotations),
+            spec=DeploymentSpec(
+                template=PodTemplate(metadata=ObjectMeta(annotations=annotations), spec=PodSpec(containers=(image,)))
+            ),
+        )
+        await asyncio.to_thread(self._patch, patch)
 
 
 class Targets:
-    """The registry of target kinds, and the default target (``ASSENT_DEPLOY_TARGET``) for agents that name none."""
+    """The targets of the configurations (a :data:`~deployer_contract.deploys.Target`), and the default one
+    (``ASSENT_DEPLOY_TARGET``) for agents that name none."""
 
-    def __init__(self, local_root: Path, default: Mapping[str, Any]) -> None:
+    def __init__(self, local_root: Path, default: TargetConfig) -> None:
         self.local = LocalTarget(local_root)
-        self.default = dict(default)
-        self.kinds: dict[str, TargetFactory] = {
-            "local": lambda _: self.local,
-            "webhook": lambda c: WebhookTarget(str(c["url"]), c.get("token")),
-            "kubernetes": lambda c: KubernetesTarget(
-                str(c.get("namespace", "default")), str(c["deployment"]), str(c["container"]), str(c["image"])
-            ),
-        }
+        self.default = default
 
-    def register(self, kind: str, factory: TargetFactory) -> None:
-        self.kinds[kind] = factory
-
-    def refusal(self, config: Mapping[str, Any]) -> str | None:
-        """Why ``config`` names no usable target, or None."""
-        kind = config.get("kind")
-        if kind not in self.kinds:
-            return f"a deploy target's kind is one of {', '.join(sorted(self.kinds))}, not {kind!r}"
-        needs = {"webhook": ("url",), "kubernetes": ("deployment", "container", "image")}.get(str(kind), ())
-        missing = [key for key in needs if not isinstance(config.get(key), str) or not config.get(key)]
-        if missing:
-            return f"a {kind} target needs {', '.join(missing)}"
-        if kind == "webhook" and not str(config["url"]).startswith(("http://", "https://")):
-            return "a webhook target's url is http or https"
-        return None
-
-    def get(self, config: Mapping[str, Any] | None) -> DeployTarget:
+    def get(self, config: TargetConfig | None) -> DeployTarget:
         config = config or self.default
-        why = self.refusal(config)
-        if why is not None:
-            raise TargetError(why)
-        return self.kinds[str(config["kind"])](config)
+        if isinstance(config, LocalConfig):
+            return self.local
+        if isinstance(config, WebhookConfig):
+            return WebhookTarget(config.url, config.token)
+        return KubernetesTarget(config.namespace or "default", config.deployment, config.container, config.image)

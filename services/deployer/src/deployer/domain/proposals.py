@@ -1,15 +1,18 @@
-"""Source proposals as plain data: the files of a proposal, who asked, the read budget, and how a new
-proposal of a chat takes over its waiting predecessor."""
+"""Source proposals as plain data: the files of a proposal, what a proposal holds, who asked, the read budget, and
+how a new proposal of a chat takes over its waiting predecessor."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from assent.contracts import Requester
 from assent.hashing import content_hash
+
+from .paths import Origin
 
 READ_BUDGET = 160_000
 """Characters of source the builder chat reads at once; files that do not fit are listed by path only."""
@@ -19,9 +22,11 @@ MAX_FILE_CHARS = READ_BUDGET
 FileAction = Literal["create", "edit", "delete"]
 
 
-@dataclass(frozen=True)
-class FileChange:
-    """One file of a proposal: its text when read (None: absent) and the proposed text (None: deleted)."""
+class FileChange(BaseModel):
+    """One file of a proposal: its text when read (None: absent) and the proposed text (None: deleted). A proposal
+    holds it with the hash of the text read (``base_hash``)."""
+
+    model_config = ConfigDict(frozen=True)
 
     path: str
     before: str | None
@@ -31,16 +36,31 @@ class FileChange:
     def action(self) -> FileAction:
         return "create" if self.before is None else "delete" if self.after is None else "edit"
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def base_hash(self) -> str | None:
         return None if self.before is None else content_hash(self.before)
 
-    def as_json(self) -> dict[str, Any]:
-        return {"path": self.path, "before": self.before, "after": self.after, "base_hash": self.base_hash}
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> FileChange:
-        return cls(data["path"], data["before"], data["after"])
+class SourceChange(BaseModel):
+    """What a source proposal holds (its ``payload``): where and by whom it was asked, the source version its files
+    were read at, the files, and the chat's proposal it replaces with the files it left out."""
+
+    model_config = ConfigDict(frozen=True)
+
+    org_id: str
+    agent_id: str
+    origin: Origin
+    source_version: str
+    files: tuple[FileChange, ...]
+    reason: str
+    asked_by: str | None = None
+    model: str | None = None
+    issue_id: str | None = None
+    chat: str | None = None
+    """The agent's chat it was asked in; None from the builder chat."""
+    replaces: str | None = None
+    left_out: tuple[str, ...] = ()
 
 
 def files_hash(hashes: Mapping[str, str | None]) -> str:

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from assent.contracts import CardField, DecisionMade, Id, ProposalBase, ProposalTarget
 from assent.domain import Agent, Refusal
 from assent.faults import crash_point
+from assent.hashing import content_hash
 from assent.kinds import SUPERSEDED
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.kit import proposal_id_for
@@ -35,14 +36,16 @@ from deployer_contract.messages import SourceCommitted
 from deployer_contract.topics import DEPLOYS_EVENTS
 
 from ..adapters.git import BranchMoved, GitError, GitRepos, Source
-from ..adapters.repository import DeployerRepository
+from ..adapters.repository import DeployerRepository, Issue
 from ..deploys import Deploys, deploy_id_for
 from ..domain import builder, checks, paths
-from ..domain.deploys import approve_route
+from ..domain.deploys import DeployStatus, RouteKind, approve_route
 from ..domain.links import change_request_link
 from ..domain.proposals import (
     MAX_FILE_CHARS,
+    FileAction,
     FileChange,
+    SourceChange,
     carry_over,
     drop_unchanged,
     files_hash,
@@ -89,6 +92,129 @@ class ProposeSourceChange(BaseModel):
     reason: Annotated[str, Field(min_length=1, max_length=4000)]
     issue_id: Id | None = None
     """The issue this proposal fixes: it shows "Fix for issue" with a link, and commits the issue's evals."""
+
+
+# --- what the tools answer, and what approving did ---------------------------------------------------------------
+
+
+class ToolOutput(BaseModel):
+    """What a tool answers, or a part of it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    def output(self) -> Output:
+        """The answer as the tool result's ``output``."""
+        return Output(self.model_dump(mode="json"))
+
+
+class RepoEntry(ToolOutput):
+    path: str
+    size: int
+
+
+class RepoFiles(ToolOutput):
+    """``list_repo_files``: every file at the deployed version, and where the agent loads each located folder from."""
+
+    agent_id: str
+    source_version: str
+    files: tuple[RepoEntry, ...]
+    layout: dict[str, str]
+
+
+class BuilderRepoFiles(RepoFiles):
+    """``list_repo_files`` in the builder chat: also the text of the files that fit its read budget."""
+
+    contents: dict[str, str]
+    listed_only: tuple[str, ...]
+
+
+class RepoFile(ToolOutput):
+    """``read_repo_file``."""
+
+    path: str
+    source_version: str
+    content: str
+    hash: str
+
+
+class DocsPageTitle(ToolOutput):
+    page: str
+    title: str
+
+
+class DocsIndex(ToolOutput):
+    """``read_docs`` without a page."""
+
+    pages: tuple[DocsPageTitle, ...]
+
+
+class DocsPage(DocsPageTitle):
+    """``read_docs`` of a page."""
+
+    content: str
+
+
+class ProposedFileAction(ToolOutput):
+    path: str
+    action: FileAction
+
+
+class LeftOutFile(ToolOutput):
+    """A file of the replaced proposal left out because the repository's text of it changed: that text now."""
+
+    path: str
+    repository_content: str | None
+
+
+class SourceProposed(ToolOutput):
+    """What ``propose_source_change`` says beside the widget."""
+
+    files: tuple[ProposedFileAction, ...]
+    replaces: str | None
+    left_out: tuple[LeftOutFile, ...]
+    review: str
+
+
+class Committed(BaseModel):
+    """What approving did (the outcome's ``effects``): the commit, onto which branch and route; the deploy, if any,
+    is started, never yet done."""
+
+    model_config = ConfigDict(frozen=True)
+
+    commit: str
+    branch: str
+    route: RouteKind
+    version_number: int | None
+    deployed: bool = False
+
+
+class CommittedOnBranch(Committed):
+    """Committed onto a new or existing branch, not deployed: ``link`` opens its pull or merge request."""
+
+    link: str | None
+    deploy: Literal["not deployed"] = "not deployed"
+
+
+class CommittedAndDeploying(Committed):
+    """Committed onto the production branch, and its deploy started."""
+
+    deploy_id: str
+    build_id: str
+    deploy_status: DeployStatus
+
+
+class CommittedDeployFailed(CommittedAndDeploying):
+    """Committed onto the production branch; its deploy did not start."""
+
+    deploy_error: str | None
+
+
+class StaleFiles(BaseModel):
+    """The files that changed in the repository since they were read (a stale approval's ``effects``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stale_files: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -216,25 +342,27 @@ class SourceKind(ProposalKind):
             return ctx
         try:
             entries = await self.repos.tree(ctx.source, ctx.version)
-            data: dict[str, Any] = {
-                "agent_id": args.agent_id,
-                "source_version": ctx.version,
-                "files": [{"path": e.path, "size": e.size} for e in entries],
-                "layout": paths.layout(e.path for e in entries),
-            }
-            if ctx.origin == "builder":
-                small = [e.path for e in entries if e.size <= 4 * MAX_FILE_CHARS]
-                texts = {p: decode(raw) for p, raw in (await self.repos.read(ctx.source, ctx.version, small)).items()}
+            listing = RepoFiles(
+                agent_id=args.agent_id,
+                source_version=ctx.version,
+                files=tuple(RepoEntry(path=e.path, size=e.size) for e in entries),
+                layout=paths.layout(e.path for e in entries),
+            )
+            if ctx.origin != "builder":
+                return listing.output()
+            small = [e.path for e in entries if e.size <= 4 * MAX_FILE_CHARS]
+            texts = {p: decode(raw) for p, raw in (await self.repos.read(ctx.source, ctx.version, small)).items()}
         except GitError as exc:
             return unavailable(exc)
-        if ctx.origin == "builder":
-            readable = [(p, len(text)) for p, text in texts.items() if text is not None]
-            read, listed = fit_budget(readable)
-            unreadable = sorted(e.path for e in entries if texts.get(e.path) is None)
-            data["contents"] = {p: texts[p] for p in read}
-            data["listed_only"] = sorted([*listed, *unreadable])
-            await repo(uow).record_reads(call.message.session_id, {p: text_hash(texts[p]) for p in read}, ctx.version)
-        return Output(data)
+        readable = {p: text for p, text in texts.items() if text is not None}
+        read, listed = fit_budget([(p, len(text)) for p, text in readable.items()])
+        unreadable = sorted(e.path for e in entries if texts.get(e.path) is None)
+        await repo(uow).record_reads(call.message.session_id, {p: text_hash(readable[p]) for p in read}, ctx.version)
+        return BuilderRepoFiles(
+            **dict(listing),
+            contents={p: readable[p] for p in read},
+            listed_only=tuple(sorted([*listed, *unreadable])),
+        ).output()
 
     async def read_file(self, call: Call, args: ReadRepoFile, uow: UnitOfWork) -> Output | Refusal:
         ctx = await self._context(call, args.agent_id, uow)
@@ -257,18 +385,20 @@ class SourceKind(ProposalKind):
                 f"{path} cannot be read: it is not text, or larger than {MAX_FILE_CHARS} characters",
             )
         await repo(uow).record_reads(call.message.session_id, {path: text_hash(text)}, ctx.version)
-        return Output({"path": path, "source_version": ctx.version, "content": text, "hash": text_hash(text)})
+        return RepoFile(path=path, source_version=ctx.version, content=text, hash=content_hash(text)).output()
 
     async def read_docs(self, call: Call, args: ReadDocs, uow: UnitOfWork) -> Output | Refusal:
         refusal = self._available(call)
         if refusal is not None:
             return refusal
         if args.page is None:
-            return Output({"pages": [{"page": name, "title": _title(text)} for name, text in self.docs.items()]})
+            return DocsIndex(
+                pages=tuple(DocsPageTitle(page=name, title=_title(text)) for name, text in self.docs.items())
+            ).output()
         name = args.page.strip("/").removeprefix("guide/").removesuffix(".md")
         if name not in self.docs:
             return Refusal(404, "unknown_page", f"there is no page {args.page!r}; the pages are {', '.join(self.docs)}")
-        return Output({"page": name, "title": _title(self.docs[name]), "content": self.docs[name]})
+        return DocsPage(page=name, title=_title(self.docs[name]), content=self.docs[name]).output()
 
     # --- proposing ----------------------------------------------------------------------------------
 
@@ -307,7 +437,7 @@ class SourceKind(ProposalKind):
             issue = await store.issue(args.issue_id)
             if issue is None or issue.agent_id != args.agent_id:
                 return Refusal(404, "unknown_issue", f"agent {args.agent_id!r} has no issue {args.issue_id!r}")
-        previous = [FileChange.from_json(f) for f in predecessor.payload["files"]] if predecessor else []
+        previous = list(SourceChange.model_validate(predecessor.payload).files) if predecessor else []
         try:
             created = {change.path for change in previous if change.action == "create"}
             reviewed = await self._review(ctx, args.files, session_id, store, created)
@@ -389,7 +519,7 @@ class SourceKind(ProposalKind):
                 refusal = checks.check_file(path, file.content, self.schemas)
                 if refusal is not None:
                     return refusal
-            changes.append(FileChange(path, before, file.content))
+            changes.append(FileChange(path=path, before=before, after=file.content))
         return changes
 
     def _proposal(
@@ -401,7 +531,7 @@ class SourceKind(ProposalKind):
         left_out: list[str],
         head_texts: Mapping[str, str | None],
         predecessor: StoredProposal | None,
-        issue: Any,
+        issue: Issue | None,
     ) -> Proposal:
         session = call.message.session
         asked_by = who_asked(
@@ -414,20 +544,20 @@ class SourceKind(ProposalKind):
             notes.append(f"Fix for issue #{issue.number}: {issue.title}")
         if predecessor is not None:
             notes.append(f"Replaces {predecessor.proposal_id}")
-        payload = {
-            "org_id": ctx.agent.org_id,
-            "agent_id": ctx.agent.agent_id,
-            "origin": ctx.origin,
-            "source_version": ctx.version,
-            "files": [change.as_json() for change in changes],
-            "reason": args.reason,
-            "asked_by": asked_by,
-            "model": session.model if session is not None else None,
-            "issue_id": None if issue is None else issue.issue_id,
-            "chat": None if from_builder else call.message.session_id,
-            "replaces": None if predecessor is None else predecessor.proposal_id,
-            "left_out": left_out,
-        }
+        payload = SourceChange(
+            org_id=ctx.agent.org_id,
+            agent_id=ctx.agent.agent_id,
+            origin=ctx.origin,
+            source_version=ctx.version,
+            files=tuple(changes),
+            reason=args.reason,
+            asked_by=asked_by,
+            model=session.model if session is not None else None,
+            issue_id=None if issue is None else issue.issue_id,
+            chat=None if from_builder else call.message.session_id,
+            replaces=None if predecessor is None else predecessor.proposal_id,
+            left_out=tuple(left_out),
+        )
         count = len(changes)
         return Proposal(
             action="propose",
@@ -448,21 +578,22 @@ class SourceKind(ProposalKind):
             fields=tuple(CardField(name=c.path, before=c.before, after=c.after) for c in changes),
             notes=tuple(notes),
             origin=ctx.origin,
-            payload=payload,
-            output={
-                "files": [{"path": c.path, "action": c.action} for c in changes],
-                "replaces": payload["replaces"],
-                "left_out": [{"path": p, "repository_content": head_texts.get(p)} for p in left_out],
-                "review": f"/api/agents/{ctx.agent.agent_id}/proposals",
-            },
+            payload=payload.model_dump(mode="json"),
+            output=SourceProposed(
+                files=tuple(ProposedFileAction(path=c.path, action=c.action) for c in changes),
+                replaces=payload.replaces,
+                left_out=tuple(LeftOutFile(path=p, repository_content=head_texts.get(p)) for p in left_out),
+                review=f"/api/agents/{ctx.agent.agent_id}/proposals",
+            ).model_dump(mode="json"),
             supersedes=predecessor,
         )
 
     # --- the card and approving -----------------------------------------------------------------------
 
     async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
-        changes = [FileChange.from_json(f) for f in proposal.payload["files"]]
-        source = await repo(uow).source(proposal.payload["agent_id"])
+        change = SourceChange.model_validate(proposal.payload)
+        changes = change.files
+        source = await repo(uow).source(change.agent_id)
         texts: dict[str, str | None] = {}
         if source is not None:
             head = await self.repos.head(source)
@@ -489,16 +620,16 @@ class SourceKind(ProposalKind):
         self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork
     ) -> Applied | Stale | Refusal:
         """Commit onto the route the approver chose (``decision.options``), then deploy (production only)."""
-        payload = proposal.payload
+        payload = SourceChange.model_validate(proposal.payload)
         store = repo(uow)
-        source = await store.source(payload["agent_id"])
+        source = await store.source(payload.agent_id)
         if source is None:
-            return Refusal(404, "no_source", f"agent {payload['agent_id']!r} has no source repository")
+            return Refusal(404, "no_source", f"agent {payload.agent_id!r} has no source repository")
         route = approve_route(source.mode, source.branch, decision.options)
         if isinstance(route, Refusal):
             return route
-        changes = [FileChange.from_json(f) for f in payload["files"]]
-        issue = await store.issue(payload["issue_id"]) if payload.get("issue_id") else None
+        changes = payload.files
+        issue = await store.issue(payload.issue_id) if payload.issue_id else None
         marker = f"Assent-Proposal: {proposal.proposal_id}"
         on_branch = None if route.kind == "production" else route.branch
         try:
@@ -530,7 +661,7 @@ class SourceKind(ProposalKind):
                             f"{', '.join(moved)} changed in {where} since it was proposed; approving would "
                             "overwrite that change. The proposal stays waiting and can only be discarded: ask for the "
                             "change again",
-                            {"stale_files": moved},
+                            StaleFiles(stale_files=tuple(moved)).model_dump(mode="json"),
                         )
                     writes: dict[str, str | None] = {c.path: c.after for c in changes}
                     if issue is not None:
@@ -557,7 +688,7 @@ class SourceKind(ProposalKind):
             DEPLOYS_EVENTS,
             source.agent_id,
             SourceCommitted(
-                org_id=payload["org_id"],
+                org_id=payload.org_id,
                 agent_id=source.agent_id,
                 proposal_id=proposal.proposal_id,
                 source_version=commit,
@@ -565,20 +696,14 @@ class SourceKind(ProposalKind):
                 mode=source.mode,
                 version_number=number,
                 author=decision.actor,
-                asked_by=payload.get("asked_by"),
-                issue_id=payload.get("issue_id"),
+                asked_by=payload.asked_by,
+                issue_id=payload.issue_id,
                 files=tuple(c.path for c in changes),
                 causation_id=decision.id,
                 correlation_id=decision.correlation_id or decision.id,
             ),
         )
-        effects: dict[str, Any] = {
-            "commit": commit,
-            "branch": route.branch,
-            "route": route.kind,
-            "version_number": number,
-            "deployed": False,
-        }
+        committed = Committed(commit=commit, branch=route.branch, route=route.kind, version_number=number)
         if not route.deploys:
             link = (
                 change_request_link(source.provider, source.url, source.branch, route.branch)
@@ -586,48 +711,50 @@ class SourceKind(ProposalKind):
                 else None
             )
             request = "pull request" if source.provider == "github" else "merge request"
-            effects.update({"link": link, "deploy": "not deployed"})
             kind = "a new branch" if route.kind == "new" else "branch"
             return Applied(
                 f"approved; committed {commit[:12]} onto {kind} {route.branch}, not deployed; open a {request}: {link}",
                 None,
-                effects,
+                CommittedOnBranch(**dict(committed), link=link).model_dump(mode="json"),
             )
         if issue is not None:
             await store.update_issue(issue.issue_id, decision.actor, status="fixed")
         deploy = await self.deploys.start_deploy(
             uow,
             source,
-            payload["org_id"],
+            payload.org_id,
             commit,
             decision.actor,
             deploy_id=deploy_id_for(proposal.proposal_id),
             proposal_id=proposal.proposal_id,
             issue_id=None if issue is None else issue.issue_id,
         )
-        effects.update({"deploy_id": deploy.deploy_id, "build_id": deploy.build_id, "deploy_status": deploy.status})
+        deploying = CommittedAndDeploying(
+            **dict(committed), deploy_id=deploy.deploy_id, build_id=deploy.build_id, deploy_status=deploy.status
+        )
         where = f"source version {number}" if number is not None else f"{source.branch}"
         if deploy.status == "failed":
-            return Applied(f"approved; {deploy.error}", None, {**effects, "deploy_error": deploy.error})
+            failed = CommittedDeployFailed(**dict(deploying), deploy_error=deploy.error)
+            return Applied(f"approved; {deploy.error}", None, failed.model_dump(mode="json"))
         return Applied(
             f"approved; committed {commit[:12]} onto {where}; deploying it (deploy {deploy.deploy_id})",
             None,
-            effects,
+            deploying.model_dump(mode="json"),
         )
 
 
 def commit_message(
     proposal: StoredProposal,
-    payload: Mapping[str, Any],
+    payload: SourceChange,
     approver: str,
-    issue: Any,
+    issue: Issue | None,
     marker: str,
     message: str | None = None,
 ) -> str:
     """The approver's ``message`` (else the reason's first line and the reason), then the proposal's trailers."""
-    asked = payload.get("asked_by") or "a chat on an API key"
+    asked = payload.asked_by or "a chat on an API key"
     text = (message or "").strip()
-    reason = payload["reason"].strip()
+    reason = payload.reason.strip()
     lines = [
         *([text] if text else [reason.splitlines()[0][:72] if reason else "Source proposal", "", reason]),
         "",

@@ -11,11 +11,14 @@ from assent.api import Caller
 from assent.domain import Refusal
 from assent.runtime.uow import UnitOfWork
 from assent.runtime.walls import NotFound, agent_in
-from deployer_contract.deploys import BuildIn, DeploySettingsIn
+from deployer_contract import deploys as api
+from deployer_contract.deploys import BuildIn, DeploySettingsIn, PushBuilt, Pushed, PushIgnored
+from deployer_contract.source import Deploy as DeployAnswer
 
 from ..adapters.repository import Build, Deploy
 from ..domain.deploys import github_signature_ok, gitlab_token_ok, parse_push, repository_key
 from . import Resource, Unprocessable, refused, store
+from .answers import build_answer, deploy_answer, settings_answer
 
 MAX_WEBHOOK_BYTES = 5_000_000
 PUSH_EVENTS = ("push", "Push Hook")
@@ -23,21 +26,17 @@ PUSH_EVENTS = ("push", "Push Hook")
 
 
 class Settings(Resource):
-    async def get_deploy_settings(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+    async def get_deploy_settings(self, caller: Caller, agent_id: str) -> api.DeploySettings:
         async with self.runtime.unit_of_work() as uow:
             await agent_in(uow, agent_id, caller.org)
             await self.source_of(uow, agent_id)
-            return (await store(uow).deploy_settings(agent_id)).as_json()
+            return settings_answer(await store(uow).deploy_settings(agent_id))
 
-    async def set_deploy_settings(self, caller: Caller, agent_id: str, body: DeploySettingsIn) -> dict[str, Any]:
+    async def set_deploy_settings(self, caller: Caller, agent_id: str, body: DeploySettingsIn) -> api.DeploySettings:
         """Builds on push (needs a webhook secret for the push webhook; the poller needs none), auto-promote and
         the deploy target."""
         actor = caller.actor
         fields = body.model_dump(exclude_unset=True)
-        if fields.get("target") is not None:
-            why = self.deploys.targets.refusal(fields["target"])
-            if why is not None:
-                raise Unprocessable(422, why)
         async with self.runtime.unit_of_work() as uow:
             await agent_in(uow, agent_id, caller.org)
             source = await self.source_of(uow, agent_id)
@@ -45,46 +44,46 @@ class Settings(Resource):
                 raise Unprocessable(422, "a hosted source is built when a proposal is approved; it has no pushes")
             if fields.get("builds_on_push"):
                 fields.setdefault("last_seen_head", await self.repos.head(source))
-            return (await store(uow).save_deploy_settings(agent_id, actor, **fields)).as_json()
+            return settings_answer(await store(uow).save_deploy_settings(agent_id, actor, **fields))
 
 
 class Builds(Resource):
-    async def list_builds(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+    async def list_builds(self, caller: Caller, agent_id: str) -> api.Builds:
         async with self.runtime.unit_of_work() as uow:
             await agent_in(uow, agent_id, caller.org)
-            return {"builds": [await build_json(uow, b) for b in await store(uow).builds_of(agent_id)]}
+            return api.Builds(builds=[await build_of(uow, b) for b in await store(uow).builds_of(agent_id)])
 
-    async def read_build(self, caller: Caller, agent_id: str, build_id: str) -> dict[str, Any]:
+    async def read_build(self, caller: Caller, agent_id: str, build_id: str) -> api.Build:
         """A build with its status, triggers, deploys and log."""
         async with self.runtime.unit_of_work() as uow:
             await agent_in(uow, agent_id, caller.org)
             build = await store(uow).build(build_id)
             if build is None or build.agent_id != agent_id:
                 raise NotFound(f"agent {agent_id!r} has no build {build_id!r}")
-            return await build_json(uow, build, log=True)
+            return await build_of(uow, build, log=True)
 
-    async def start_build(self, caller: Caller, agent_id: str, body: BuildIn) -> dict[str, Any]:
+    async def start_build(self, caller: Caller, agent_id: str, body: BuildIn) -> api.Build:
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
             agent = await agent_in(uow, agent_id, caller.org)
             source = await self.source_of(uow, agent_id)
             commit = await self.commit_of(source, body.source_version, "build")
             build = await self.deploys.request_build(uow, source, agent.org_id, commit, "manual", actor, actor)
-            return await build_json(uow, build)
+            return await build_of(uow, build)
 
 
 class Deploys(Resource):
-    async def list_deploys(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+    async def list_deploys(self, caller: Caller, agent_id: str) -> api.Deploys:
         async with self.runtime.unit_of_work() as uow:
             await agent_in(uow, agent_id, caller.org)
-            return {"deploys": [d.as_json() for d in await store(uow).deploys_of(agent_id)]}
+            return api.Deploys(deploys=[deploy_answer(d) for d in await store(uow).deploys_of(agent_id)])
 
-    async def read_deploy(self, caller: Caller, agent_id: str, deploy_id: str) -> dict[str, Any]:
+    async def read_deploy(self, caller: Caller, agent_id: str, deploy_id: str) -> DeployAnswer:
         async with self.runtime.unit_of_work() as uow:
             await agent_in(uow, agent_id, caller.org)
-            return (await deploy_in(uow, agent_id, deploy_id)).as_json()
+            return deploy_answer(await deploy_in(uow, agent_id, deploy_id))
 
-    async def promote(self, caller: Caller, agent_id: str, deploy_id: str) -> dict[str, Any]:
+    async def promote(self, caller: Caller, agent_id: str, deploy_id: str) -> DeployAnswer:
         """Make a started deploy live (when auto-promote is off)."""
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
@@ -92,7 +91,7 @@ class Deploys(Resource):
             await deploy_in(uow, agent_id, deploy_id)
             return done(await self.deploys.promote(uow, deploy_id, actor))
 
-    async def retry(self, caller: Caller, agent_id: str, deploy_id: str) -> dict[str, Any]:
+    async def retry(self, caller: Caller, agent_id: str, deploy_id: str) -> DeployAnswer:
         """Start again a deploy that did not start (its commit stays)."""
         async with self.runtime.unit_of_work() as uow:
             await agent_in(uow, agent_id, caller.org)
@@ -101,7 +100,7 @@ class Deploys(Resource):
 
 
 class Webhooks(Resource):
-    async def push(self, provider: str, headers: Mapping[str, str | None], body: bytes) -> dict[str, Any]:
+    async def push(self, provider: str, headers: Mapping[str, str | None], body: bytes) -> Pushed:
         """A provider's push: 404 when no agent's source has the repository's address, 403 (the public 401) when
         the signature (GitHub) or token (GitLab) does not fit that repository's webhook secret; otherwise a push
         to the production branch of a source that builds on push starts (or joins) the build of its commit."""
@@ -110,7 +109,7 @@ class Webhooks(Resource):
         payload = json_object(body)
         event_name = headers["X-GitHub-Event"] if provider == "github" else headers["X-Gitlab-Event"]
         if event_name not in PUSH_EVENTS:
-            return {"ignored": f"not a push event ({event_name!r})"}
+            return Pushed(ignored=f"not a push event ({event_name!r})")
         event = parse_push(provider, payload)
         if event is None:
             raise Unprocessable(422, f"the body is not a {provider} push event")
@@ -132,21 +131,21 @@ class Webhooks(Resource):
                 what = "signature (X-Hub-Signature-256)" if provider == "github" else "token (X-Gitlab-Token)"
                 raise Unprocessable(403, f"the webhook's {what} does not fit the repository's webhook secret")
             delivery = headers["X-GitHub-Delivery"] or headers["X-Gitlab-Event-UUID"]
-            answers = []
+            answers: list[PushBuilt | PushIgnored] = []
             for source, org_id, settings in verified:
                 if event.branch != source.branch or event.commit is None:
-                    answers.append({"agent_id": source.agent_id, "ignored": f"not a push to {source.branch}"})
+                    answers.append(PushIgnored(agent_id=source.agent_id, ignored=f"not a push to {source.branch}"))
                     continue
                 if not settings.builds_on_push:
-                    answers.append({"agent_id": source.agent_id, "ignored": "builds on push is off"})
+                    answers.append(PushIgnored(agent_id=source.agent_id, ignored="builds on push is off"))
                     continue
                 await self.repos.fetch(source)
                 if not await self.repos.has_commit(source, event.commit):
                     raise Unprocessable(409, f"commit {event.commit} is not on the remote yet; send the push again")
                 ref = delivery or event.commit
                 build = await self.deploys.request_build(uow, source, org_id, event.commit, "push", ref, None)
-                answers.append({"agent_id": source.agent_id, "build_id": build.build_id, "status": build.status})
-            return {"results": answers}
+                answers.append(PushBuilt(agent_id=source.agent_id, build_id=build.build_id, status=build.status))
+            return Pushed(results=answers)
 
 
 def json_object(body: bytes) -> dict[str, Any]:
@@ -169,10 +168,10 @@ def signed(provider: str, secret: str | None, body: bytes, headers: Mapping[str,
     return gitlab_token_ok(secret, headers["X-Gitlab-Token"])
 
 
-async def build_json(uow: UnitOfWork, build: Build, *, log: bool = False) -> dict[str, Any]:
-    data = build.as_json(await store(uow).triggers(build.build_id), log=log)
-    data["deploys"] = [d.deploy_id for d in await store(uow).deploys_of(build.agent_id) if d.build_id == build.build_id]
-    return data
+async def build_of(uow: UnitOfWork, build: Build, *, log: bool = False) -> api.Build:
+    """The build as the routes answer it: with its triggers, its deploys and (``log``) its log."""
+    deploys = [d.deploy_id for d in await store(uow).deploys_of(build.agent_id) if d.build_id == build.build_id]
+    return build_answer(build, await store(uow).triggers(build.build_id), deploys, log=log)
 
 
 async def deploy_in(uow: UnitOfWork, agent_id: str, deploy_id: str) -> Deploy:
@@ -182,7 +181,7 @@ async def deploy_in(uow: UnitOfWork, agent_id: str, deploy_id: str) -> Deploy:
     return deploy
 
 
-def done(result: Deploy | Refusal) -> dict[str, Any]:
+def done(result: Deploy | Refusal) -> DeployAnswer:
     if isinstance(result, Refusal):
         raise refused(result)
-    return result.as_json()
+    return deploy_answer(result)

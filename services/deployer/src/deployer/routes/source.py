@@ -6,7 +6,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, cast
 
 from assent.api import Caller, Permission
 from assent.contracts import CardField
@@ -16,6 +15,7 @@ from assent.kinds import SUPERSEDED
 from assent.runtime import StoredProposal
 from assent.runtime.uow import UnitOfWork
 from assent.runtime.walls import NotFound, agent_in
+from deployer_contract import source as api
 from deployer_contract.source import (
     CommitIn,
     DeploymentIn,
@@ -27,11 +27,12 @@ from deployer_contract.source import (
 )
 
 from ..adapters.git import BranchMoved, GitError, Source
-from ..adapters.repository import Deploy
+from ..adapters.repository import Deploy, Issue
 from ..domain import builder, checks
-from ..domain.proposals import FileChange, moved_files, text_hash
+from ..domain.proposals import FileChange, SourceChange, moved_files, text_hash
 from ..kinds.source import decode
 from . import Resource, Unprocessable, author, refused, store
+from .answers import deploy_answer, issue_answer
 
 NOT_SHOWN = (
     "the builder chat is only for people with permission to edit the agent's source: an admin or developer, or the "
@@ -40,7 +41,7 @@ NOT_SHOWN = (
 
 
 class Repository(Resource):
-    async def set_repository(self, caller: Caller, agent_id: str, body: RepositoryIn) -> dict[str, Any]:
+    async def set_repository(self, caller: Caller, agent_id: str, body: RepositoryIn) -> api.Repository:
         """Create an agent's hosted repository (with its first source version), or attach an external one."""
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
@@ -62,12 +63,12 @@ class Repository(Resource):
             await store(uow).save_source(source, agent.org_id, actor)
             return await self.describe(uow, agent_id)
 
-    async def get_repository(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+    async def get_repository(self, caller: Caller, agent_id: str) -> api.Repository:
         async with self.runtime.unit_of_work() as uow:
             await agent_in(uow, agent_id, caller.org)
             return await self.describe(uow, agent_id)
 
-    async def commit_directly(self, caller: Caller, agent_id: str, body: CommitIn) -> dict[str, Any]:
+    async def commit_directly(self, caller: Caller, agent_id: str, body: CommitIn) -> api.Committed:
         """A person's own commit onto the production branch (a hosted source's next source version)."""
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
@@ -85,7 +86,7 @@ class Repository(Resource):
                     raise Unprocessable(
                         409, f"{source.branch} moved while committing; nothing was committed, commit again"
                     ) from None
-            return {"commit": commit, "branch": source.branch}
+            return api.Committed(commit=commit, branch=source.branch)
 
     async def fits_tree(self, source: Source, head: str | None, files: Mapping[str, str | None]) -> None:
         """422 when a file of ``files`` would be a folder of another file of the tree at ``head``, or the other way
@@ -96,57 +97,57 @@ class Repository(Resource):
         if clash is not None:
             raise Unprocessable(422, f"{clash} is a file and a folder of another file of the repository at once")
 
-    async def record_deployment(self, caller: Caller, agent_id: str, body: DeploymentIn) -> dict[str, Any]:
+    async def record_deployment(self, caller: Caller, agent_id: str, body: DeploymentIn) -> api.Deployment:
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
             await agent_in(uow, agent_id, caller.org)
             source = await self.source_of(uow, agent_id)
             version = await self.commit_of(source, body.source_version, "deploy") if body.records_version else None
             deployment = await store(uow).add_deployment(agent_id, version, actor)
-            return {"deployment_id": deployment.deployment_id, "agent_id": agent_id, "source_version": version}
+            return api.Deployment(deployment_id=deployment.deployment_id, agent_id=agent_id, source_version=version)
 
-    async def describe(self, uow: UnitOfWork, agent_id: str) -> dict[str, Any]:
+    async def describe(self, uow: UnitOfWork, agent_id: str) -> api.Repository:
         source = await self.source_of(uow, agent_id)
         deployment = await store(uow).latest_deployment(agent_id)
         live = next((d for d in await store(uow).deploys_of(agent_id) if d.status == "live"), None)
         head = await self.repos.head(source)
-        return {
-            "agent_id": agent_id,
-            "mode": source.mode,
-            "branch": source.branch,
-            "url": source.url,
-            "provider": source.provider,
-            "head": head,
-            "version_number": await self.repos.count(source, head) if head and source.mode == "hosted" else None,
-            "deployment": None
+        return api.Repository(
+            agent_id=agent_id,
+            mode=source.mode,
+            branch=source.branch,
+            url=source.url,
+            provider=source.provider,
+            head=head,
+            version_number=await self.repos.count(source, head) if head and source.mode == "hosted" else None,
+            deployment=None
             if deployment is None
-            else {
-                "deployment_id": deployment.deployment_id,
-                "source_version": deployment.source_version,
-                "deployed_by": deployment.deployed_by,
-                "deployed_at": deployment.deployed_at.isoformat(),
-            },
-            "live": None if live is None else live.as_json(),
-        }
+            else api.RecordedDeployment(
+                deployment_id=deployment.deployment_id,
+                source_version=deployment.source_version,
+                deployed_by=deployment.deployed_by,
+                deployed_at=deployment.deployed_at.isoformat(),
+            ),
+            live=None if live is None else deploy_answer(live),
+        )
 
 
 class Proposals(Resource):
-    async def list_proposals(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+    async def list_proposals(self, caller: Caller, agent_id: str) -> api.ProposalsPage:
         """The Proposals page: Waiting and Decided, with the count of each."""
         async with self.runtime.unit_of_work() as uow:
             await agent_in(uow, agent_id, caller.org)
             return await self.page(uow, agent_id)
 
-    async def read_proposal(self, caller: Caller, agent_id: str, proposal_id: str) -> dict[str, Any]:
+    async def read_proposal(self, caller: Caller, agent_id: str, proposal_id: str) -> api.Proposal:
         async with self.runtime.unit_of_work() as uow:
             await agent_in(uow, agent_id, caller.org)
             found = await self.page(uow, agent_id, only=proposal_id)
-        items = found["waiting"] + found["decided"]
+        items = found.waiting + found.decided
         if not items:
             raise NotFound(f"agent {agent_id!r} has no proposal {proposal_id!r}")
-        return cast("dict[str, Any]", items[0])
+        return items[0]
 
-    async def builder_chat(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+    async def builder_chat(self, caller: Caller, agent_id: str) -> api.BuilderChat:
         """Whether the agent shows the builder chat to the caller: its active deployment declares
         ``propose_source_change`` (read at the version it recorded), or it has a proposal from chat; and only to a
         person with permission to edit its source (:attr:`Permission.APPROVE_SOURCE`)."""
@@ -175,33 +176,35 @@ class Proposals(Resource):
         person = caller.identity()
         if person is not None and not person.may(Permission.APPROVE_SOURCE, agent.owners, agent.editors):
             shown, reason = False, NOT_SHOWN
-        return {
-            "agent_id": agent_id,
-            "shown": shown,
-            "reason": reason,
-            "source_version": version,
-            "declared_in": [{"agent": d.agent, "path": d.path} for d in declared],
-            "has_chat_proposal": from_chat,
-        }
+        return api.BuilderChat(
+            agent_id=agent_id,
+            shown=shown,
+            reason=reason,
+            source_version=version,
+            declared_in=[api.Declaration(agent=d.agent, path=d.path) for d in declared],
+            has_chat_proposal=from_chat,
+        )
 
-    async def page(self, uow: UnitOfWork, agent_id: str, only: str | None = None) -> dict[str, Any]:
+    async def page(self, uow: UnitOfWork, agent_id: str, only: str | None = None) -> api.ProposalsPage:
         rows = await store(uow).proposals_of_agent(agent_id)
         if only is not None:
             rows = [(p, at) for p, at in rows if p.proposal_id == only]
         source = await store(uow).source(agent_id)
-        waiting_paths = sorted({f["path"] for p, _ in rows if p.status == "pending" for f in p.payload["files"]})
+        waiting_paths = sorted(
+            {f.path for p, _ in rows if p.status == "pending" for f in SourceChange.model_validate(p.payload).files}
+        )
         head_hashes = await self.head_hashes(source, waiting_paths) if source is not None and waiting_paths else {}
         issues = {issue.issue_id: issue for issue in await store(uow).issues_of(agent_id)}
         by_proposal = {d.proposal_id: d for d in await store(uow).deploys_of(agent_id) if d.proposal_id}
         items = [page_item(p, at, head_hashes, issues, by_proposal.get(p.proposal_id)) for p, at in rows]
-        waiting = [item for item in items if item["status"] == "pending"]
-        decided = [item for item in items if item["status"] != "pending"]
-        return {
-            "agent_id": agent_id,
-            "counts": {"waiting": len(waiting), "decided": len(decided)},
-            "waiting": waiting,
-            "decided": decided,
-        }
+        waiting = [item for item in items if item.status == "pending"]
+        decided = [item for item in items if item.status != "pending"]
+        return api.ProposalsPage(
+            agent_id=agent_id,
+            counts=api.ProposalCounts(waiting=len(waiting), decided=len(decided)),
+            waiting=waiting,
+            decided=decided,
+        )
 
     async def head_hashes(self, source: Source, paths: list[str]) -> dict[str, str | None]:
         """The hash of each of ``paths`` at the production branch's head (what a waiting proposal read may have
@@ -213,12 +216,12 @@ class Proposals(Resource):
 
 
 class Issues(Resource):
-    async def list_issues(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+    async def list_issues(self, caller: Caller, agent_id: str) -> api.Issues:
         async with self.runtime.unit_of_work() as uow:
             await agent_in(uow, agent_id, caller.org)
-            return {"issues": [issue.as_json() for issue in await store(uow).issues_of(agent_id)]}
+            return api.Issues(issues=[issue_answer(issue) for issue in await store(uow).issues_of(agent_id)])
 
-    async def create_issue(self, caller: Caller, agent_id: str, body: IssueIn) -> dict[str, Any]:
+    async def create_issue(self, caller: Caller, agent_id: str, body: IssueIn) -> api.Issue:
         actor = caller.actor
         self.check_evals(body.evals)
         async with self.runtime.unit_of_work() as uow:
@@ -227,14 +230,14 @@ class Issues(Resource):
             issue = await store(uow).add_issue(
                 issue_id, agent_id, agent.org_id, body.title, body.text, dict(body.evals), actor
             )
-            return issue.as_json()
+            return issue_answer(issue)
 
-    async def read_issue(self, caller: Caller, agent_id: str, issue_id: str) -> dict[str, Any]:
+    async def read_issue(self, caller: Caller, agent_id: str, issue_id: str) -> api.Issue:
         async with self.runtime.unit_of_work() as uow:
             await agent_in(uow, agent_id, caller.org)
-            return cast("dict[str, Any]", (await self.issue_of(uow, agent_id, issue_id)).as_json())
+            return issue_answer(await self.issue_of(uow, agent_id, issue_id))
 
-    async def change_issue(self, caller: Caller, agent_id: str, issue_id: str, body: IssuePatch) -> dict[str, Any]:
+    async def change_issue(self, caller: Caller, agent_id: str, issue_id: str, body: IssuePatch) -> api.Issue:
         actor = caller.actor
         if body.evals is not None:
             self.check_evals(body.evals)
@@ -243,11 +246,11 @@ class Issues(Resource):
             issue = await self.issue_of(uow, agent_id, issue_id)
             fields = body.model_dump(exclude_unset=True)
             if not fields:
-                return cast("dict[str, Any]", issue.as_json())
-            return (await store(uow).update_issue(issue_id, actor, **fields)).as_json()
+                return issue_answer(issue)
+            return issue_answer(await store(uow).update_issue(issue_id, actor, **fields))
 
     @staticmethod
-    async def issue_of(uow: UnitOfWork, agent_id: str, issue_id: str) -> Any:
+    async def issue_of(uow: UnitOfWork, agent_id: str, issue_id: str) -> Issue:
         issue = await store(uow).issue(issue_id)
         if issue is None or issue.agent_id != agent_id:
             raise NotFound(f"agent {agent_id!r} has no issue {issue_id!r}")
@@ -265,64 +268,63 @@ def page_item(
     proposal: StoredProposal,
     proposed_at: datetime,
     head_hashes: Mapping[str, str | None],
-    issues: Mapping[str, Any],
+    issues: Mapping[str, Issue],
     deploy: Deploy | None = None,
-) -> dict[str, Any]:
+) -> api.Proposal:
     """One proposal as the Proposals page shows it."""
-    payload = proposal.payload
-    changes = [FileChange.from_json(f) for f in payload["files"]]
+    payload = SourceChange.model_validate(proposal.payload)
+    changes = payload.files
     stale = moved_files(changes, head_hashes) if proposal.status == "pending" else []
-    issue = issues.get(payload.get("issue_id") or "")
+    issue = issues.get(payload.issue_id or "")
     resolution = proposal.resolution or {}
-    chat = payload.get("chat")
-    return {
-        "proposal_id": proposal.proposal_id,
-        "session_id": proposal.session_id,
-        "seq": proposal.seq,
+    chat = payload.chat
+    from_builder = payload.origin == "builder"
+    approved = proposal.status == "approved"
+    return api.Proposal(
+        proposal_id=proposal.proposal_id,
+        session_id=proposal.session_id,
+        seq=proposal.seq,
         # The page speaks of approved and discarded: a proposal its chat's next one superseded reads as discarded,
         # with the one that replaced it.
-        "status": "discarded" if proposal.status == SUPERSEDED else proposal.status,
-        "reason": payload["reason"],
-        "model": payload.get("model"),
-        "asked_by": payload.get("asked_by"),
-        "origin": payload["origin"],
-        "chat": None
-        if chat is None
-        else {"session_id": chat, "link": f"/api/studio/sessions/{chat}/pending", "label": "View chat"},
-        "from_builder_chat": payload["origin"] == "builder",
-        "label": "From the builder chat" if payload["origin"] == "builder" else "View chat",
-        "fix_for_issue": None
+        status="discarded" if proposal.status == SUPERSEDED else proposal.status,
+        reason=payload.reason,
+        model=payload.model,
+        asked_by=payload.asked_by,
+        origin=payload.origin,
+        chat=None if chat is None else api.ChatLink(session_id=chat, link=f"/api/studio/sessions/{chat}/pending"),
+        from_builder_chat=from_builder,
+        label="From the builder chat" if from_builder else "View chat",
+        fix_for_issue=None
         if issue is None
-        else {
-            "issue_id": issue.issue_id,
-            "number": issue.number,
-            "title": issue.title,
-            "link": f"/api/workspace/agents/{proposal.agent_id}/issues/{issue.issue_id}",
-            "label": "Fix for issue",
-        },
-        "source_version": payload["source_version"],
-        "files": [file_diff(change, stale) for change in changes],
-        "changed_since": stale,
-        "actions": (["discard"] if stale else ["approve", "discard"]) if proposal.status == "pending" else [],
-        "proposed_at": proposed_at.isoformat(),
-        "resolved_by": proposal.resolved_by,
-        "resolved_at": None if proposal.resolved_at is None else proposal.resolved_at.isoformat(),
-        "commit": resolution.get("commit"),
-        "branch": resolution.get("branch"),
-        "link": resolution.get("link"),
-        "deployed": (deploy is not None and deploy.status == "live") if proposal.status == "approved" else None,
-        "deploy": None if proposal.status != "approved" else "not deployed" if deploy is None else deploy.as_json(),
-        "replaced_by": resolution.get("replaced_by"),
-    }
+        else api.IssueLink(
+            issue_id=issue.issue_id,
+            number=issue.number,
+            title=issue.title,
+            link=f"/api/workspace/agents/{proposal.agent_id}/issues/{issue.issue_id}",
+        ),
+        source_version=payload.source_version,
+        files=[file_diff(change, stale) for change in changes],
+        changed_since=stale,
+        actions=(["discard"] if stale else ["approve", "discard"]) if proposal.status == "pending" else [],
+        proposed_at=proposed_at.isoformat(),
+        resolved_by=proposal.resolved_by,
+        resolved_at=None if proposal.resolved_at is None else proposal.resolved_at.isoformat(),
+        commit=resolution.get("commit"),
+        branch=resolution.get("branch"),
+        link=resolution.get("link"),
+        deployed=(deploy is not None and deploy.status == "live") if approved else None,
+        deploy=None if not approved else "not deployed" if deploy is None else deploy_answer(deploy),
+        replaced_by=resolution.get("replaced_by"),
+    )
 
 
-def file_diff(change: FileChange, stale: list[str]) -> dict[str, Any]:
-    return {
-        "path": change.path,
-        "action": change.action,
-        "deleted": change.after is None,
-        "diff": unified_diff(change.before or "", change.after or "", change.path),
+def file_diff(change: FileChange, stale: list[str]) -> api.FileDiff:
+    return api.FileDiff(
+        path=change.path,
+        action=change.action,
+        deleted=change.after is None,
+        diff=unified_diff(change.before or "", change.after or "", change.path),
         # Counted as a card counts a field, so the files' counts add up to the request's (the tray's).
-        "lines": CardField(name=change.path, before=change.before, after=change.after).lines.model_dump(),
-        "changed_since": change.path in stale,
-    }
+        lines=CardField(name=change.path, before=change.before, after=change.after).lines,
+        changed_since=change.path in stale,
+    )
