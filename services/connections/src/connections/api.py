@@ -19,7 +19,6 @@ from fastapi.responses import JSONResponse
 from assent.api import Caller, routes_of, serve
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
-from assent.runtime.walls import NotFound
 from connections_contract.routes import (
     OWNER,
     GrantIn,
@@ -96,10 +95,6 @@ def install(app: FastAPI, runtime: ServiceRuntime, box: CredentialBox, kit: Conn
     router = runtime.internal_router(tags=["connections"])
     serve(router, routes_of(OWNER), *(resource(runtime, box, kit) for resource in RESOURCES))
     app.include_router(router)
-
-    @app.exception_handler(NotFound)
-    async def not_found(_: Request, exc: NotFound) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
 
     @app.exception_handler(Problem)
     async def problem(_: Request, exc: Problem) -> JSONResponse:

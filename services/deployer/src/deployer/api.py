@@ -17,7 +17,6 @@ from fastapi.responses import JSONResponse
 from assent.api import Caller, caller, routes_of, serve
 from assent.http import Identifier
 from assent.runtime import ServiceRuntime
-from assent.runtime.walls import NotFound
 from deployer_contract.source import OWNER
 
 from .adapters.git import GitError, GitRepos
@@ -51,10 +50,6 @@ def install(app: FastAPI, runtime: ServiceRuntime, repos: GitRepos, kind: Source
             return ActivityFeed(entries=tuple(await store(uow).activity_of(who.org, agent_id, limit)))
 
     app.include_router(router)
-
-    @app.exception_handler(NotFound)
-    async def not_found(_: Request, exc: NotFound) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
 
     @app.exception_handler(Unprocessable)
     async def unprocessable(_: Request, exc: Unprocessable) -> JSONResponse:
