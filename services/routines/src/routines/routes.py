@@ -21,10 +21,10 @@ from routines_contract.routes import OWNER, RoutineIn, RoutinePatch, SwitchIn
 
 from .adapters.repository import RoutinesRepository
 from .changes import changed, planned
-from .scheduler import plans_changed
 from .domain.routine import EditRoutine, Routine, Wanted, wanted_routine
 from .domain.timing import wake_in_words, zone
 from .kinds.routine import new_schedule_id
+from .scheduler import plans_changed
 
 
 class Refused(Exception):
