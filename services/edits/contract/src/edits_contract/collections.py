@@ -13,12 +13,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
 from assent.api.declare import KeysMatch, PublicRoute, QueryModel, RequestModel
 from assent.api.roles import Permission
 from assent.http import Identifier, NoNul, Omissible
 from assent.kinds import WORKSPACE_OWNER
+
+from .workspace import Answer, Instant
 
 OWNER = WORKSPACE_OWNER
 TAG = "collections"
@@ -95,20 +97,20 @@ class Page(QueryModel):
     limit: Annotated[int, Field(ge=1, le=500)] = 50
 
 
-class ColumnOut(BaseModel):
+class ColumnOut(Answer):
     name: str
     type: str
     required: bool
     unique: bool
 
 
-class AccessRowOut(BaseModel):
+class AccessRowOut(Answer):
     kind: str
     subject_id: str
     mode: str
 
 
-class Collection(BaseModel):
+class Collection(Answer):
     collection_id: str
     name: str
     purpose: str
@@ -122,7 +124,7 @@ class Collection(BaseModel):
     """How many records it holds."""
 
 
-class RecordOut(BaseModel):
+class RecordOut(Answer):
     record_id: int
     values: dict[str, Any]
 
@@ -133,17 +135,17 @@ class CollectionPage(Collection):
     page: list[RecordOut]
 
 
-class CollectionDeleted(BaseModel):
+class CollectionDeleted(Answer):
     collection_id: str
     deleted: bool
     records: int
 
 
-class RecordsAdded(BaseModel):
+class RecordsAdded(Answer):
     record_ids: list[int]
 
 
-class CollectionChange(BaseModel):
+class CollectionChange(Answer):
     change: str
     """create, update, delete, or access (one row written; ``mode`` null: removed)."""
     kind: str | None
@@ -155,7 +157,7 @@ class CollectionChange(BaseModel):
     tool_name: str | None
     studio_session_id: str | None
     studio_seq: int | None
-    created_at: datetime
+    created_at: Instant
 
 
 ORG_404 = {404: "No such org, or another organisation's"}
