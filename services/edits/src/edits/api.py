@@ -37,6 +37,7 @@ from assent.api import Caller, routes_of, serve
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
 from assent.runtime.walls import NotFound
+from edits_contract import workspace as answers
 from edits_contract.collections import AccessIn, CollectionIn, CollectionPatch, Page, RecordPatch, RecordsIn
 from edits_contract.drafts import DraftEdit
 from edits_contract.workspace import (
@@ -74,37 +75,39 @@ class Resource:
 
 
 class Orgs(Resource):
-    async def create_org(self, caller: Caller, body: OrgIn) -> dict[str, Any]:
+    async def create_org(self, caller: Caller, body: OrgIn) -> answers.Org:
         await self.run(lambda uow: workspace.create_org(uow, body.org_id, body.name, caller_org=caller.org))
-        return body.model_dump()
+        return answers.Org(org_id=body.org_id, name=body.name)
 
 
 class Guilds(Resource):
-    async def create_guild(self, caller: Caller, body: GuildIn) -> dict[str, Any]:
+    async def create_guild(self, caller: Caller, body: GuildIn) -> answers.Guild:
         guild = await self.run(
             lambda uow: workspace.create_guild(uow, body.guild_id, body.org_id, body.name, caller_org=caller.org)
         )
         return workspace.guild_view(guild)
 
-    async def get_guild(self, caller: Caller, guild_id: str) -> dict[str, Any]:
+    async def get_guild(self, caller: Caller, guild_id: str) -> answers.Guild:
         return workspace.guild_view(
             await self.run(lambda uow: workspace.get_guild(uow, guild_id, caller_org=caller.org))
         )
 
-    async def update_guild_text(self, caller: Caller, guild_id: str, body: GuildTextIn) -> dict[str, Any]:
+    async def update_guild_text(self, caller: Caller, guild_id: str, body: GuildTextIn) -> answers.GuildTextChanged:
         given = body.model_dump(exclude_unset=True)
         actor = caller.actor
         guild, changed = await self.run(
             lambda uow: workspace.change_guild_text(uow, guild_id, given, actor, caller_org=caller.org)
         )
-        return {**workspace.guild_view(guild), "revision": guild.revision, "changed": changed}
+        return answers.GuildTextChanged(
+            **workspace.guild_view(guild).model_dump(), revision=guild.revision, changed=changed
+        )
 
-    async def guild_changes(self, caller: Caller, guild_id: str) -> list[dict[str, Any]]:
+    async def guild_changes(self, caller: Caller, guild_id: str) -> list[answers.GuildChange]:
         return await self.run(lambda uow: workspace.guild_history(uow, guild_id, caller_org=caller.org))
 
 
 class Agents(Resource):
-    async def create_agent(self, caller: Caller, body: AgentIn) -> dict[str, Any]:
+    async def create_agent(self, caller: Caller, body: AgentIn) -> answers.CreatedAgent:
         actor = caller.actor
         memory = await self.run(
             lambda uow: workspace.create_agent(
@@ -120,20 +123,28 @@ class Agents(Resource):
                 caller_org=caller.org,
             )
         )
-        created = {**body.model_dump(exclude={"memory"}), "live": True, "owners": [actor], "editors": []}
-        return {**created, "memory": vars(memory)}
+        return answers.CreatedAgent(
+            agent_id=body.agent_id,
+            org_id=body.org_id,
+            guild_id=body.guild_id,
+            name=body.name,
+            live=True,
+            task=body.task,
+            owners=[actor],
+            editors=[],
+            memory=memory,
+        )
 
-    async def get_agent(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+    async def get_agent(self, caller: Caller, agent_id: str) -> answers.Agent:
         return workspace.agent_view(
             await self.run(lambda uow: workspace.get_agent(uow, agent_id, caller_org=caller.org))
         )
 
-    async def update_agent(self, caller: Caller, agent_id: str, body: AgentPatch) -> dict[str, Any]:
-        changes = body.model_dump(exclude_unset=True)
-        agent = await self.run(lambda uow: workspace.update_agent(uow, agent_id, changes, caller_org=caller.org))
+    async def update_agent(self, caller: Caller, agent_id: str, body: AgentPatch) -> answers.Agent:
+        agent = await self.run(lambda uow: workspace.update_agent(uow, agent_id, body, caller_org=caller.org))
         return workspace.agent_view(agent)
 
-    async def set_agent_roles(self, caller: Caller, agent_id: str, body: AgentRolesIn) -> dict[str, Any]:
+    async def set_agent_roles(self, caller: Caller, agent_id: str, body: AgentRolesIn) -> answers.Agent:
         agent = await self.run(
             lambda uow: workspace.set_agent_roles(uow, agent_id, body.owners, body.editors, caller_org=caller.org)
         )
@@ -141,19 +152,18 @@ class Agents(Resource):
 
 
 class Memory(Resource):
-    async def read_memory(self, caller: Caller, agent_id: str) -> dict[str, Any]:
-        return vars(await self.run(lambda uow: workspace.read_memory(uow, agent_id, caller_org=caller.org)))
+    async def read_memory(self, caller: Caller, agent_id: str) -> answers.Memory:
+        return await self.run(lambda uow: workspace.read_memory(uow, agent_id, caller_org=caller.org))
 
-    async def write_memory(self, caller: Caller, agent_id: str, body: MemoryIn) -> dict[str, Any]:
+    async def write_memory(self, caller: Caller, agent_id: str, body: MemoryIn) -> answers.Memory:
         actor = caller.actor
-        view = await self.run(
+        return await self.run(
             lambda uow: workspace.write_memory(
                 uow, agent_id, body.content, body.expected_version, actor, self.memory_cap, caller_org=caller.org
             )
         )
-        return vars(view)
 
-    async def memory_history(self, caller: Caller, agent_id: str) -> list[dict[str, Any]]:
+    async def memory_history(self, caller: Caller, agent_id: str) -> list[answers.MemoryRevision]:
         return await self.run(lambda uow: workspace.memory_history(uow, agent_id, caller_org=caller.org))
 
 
