@@ -168,13 +168,13 @@ class Memory(Resource):
 
 
 class Notes(Resource):
-    async def list_notes(self, caller: Caller, org_id: str) -> list[dict[str, Any]]:
+    async def list_notes(self, caller: Caller, org_id: str) -> list[answers.NoteSummary]:
         return await self.run(lambda uow: note_workspace.list_notes(uow, org_id, caller_org=caller.org))
 
-    async def read_note(self, caller: Caller, org_id: str, query: NoteAt) -> dict[str, Any]:
+    async def read_note(self, caller: Caller, org_id: str, query: NoteAt) -> answers.Note:
         return await self.run(lambda uow: note_workspace.read_note(uow, org_id, query.path, caller_org=caller.org))
 
-    async def write_note(self, caller: Caller, org_id: str, query: NoteAt, body: NoteIn) -> dict[str, Any]:
+    async def write_note(self, caller: Caller, org_id: str, query: NoteAt, body: NoteIn) -> answers.Note:
         actor = caller.actor
         return await self.run(
             lambda uow: note_workspace.write_note(
@@ -190,7 +190,7 @@ class Notes(Resource):
             )
         )
 
-    async def delete_note(self, caller: Caller, org_id: str, query: NoteDelete) -> dict[str, Any]:
+    async def delete_note(self, caller: Caller, org_id: str, query: NoteDelete) -> answers.NoteDeleted:
         actor = caller.actor
         return await self.run(
             lambda uow: note_workspace.delete_note(
@@ -198,7 +198,7 @@ class Notes(Resource):
             )
         )
 
-    async def note_history(self, caller: Caller, org_id: str, query: NoteAt) -> dict[str, Any]:
+    async def note_history(self, caller: Caller, org_id: str, query: NoteAt) -> answers.NoteHistory:
         return await self.run(lambda uow: note_workspace.note_history(uow, org_id, query.path, caller_org=caller.org))
 
 
