@@ -39,7 +39,7 @@ from assent.runtime.uow import SqlUnitOfWork
 from assent.runtime.walls import NotFound
 from edits_contract import workspace as answers
 from edits_contract.collections import AccessIn, CollectionIn, CollectionPatch, Page, RecordPatch, RecordsIn
-from edits_contract.drafts import DraftEdit
+from edits_contract.drafts import DraftCard, DraftEdit
 from edits_contract.workspace import (
     OWNER,
     AgentIn,
@@ -280,10 +280,10 @@ class Collections(Resource):
 
 
 class Drafts(Resource):
-    async def read_draft(self, caller: Caller, session_id: str, seq: int) -> dict[str, Any]:
+    async def read_draft(self, caller: Caller, session_id: str, seq: int) -> DraftCard:
         return await self.run(lambda uow: draft_workspace.read_draft(uow, session_id, seq, caller_org=caller.org))
 
-    async def edit_draft(self, caller: Caller, session_id: str, seq: int, body: DraftEdit) -> dict[str, Any]:
+    async def edit_draft(self, caller: Caller, session_id: str, seq: int, body: DraftEdit) -> DraftCard:
         actor = caller.actor
         return await self.run(
             lambda uow: draft_workspace.edit_draft(
