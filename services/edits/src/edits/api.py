@@ -28,7 +28,7 @@ records):
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -38,7 +38,20 @@ from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
 from assent.runtime.walls import NotFound
 from edits_contract import workspace as answers
-from edits_contract.collections import AccessIn, CollectionIn, CollectionPatch, Page, RecordPatch, RecordsIn
+from edits_contract.collections import (
+    AccessIn,
+    Collection,
+    CollectionChange,
+    CollectionDeleted,
+    CollectionIn,
+    CollectionPage,
+    CollectionPatch,
+    Page,
+    RecordOut,
+    RecordPatch,
+    RecordsAdded,
+    RecordsIn,
+)
 from edits_contract.drafts import DraftCard, DraftEdit
 from edits_contract.workspace import (
     OWNER,
@@ -203,11 +216,10 @@ class Notes(Resource):
 
 
 class Collections(Resource):
-    async def list_collections(self, caller: Caller, org_id: str) -> list[dict[str, Any]]:
+    async def list_collections(self, caller: Caller, org_id: str) -> list[Collection]:
         return await self.run(lambda uow: collection_workspace.list_collections(uow, org_id, caller_org=caller.org))
 
-    async def create_collection(self, caller: Caller, org_id: str, body: CollectionIn) -> dict[str, Any]:
-        columns = [c.model_dump() for c in body.columns]
+    async def create_collection(self, caller: Caller, org_id: str, body: CollectionIn) -> Collection:
         return await self.run(
             lambda uow: collection_workspace.create_collection(
                 uow,
@@ -216,13 +228,13 @@ class Collections(Resource):
                 body.purpose,
                 body.scope,
                 body.guild_id,
-                columns,
+                body.columns,
                 caller.actor,
                 caller_org=caller.org,
             )
         )
 
-    async def read_collection(self, caller: Caller, org_id: str, collection_id: str, query: Page) -> dict[str, Any]:
+    async def read_collection(self, caller: Caller, org_id: str, collection_id: str, query: Page) -> CollectionPage:
         return await self.run(
             lambda uow: collection_workspace.read_collection(
                 uow, org_id, collection_id, query.offset, query.limit, caller_org=caller.org
@@ -231,15 +243,14 @@ class Collections(Resource):
 
     async def update_collection(
         self, caller: Caller, org_id: str, collection_id: str, body: CollectionPatch
-    ) -> dict[str, Any]:
-        changes = body.model_dump(exclude_unset=True)
+    ) -> Collection:
         return await self.run(
             lambda uow: collection_workspace.update_collection(
-                uow, org_id, collection_id, changes, caller.actor, caller_org=caller.org
+                uow, org_id, collection_id, body, caller.actor, caller_org=caller.org
             )
         )
 
-    async def delete_collection(self, caller: Caller, org_id: str, collection_id: str) -> dict[str, Any]:
+    async def delete_collection(self, caller: Caller, org_id: str, collection_id: str) -> CollectionDeleted:
         return await self.run(
             lambda uow: collection_workspace.delete_collection(
                 uow, org_id, collection_id, caller.actor, caller_org=caller.org
@@ -248,7 +259,7 @@ class Collections(Resource):
 
     async def add_collection_records(
         self, caller: Caller, org_id: str, collection_id: str, body: RecordsIn
-    ) -> dict[str, Any]:
+    ) -> RecordsAdded:
         return await self.run(
             lambda uow: collection_workspace.add_records(
                 uow, org_id, collection_id, body.records, caller.actor, caller_org=caller.org
@@ -257,7 +268,7 @@ class Collections(Resource):
 
     async def update_collection_record(
         self, caller: Caller, org_id: str, collection_id: str, body: RecordPatch
-    ) -> dict[str, Any]:
+    ) -> RecordOut:
         return await self.run(
             lambda uow: collection_workspace.update_record(
                 uow, org_id, collection_id, body.record_id, body.values, caller.actor, caller_org=caller.org
@@ -266,14 +277,14 @@ class Collections(Resource):
 
     async def set_collection_access(
         self, caller: Caller, org_id: str, collection_id: str, body: AccessIn
-    ) -> dict[str, Any]:
+    ) -> Collection:
         return await self.run(
             lambda uow: collection_workspace.set_access(
                 uow, org_id, collection_id, body.kind, body.subject_id, body.mode, caller.actor, caller_org=caller.org
             )
         )
 
-    async def collection_changes(self, caller: Caller, org_id: str, collection_id: str) -> list[dict[str, Any]]:
+    async def collection_changes(self, caller: Caller, org_id: str, collection_id: str) -> list[CollectionChange]:
         return await self.run(
             lambda uow: collection_workspace.collection_changes(uow, org_id, collection_id, caller_org=caller.org)
         )
