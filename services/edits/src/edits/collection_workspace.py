@@ -21,12 +21,14 @@ from assent.domain import Refusal
 from assent.runtime.uow import SqlUnitOfWork
 from assent.runtime.walls import NotFound, org_in
 from edits_contract.collections import (
+    AccessLogged,
     Collection,
     CollectionChange,
     CollectionDeleted,
     CollectionPage,
     CollectionPatch,
     ColumnIn,
+    DeleteLogged,
     RecordOut,
     RecordsAdded,
 )
@@ -161,7 +163,7 @@ async def delete_collection(
     store = CollectionsRepository(uow.conn)
     gone = await store.delete(collection_id)
     await store.log(
-        collection_id, org_id, "delete", rules.Deleted(name=live.name, records=gone), origin=WriteOrigin(actor)
+        collection_id, org_id, "delete", DeleteLogged(name=live.name, records=gone), origin=WriteOrigin(actor)
     )
     return CollectionDeleted(collection_id=collection_id, deleted=True, records=gone)
 
@@ -269,7 +271,7 @@ async def set_access(
         live.collection_id,
         org_id,
         "access",
-        rules.AccessSet(mode=written),
+        AccessLogged(mode=written),
         origin=WriteOrigin(actor),
         kind=kind,
         subject_id=subject_id,

@@ -145,13 +145,52 @@ class RecordsAdded(Answer):
     record_ids: list[int]
 
 
+class CreateLogged(Answer):
+    """What the change log says of a create: the collection as made, its access rows as ``[kind, subject_id,
+    mode]``."""
+
+    name: str
+    purpose: str
+    scope: str
+    columns: list[ColumnOut]
+    access: list[tuple[str, str, str]]
+
+
+class UpdateLogged(Answer):
+    """What the change log says of a change: the name (and the one it had, if it changed), purpose and columns after
+    it, and what it did to the records (``renamed``: ``[old, new]``; ``retyped``: ``[old, new, new type]``)."""
+
+    name: str
+    renamed_from: str | None
+    purpose: str
+    columns: list[ColumnOut]
+    removed: list[str]
+    renamed: list[tuple[str, str]]
+    retyped: list[tuple[str, str, str]]
+    records_changed: int
+
+
+class DeleteLogged(Answer):
+    """What the change log says of a delete: the name the collection had, and how many records went with it."""
+
+    name: str
+    records: int
+
+
+class AccessLogged(Answer):
+    """What the change log says of one access row written: its mode (null: removed)."""
+
+    mode: str | None
+
+
 class CollectionChange(Answer):
     change: str
     """create, update, delete, or access (one row written; ``mode`` null: removed)."""
     kind: str | None
     subject_id: str | None
     mode: str | None
-    detail: dict[str, Any]
+    detail: CreateLogged | UpdateLogged | DeleteLogged | AccessLogged
+    """What the change did, as its ``change`` says."""
     actor_user_id: str
     tool_call_id: str | None
     tool_name: str | None

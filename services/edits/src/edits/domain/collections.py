@@ -49,7 +49,16 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints
 from assent.contracts import Id, Text
 from assent.domain import Agent, Refusal, Session
 from assent.hashing import content_hash
-from edits_contract.collections import AccessRowOut, Collection, ColumnOut, RecordOut
+from edits_contract.collections import (
+    AccessLogged,
+    AccessRowOut,
+    Collection,
+    ColumnOut,
+    CreateLogged,
+    DeleteLogged,
+    RecordOut,
+    UpdateLogged,
+)
 
 COLUMN_TYPES = ("text", "integer", "number", "boolean", "date")
 ColumnType = Literal["text", "integer", "number", "boolean", "date"]
@@ -876,6 +885,10 @@ def review_delete(
 # --- views ---------------------------------------------------------------------------------------------
 
 
+def column_out(column: ColumnSpec) -> ColumnOut:
+    return ColumnOut(name=column.name, type=column.type, required=column.required, unique=column.unique)
+
+
 def collection_view(live: LiveCollection) -> Collection:
     """A collection as the workspace API shows it (without records)."""
     return Collection(
@@ -884,7 +897,7 @@ def collection_view(live: LiveCollection) -> Collection:
         purpose=live.purpose,
         scope=live.scope,
         guild_id=live.guild_id,
-        columns=[ColumnOut(name=c.name, type=c.type, required=c.required, unique=c.unique) for c in live.columns],
+        columns=[column_out(c) for c in live.columns],
         access=[AccessRowOut(kind=r.kind, subject_id=r.subject_id, mode=r.mode) for r in live.access],
         version=live.version,
         updated_at=live.updated_at.isoformat(),
@@ -930,58 +943,18 @@ def listed(live: LiveCollection, directory: Directory) -> ListedCollection:
 
 # --- the change log ------------------------------------------------------------------------------------
 
-
-class _Logged(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-
-class Created(_Logged):
-    """A create's entry in the change log: the collection as made, its access rows as ``[kind, subject_id, mode]``."""
-
-    name: str
-    purpose: str
-    scope: str
-    columns: list[ColumnSpec]
-    access: list[tuple[str, str, str]]
+Logged = CreateLogged | UpdateLogged | DeleteLogged | AccessLogged
+"""What the change log says of one change (its ``detail``)."""
 
 
-class Updated(_Logged):
-    """A change's entry: the collection's name, purpose and columns after it, and what it did to the records
-    (``renamed``: ``[old, new]``; ``retyped``: ``[old, new, new type]``)."""
-
-    name: str
-    renamed_from: str | None
-    purpose: str
-    columns: list[ColumnSpec]
-    removed: list[str]
-    renamed: list[tuple[str, str]]
-    retyped: list[tuple[str, str, str]]
-    records_changed: int
-
-
-class Deleted(_Logged):
-    """A delete's entry: the name it had and how many records went with it."""
-
-    name: str
-    records: int
-
-
-class AccessSet(_Logged):
-    """One access row written: its mode (None: removed)."""
-
-    mode: str | None
-
-
-Logged = Created | Updated | Deleted | AccessSet
-"""What the change log says of one change (``detail``)."""
-
-
-def created(name: str, purpose: str, scope: str, columns: Iterable[ColumnSpec], rows: Iterable[AccessRow]) -> Created:
-    return Created(
+def created(
+    name: str, purpose: str, scope: str, columns: Iterable[ColumnSpec], rows: Iterable[AccessRow]
+) -> CreateLogged:
+    return CreateLogged(
         name=name,
         purpose=purpose,
         scope=scope,
-        columns=list(columns),
+        columns=[column_out(c) for c in columns],
         access=[(r.kind, r.subject_id, r.mode) for r in rows],
     )
 
@@ -993,14 +966,14 @@ def updated(
     columns: Iterable[ColumnSpec],
     plan: ColumnPlan | None,
     records_changed: int,
-) -> Updated:
+) -> UpdateLogged:
     """The entry of a change of ``live`` to ``name``, ``purpose`` and ``columns`` (by ``plan``, when the columns
     changed)."""
-    return Updated(
+    return UpdateLogged(
         name=name,
         renamed_from=live.name if name != live.name else None,
         purpose=purpose,
-        columns=list(columns),
+        columns=[column_out(c) for c in columns],
         removed=list(plan.removed) if plan else [],
         renamed=list(plan.renamed) if plan else [],
         retyped=[(old, new, to) for old, new, _, to in plan.retyped] if plan else [],

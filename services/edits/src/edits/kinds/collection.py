@@ -18,6 +18,7 @@ from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarg
 from assent.domain import Agent, Refusal, Session
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.uow import UnitOfWork
+from edits_contract.collections import AccessLogged, DeleteLogged
 
 from ..adapters.collections import CollectionsRepository
 from ..domain import collections as rules
@@ -298,7 +299,7 @@ class CollectionKind(ProposalKind):
             assert live is not None
             changed = await store.delete(live.collection_id)
             await store.log(
-                live.collection_id, org_id, "delete", rules.Deleted(name=live.name, records=changed), origin=origin
+                live.collection_id, org_id, "delete", DeleteLogged(name=live.name, records=changed), origin=origin
             )
             return Applied(
                 f"applied; table {live.name} is deleted with its {changed} records",
@@ -336,7 +337,7 @@ class CollectionKind(ProposalKind):
                 collection_id,
                 org_id,
                 "access",
-                rules.AccessSet(mode=row.mode),
+                AccessLogged(mode=row.mode),
                 origin=origin,
                 kind=row.kind,
                 subject_id=row.subject_id,
