@@ -49,15 +49,16 @@ from assent.runtime.tables import MIGRATIONS as SHARED_MIGRATIONS
 from assent.runtime.tables import VERSION_TABLE
 from assent_devstack.system import build_system
 from edits.adapters.collections import CollectionsRepository
-from edits.domain.collections import Column, ColumnPlan, ColumnSpec, plan_columns
+from edits.domain.collections import Column, ColumnPlan, ColumnSpec, plan_columns, updated
+from edits.domain.model import WriteOrigin
 
 ROOT = Path(__file__).resolve().parents[1]
 EDITS_MIGRATIONS = ROOT / "services" / "edits" / "migrations"
 COLUMNS = (
-    ColumnSpec("order_id", "text", True, True),
-    ColumnSpec("amount", "text"),
-    ColumnSpec("note", "text"),
-    ColumnSpec("code", "text"),
+    ColumnSpec(name="order_id", type="text", required=True, unique=True),
+    ColumnSpec(name="amount", type="text"),
+    ColumnSpec(name="note", type="text"),
+    ColumnSpec(name="code", type="text"),
 )
 WANTED = [
     Column(name="order_id", type="text", required=True, unique=True),
@@ -136,10 +137,12 @@ async def run(records: int, runs: int) -> None:
             started = time.perf_counter()
             async with engine.begin() as conn:
                 store = CollectionsRepository(conn)
-                await store.get(cid, for_update=True)
+                live = await store.get(cid, for_update=True)
+                assert live is not None
                 await store.update(cid, f"returns_{i}", "Track refunds", plan.after, actor="bench")
                 changed = await store.transform(cid, plan, actor="bench")
-                await store.log(cid, "acme", "update", {"records_changed": changed}, actor="bench")
+                logged = updated(live, f"returns_{i}", "Track refunds", plan.after, plan, changed)
+                await store.log(cid, "acme", "update", logged, origin=WriteOrigin("bench"))
             applies.append(time.perf_counter() - started)
             assert changed == records
             async with engine.connect() as conn:
@@ -202,7 +205,7 @@ async def through_the_system(records: int) -> None:
                     "purpose": "Track refunds",
                     "scope": "guild",
                     "guild_id": "support",
-                    "columns": [c.as_json() for c in COLUMNS],
+                    "columns": [c.model_dump() for c in COLUMNS],
                 },
             )
             assert made.status_code == 201, made.text

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,8 +15,10 @@ from assent.runtime import OwnerKit
 from assent.testing import FakeUnitOfWork, FakeWorkspace, shown_line_counts
 from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, TOOL_RESULTS
 from edits.adapters.collections import CollectionsRepository
-from edits.domain.collections import AccessRow, ColumnPlan, ColumnSpec, LiveCollection, RecordCounts, convert
+from edits.domain.collections import AccessRow, ColumnPlan, ColumnSpec, LiveCollection, Logged, RecordCounts, convert
+from edits.domain.model import WriteOrigin
 from edits.kinds.collection import CollectionKind
+from edits_contract.collections import RecordOut
 
 ORG, GUILD, SESSION, OPERATOR = "org", "guild", "s1", "operator@example.com"
 CONTEXT = SessionContext(org_id=ORG, source_guild_id=GUILD, operator_user_id=OPERATOR)
@@ -86,9 +88,9 @@ class FakeCollectionsRepository:
             c.org_id == org_id and c.name == name and c.collection_id != other_than for c in self.collections.values()
         )
 
-    async def records(self, collection_id: str, offset: int, limit: int) -> list[dict[str, Any]]:
+    async def records(self, collection_id: str, offset: int, limit: int) -> list[RecordOut]:
         rows = self.rows[collection_id][offset : offset + limit]
-        return [{"record_id": offset + i + 1, "values": r} for i, r in enumerate(rows)]
+        return [RecordOut(record_id=offset + i + 1, values=r) for i, r in enumerate(rows)]
 
     async def counts(self, collection_id: str, plan: ColumnPlan | None) -> RecordCounts:
         rows = self.rows[collection_id]
@@ -171,8 +173,11 @@ class FakeCollectionsRepository:
             rows.append(AccessRow(kind, subject_id, mode))
         self.collections[collection_id] = replace(live, access=tuple(rows), updated_at=self.tick())
 
-    async def log(self, collection_id: str, org_id: str, change: str, detail: Any, **more: Any) -> None:
-        self.log_entries.append({"collection_id": collection_id, "change": change, "detail": dict(detail), **more})
+    async def log(
+        self, collection_id: str, org_id: str, change: str, detail: Logged, *, origin: WriteOrigin, **more: Any
+    ) -> None:
+        entry = {"collection_id": collection_id, "change": change, "detail": detail.model_dump(mode="json")}
+        self.log_entries.append({**entry, **asdict(origin), **more})
 
 
 @dataclass
@@ -237,7 +242,11 @@ async def new_world() -> World:
     return World(OwnerKit("edits", [CollectionKind()]), uow, repo)
 
 
-COLUMNS = (ColumnSpec("order_id", "text", True, True), ColumnSpec("amount", "text"), ColumnSpec("note", "text"))
+COLUMNS = (
+    ColumnSpec(name="order_id", type="text", required=True, unique=True),
+    ColumnSpec(name="amount", type="text"),
+    ColumnSpec(name="note", type="text"),
+)
 ROWS = [
     {"order_id": "A1", "amount": "12", "note": "x"},
     {"order_id": "A2", "amount": "n/a"},

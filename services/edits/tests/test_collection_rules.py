@@ -26,7 +26,7 @@ def col(name: str, type_: str = "text", **more: Any) -> rules.Column:
 
 
 def spec(name: str, type_: str = "text", required: bool = False, unique: bool = False) -> ColumnSpec:
-    return ColumnSpec(name, type_, required, unique)
+    return ColumnSpec(name=name, type=type_, required=required, unique=unique)
 
 
 def live(**more: Any) -> LiveCollection:

@@ -21,6 +21,7 @@ from edits.adapters.drafts import DraftsRepository
 from edits.domain.drafts import Draft, DraftVersion
 from edits.kinds.draft import DraftKind
 from edits.workspace import Conflict, NotFound, Refused
+from edits_contract.drafts import DraftLines
 
 ORG, GUILD, SESSION, OPERATOR = "org", "guild", "s1", "operator@example.com"
 CONTEXT = SessionContext(org_id=ORG, source_guild_id=GUILD, operator_user_id=OPERATOR)
@@ -218,8 +219,8 @@ async def test_publishing_writes_the_newest_version_as_the_operator() -> None:
     world = await new_world()
     result = await world.draft(3, "Two.\n")
     edited = await draft_workspace.edit_draft(world.uow, SESSION, 3, "Two, edited.\n", 1, OPERATOR, 1024)
-    assert (edited["version"], edited["created_message_seq"], edited["status"]) == (2, 3, "pending")
-    assert [(v["version"], v["author"]) for v in edited["versions"]] == [(1, "coach"), (2, OPERATOR)]
+    assert (edited.version, edited.created_message_seq, edited.status) == (2, 3, "pending")
+    assert [(v.version, v.author) for v in edited.versions] == [(1, "coach"), (2, OPERATOR)]
     world.uow.clear()
 
     outcome = await world.decide(result, "publish")
@@ -286,8 +287,8 @@ async def test_the_operators_routes_keep_the_wall_and_refuse_with_the_reason() -
     world = await new_world()
     await world.draft(3)
     card = await draft_workspace.read_draft(world.uow, SESSION, 3, caller_org=ORG)
-    assert (card["live"]["task"], card["content"], card["stale"], card["agent_name"]) == (TASK, "Two.\n", False, "Ada")
-    assert "+Two." in card["diff"] and card["lines"] == {"added": 1, "removed": 1}
+    assert (card.live.task, card.content, card.stale, card.agent_name) == (TASK, "Two.\n", False, "Ada")
+    assert "+Two." in card.diff and card.lines == DraftLines(added=1, removed=1)
     for call in (
         draft_workspace.read_draft(world.uow, SESSION, 3, caller_org="other"),
         draft_workspace.edit_draft(world.uow, SESSION, 3, "Mine.\n", None, "x", 1024, caller_org="other"),
@@ -337,4 +338,4 @@ async def test_the_tray_counts_the_lines_the_card_shows(content: str, tray: tupl
     assert (shown.tray, shown.card) == (tray, [("task.md", *tray)])
     assert shown.tray == shown.card_total
     card = await draft_workspace.read_draft(world.uow, SESSION, 3, caller_org=ORG)
-    assert (card["lines"]["added"], card["lines"]["removed"]) == tray
+    assert (card.lines.added, card.lines.removed) == tray

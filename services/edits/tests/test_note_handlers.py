@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ from assent.runtime import OwnerKit
 from assent.testing import FakeUnitOfWork, FakeWorkspace, shown_line_counts
 from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, TOOL_RESULTS
 from edits.adapters.notes import NotesRepository
+from edits.domain.model import WriteOrigin
 from edits.domain.notes import LiveNote, NotePath
 from edits.kinds.note import NoteKind
 
@@ -78,11 +79,7 @@ class FakeNotesRepository:
         *,
         title: str,
         expected_version: int | None,
-        actor: str,
-        tool_call_id: str | None = None,
-        tool_name: str | None = None,
-        studio_session_id: str | None = None,
-        studio_seq: int | None = None,
+        origin: WriteOrigin,
     ) -> int | None:
         if self.before_write is not None:
             self.before_write()
@@ -109,11 +106,7 @@ class FakeNotesRepository:
                 "content": content,
                 "title": title,
                 "version": version,
-                "actor": actor,
-                "tool_call_id": tool_call_id,
-                "tool_name": tool_name,
-                "studio_session_id": studio_session_id,
-                "studio_seq": studio_seq,
+                **asdict(origin),
             }
         )
         return version
@@ -124,11 +117,7 @@ class FakeNotesRepository:
         path: NotePath,
         *,
         expected_version: int,
-        actor: str,
-        tool_call_id: str | None = None,
-        tool_name: str | None = None,
-        studio_session_id: str | None = None,
-        studio_seq: int | None = None,
+        origin: WriteOrigin,
     ) -> int | None:
         if self.before_write is not None:
             self.before_write()
@@ -143,11 +132,7 @@ class FakeNotesRepository:
                 "content": None,
                 "title": live.title,
                 "version": live.version + 1,
-                "actor": actor,
-                "tool_call_id": tool_call_id,
-                "tool_name": tool_name,
-                "studio_session_id": studio_session_id,
-                "studio_seq": studio_seq,
+                **asdict(origin),
             }
         )
         return live.version + 1

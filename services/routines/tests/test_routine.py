@@ -4,7 +4,7 @@ database)."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,7 +16,7 @@ from assent.runtime import OwnerKit
 from assent.testing import FakeUnitOfWork, FakeWorkspace, shown_line_counts
 from assent.topics import PROPOSALS_OUTCOMES, TOOL_RESULTS
 from routines.adapters.repository import RoutinesRepository
-from routines.domain.routine import Routine
+from routines.domain.routine import Provenance, Routine
 from routines.domain.timing import Timing
 from routines.kinds.routine import RoutineKind
 from routines.scheduler import fire_due
@@ -52,17 +52,13 @@ class FakeRoutines:
     async def routines_on(self, guild_id: str) -> bool:
         return self.switches.get(guild_id, True)
 
-    async def create(
-        self, routine: Routine, *, actor: str, session_id: str | None = None, seq: int | None = None
-    ) -> None:
+    async def create(self, routine: Routine, by: Provenance) -> None:
         self.routines[routine.schedule_id] = routine
-        self.writes.append(("create", routine.schedule_id, {"actor": actor, "session_id": session_id, "seq": seq}))
+        self.writes.append(("create", routine.schedule_id, asdict(by)))
 
-    async def replace(
-        self, routine: Routine, *, actor: str, session_id: str | None = None, seq: int | None = None
-    ) -> None:
+    async def replace(self, routine: Routine, by: Provenance) -> None:
         self.routines[routine.schedule_id] = routine
-        self.writes.append(("replace", routine.schedule_id, {"actor": actor, "session_id": session_id, "seq": seq}))
+        self.writes.append(("replace", routine.schedule_id, asdict(by)))
 
     async def delete(self, schedule_id: str) -> None:
         del self.routines[schedule_id]

@@ -7,12 +7,12 @@ is answered 404 with the words a missing one gets, and nothing is read or writte
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from access_contract.routes import OWNER, BindingsIn
+from access_contract.routes import OWNER, AgentAccess, BindingsIn, ScopeBindings
 from assent.api import Caller, routes_of, serve
 from assent.domain import Agent, Refusal
 from assent.runtime import ServiceRuntime
@@ -22,6 +22,7 @@ from assent.runtime.walls import NotFound, agent_in, guild_in, org_in
 from .adapters.repository import AccessRepository
 from .current import current
 from .domain.access import Access, Scope, resolve, wanted_changes
+from .views import binding_view, line_view
 
 
 class Refused(Exception):
@@ -40,23 +41,25 @@ class AccessRoutes:
     def __init__(self, runtime: ServiceRuntime) -> None:
         self.runtime = runtime
 
-    async def _agent_view(self, uow: UnitOfWork, agent: Agent) -> dict[str, Any]:
+    async def _agent_view(self, uow: UnitOfWork, agent: Agent) -> AgentAccess:
         now = await current(store(uow), agent)
-        return {
-            "agent_id": agent.agent_id,
-            "hash": now.access.hash,
-            "text": now.access.text(),
-            "lines": [line.as_json() for line in now.access.lines],
-            "bindings": [h.as_json() for h in now.held],
-        }
+        return AgentAccess(
+            agent_id=agent.agent_id,
+            hash=now.access.hash,
+            text=now.access.text(),
+            lines=[line_view(line) for line in now.access.lines],
+            bindings=[binding_view(h) for h in now.held],
+        )
 
-    async def _scope_view(self, uow: UnitOfWork, org_id: str, scope: Scope, scope_id: str) -> dict[str, Any]:
+    async def _scope_view(
+        self, uow: UnitOfWork, org_id: str, scope: Literal["org", "guild"], scope_id: str
+    ) -> ScopeBindings:
         held = await store(uow).bindings_of(org_id, scope_id if scope == "guild" else None, None)
-        return {
-            "scope": scope,
-            "scope_id": scope_id,
-            "bindings": [h.as_json() for h in held if h.binding.scope == scope],
-        }
+        return ScopeBindings(
+            scope=scope,
+            scope_id=scope_id,
+            bindings=[binding_view(h) for h in held if h.binding.scope == scope],
+        )
 
     async def _write(
         self, uow: UnitOfWork, actor: str, org_id: str, scope: Scope, scope_id: str, access: Access, body: BindingsIn
@@ -77,11 +80,11 @@ class AccessRoutes:
             raise Refused(changes.status, changes.message, changes.code)
         await repo.write(org_id, scope, scope_id, changes, actor=actor)
 
-    async def agent_access(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+    async def agent_access(self, caller: Caller, agent_id: str) -> AgentAccess:
         async with self.runtime.unit_of_work() as uow:
             return await self._agent_view(uow, await agent_in(uow, agent_id, caller.org))
 
-    async def set_agent_access(self, caller: Caller, agent_id: str, body: BindingsIn) -> dict[str, Any]:
+    async def set_agent_access(self, caller: Caller, agent_id: str, body: BindingsIn) -> AgentAccess:
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
             agent = await agent_in(uow, agent_id, caller.org)
@@ -90,12 +93,12 @@ class AccessRoutes:
             await self._write(uow, actor, agent.org_id, "agent", agent.agent_id, now.access, body)
             return await self._agent_view(uow, agent)
 
-    async def guild_access(self, caller: Caller, guild_id: str) -> dict[str, Any]:
+    async def guild_access(self, caller: Caller, guild_id: str) -> ScopeBindings:
         async with self.runtime.unit_of_work() as uow:
             org_id = (await guild_in(uow, guild_id, caller.org)).org_id
             return await self._scope_view(uow, org_id, "guild", guild_id)
 
-    async def set_guild_access(self, caller: Caller, guild_id: str, body: BindingsIn) -> dict[str, Any]:
+    async def set_guild_access(self, caller: Caller, guild_id: str, body: BindingsIn) -> ScopeBindings:
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
             org_id = (await guild_in(uow, guild_id, caller.org)).org_id
@@ -105,12 +108,12 @@ class AccessRoutes:
             await self._write(uow, actor, org_id, "guild", guild_id, access, body)
             return await self._scope_view(uow, org_id, "guild", guild_id)
 
-    async def org_access(self, caller: Caller, org_id: str) -> dict[str, Any]:
+    async def org_access(self, caller: Caller, org_id: str) -> ScopeBindings:
         async with self.runtime.unit_of_work() as uow:
             await org_in(uow, org_id, caller.org)
             return await self._scope_view(uow, org_id, "org", org_id)
 
-    async def set_org_access(self, caller: Caller, org_id: str, body: BindingsIn) -> dict[str, Any]:
+    async def set_org_access(self, caller: Caller, org_id: str, body: BindingsIn) -> ScopeBindings:
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
             await org_in(uow, org_id, caller.org)

@@ -28,7 +28,7 @@ records):
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -37,8 +37,22 @@ from assent.api import Caller, routes_of, serve
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
 from assent.runtime.walls import NotFound
-from edits_contract.collections import AccessIn, CollectionIn, CollectionPatch, Page, RecordPatch, RecordsIn
-from edits_contract.drafts import DraftEdit
+from edits_contract import workspace as answers
+from edits_contract.collections import (
+    AccessIn,
+    Collection,
+    CollectionChange,
+    CollectionDeleted,
+    CollectionIn,
+    CollectionPage,
+    CollectionPatch,
+    Page,
+    RecordOut,
+    RecordPatch,
+    RecordsAdded,
+    RecordsIn,
+)
+from edits_contract.drafts import DraftCard, DraftEdit
 from edits_contract.workspace import (
     OWNER,
     AgentIn,
@@ -74,37 +88,39 @@ class Resource:
 
 
 class Orgs(Resource):
-    async def create_org(self, caller: Caller, body: OrgIn) -> dict[str, Any]:
+    async def create_org(self, caller: Caller, body: OrgIn) -> answers.Org:
         await self.run(lambda uow: workspace.create_org(uow, body.org_id, body.name, caller_org=caller.org))
-        return body.model_dump()
+        return answers.Org(org_id=body.org_id, name=body.name)
 
 
 class Guilds(Resource):
-    async def create_guild(self, caller: Caller, body: GuildIn) -> dict[str, Any]:
+    async def create_guild(self, caller: Caller, body: GuildIn) -> answers.Guild:
         guild = await self.run(
             lambda uow: workspace.create_guild(uow, body.guild_id, body.org_id, body.name, caller_org=caller.org)
         )
         return workspace.guild_view(guild)
 
-    async def get_guild(self, caller: Caller, guild_id: str) -> dict[str, Any]:
+    async def get_guild(self, caller: Caller, guild_id: str) -> answers.Guild:
         return workspace.guild_view(
             await self.run(lambda uow: workspace.get_guild(uow, guild_id, caller_org=caller.org))
         )
 
-    async def update_guild_text(self, caller: Caller, guild_id: str, body: GuildTextIn) -> dict[str, Any]:
+    async def update_guild_text(self, caller: Caller, guild_id: str, body: GuildTextIn) -> answers.GuildTextChanged:
         given = body.model_dump(exclude_unset=True)
         actor = caller.actor
         guild, changed = await self.run(
             lambda uow: workspace.change_guild_text(uow, guild_id, given, actor, caller_org=caller.org)
         )
-        return {**workspace.guild_view(guild), "revision": guild.revision, "changed": changed}
+        return answers.GuildTextChanged(
+            **workspace.guild_view(guild).model_dump(), revision=guild.revision, changed=changed
+        )
 
-    async def guild_changes(self, caller: Caller, guild_id: str) -> list[dict[str, Any]]:
+    async def guild_changes(self, caller: Caller, guild_id: str) -> list[answers.GuildChange]:
         return await self.run(lambda uow: workspace.guild_history(uow, guild_id, caller_org=caller.org))
 
 
 class Agents(Resource):
-    async def create_agent(self, caller: Caller, body: AgentIn) -> dict[str, Any]:
+    async def create_agent(self, caller: Caller, body: AgentIn) -> answers.CreatedAgent:
         actor = caller.actor
         memory = await self.run(
             lambda uow: workspace.create_agent(
@@ -120,20 +136,28 @@ class Agents(Resource):
                 caller_org=caller.org,
             )
         )
-        created = {**body.model_dump(exclude={"memory"}), "live": True, "owners": [actor], "editors": []}
-        return {**created, "memory": vars(memory)}
+        return answers.CreatedAgent(
+            agent_id=body.agent_id,
+            org_id=body.org_id,
+            guild_id=body.guild_id,
+            name=body.name,
+            live=True,
+            task=body.task,
+            owners=[actor],
+            editors=[],
+            memory=memory,
+        )
 
-    async def get_agent(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+    async def get_agent(self, caller: Caller, agent_id: str) -> answers.Agent:
         return workspace.agent_view(
             await self.run(lambda uow: workspace.get_agent(uow, agent_id, caller_org=caller.org))
         )
 
-    async def update_agent(self, caller: Caller, agent_id: str, body: AgentPatch) -> dict[str, Any]:
-        changes = body.model_dump(exclude_unset=True)
-        agent = await self.run(lambda uow: workspace.update_agent(uow, agent_id, changes, caller_org=caller.org))
+    async def update_agent(self, caller: Caller, agent_id: str, body: AgentPatch) -> answers.Agent:
+        agent = await self.run(lambda uow: workspace.update_agent(uow, agent_id, body, caller_org=caller.org))
         return workspace.agent_view(agent)
 
-    async def set_agent_roles(self, caller: Caller, agent_id: str, body: AgentRolesIn) -> dict[str, Any]:
+    async def set_agent_roles(self, caller: Caller, agent_id: str, body: AgentRolesIn) -> answers.Agent:
         agent = await self.run(
             lambda uow: workspace.set_agent_roles(uow, agent_id, body.owners, body.editors, caller_org=caller.org)
         )
@@ -141,30 +165,29 @@ class Agents(Resource):
 
 
 class Memory(Resource):
-    async def read_memory(self, caller: Caller, agent_id: str) -> dict[str, Any]:
-        return vars(await self.run(lambda uow: workspace.read_memory(uow, agent_id, caller_org=caller.org)))
+    async def read_memory(self, caller: Caller, agent_id: str) -> answers.Memory:
+        return await self.run(lambda uow: workspace.read_memory(uow, agent_id, caller_org=caller.org))
 
-    async def write_memory(self, caller: Caller, agent_id: str, body: MemoryIn) -> dict[str, Any]:
+    async def write_memory(self, caller: Caller, agent_id: str, body: MemoryIn) -> answers.Memory:
         actor = caller.actor
-        view = await self.run(
+        return await self.run(
             lambda uow: workspace.write_memory(
                 uow, agent_id, body.content, body.expected_version, actor, self.memory_cap, caller_org=caller.org
             )
         )
-        return vars(view)
 
-    async def memory_history(self, caller: Caller, agent_id: str) -> list[dict[str, Any]]:
+    async def memory_history(self, caller: Caller, agent_id: str) -> list[answers.MemoryRevision]:
         return await self.run(lambda uow: workspace.memory_history(uow, agent_id, caller_org=caller.org))
 
 
 class Notes(Resource):
-    async def list_notes(self, caller: Caller, org_id: str) -> list[dict[str, Any]]:
+    async def list_notes(self, caller: Caller, org_id: str) -> list[answers.NoteSummary]:
         return await self.run(lambda uow: note_workspace.list_notes(uow, org_id, caller_org=caller.org))
 
-    async def read_note(self, caller: Caller, org_id: str, query: NoteAt) -> dict[str, Any]:
+    async def read_note(self, caller: Caller, org_id: str, query: NoteAt) -> answers.Note:
         return await self.run(lambda uow: note_workspace.read_note(uow, org_id, query.path, caller_org=caller.org))
 
-    async def write_note(self, caller: Caller, org_id: str, query: NoteAt, body: NoteIn) -> dict[str, Any]:
+    async def write_note(self, caller: Caller, org_id: str, query: NoteAt, body: NoteIn) -> answers.Note:
         actor = caller.actor
         return await self.run(
             lambda uow: note_workspace.write_note(
@@ -180,7 +203,7 @@ class Notes(Resource):
             )
         )
 
-    async def delete_note(self, caller: Caller, org_id: str, query: NoteDelete) -> dict[str, Any]:
+    async def delete_note(self, caller: Caller, org_id: str, query: NoteDelete) -> answers.NoteDeleted:
         actor = caller.actor
         return await self.run(
             lambda uow: note_workspace.delete_note(
@@ -188,16 +211,15 @@ class Notes(Resource):
             )
         )
 
-    async def note_history(self, caller: Caller, org_id: str, query: NoteAt) -> dict[str, Any]:
+    async def note_history(self, caller: Caller, org_id: str, query: NoteAt) -> answers.NoteHistory:
         return await self.run(lambda uow: note_workspace.note_history(uow, org_id, query.path, caller_org=caller.org))
 
 
 class Collections(Resource):
-    async def list_collections(self, caller: Caller, org_id: str) -> list[dict[str, Any]]:
+    async def list_collections(self, caller: Caller, org_id: str) -> list[Collection]:
         return await self.run(lambda uow: collection_workspace.list_collections(uow, org_id, caller_org=caller.org))
 
-    async def create_collection(self, caller: Caller, org_id: str, body: CollectionIn) -> dict[str, Any]:
-        columns = [c.model_dump() for c in body.columns]
+    async def create_collection(self, caller: Caller, org_id: str, body: CollectionIn) -> Collection:
         return await self.run(
             lambda uow: collection_workspace.create_collection(
                 uow,
@@ -206,13 +228,13 @@ class Collections(Resource):
                 body.purpose,
                 body.scope,
                 body.guild_id,
-                columns,
+                body.columns,
                 caller.actor,
                 caller_org=caller.org,
             )
         )
 
-    async def read_collection(self, caller: Caller, org_id: str, collection_id: str, query: Page) -> dict[str, Any]:
+    async def read_collection(self, caller: Caller, org_id: str, collection_id: str, query: Page) -> CollectionPage:
         return await self.run(
             lambda uow: collection_workspace.read_collection(
                 uow, org_id, collection_id, query.offset, query.limit, caller_org=caller.org
@@ -221,15 +243,14 @@ class Collections(Resource):
 
     async def update_collection(
         self, caller: Caller, org_id: str, collection_id: str, body: CollectionPatch
-    ) -> dict[str, Any]:
-        changes = body.model_dump(exclude_unset=True)
+    ) -> Collection:
         return await self.run(
             lambda uow: collection_workspace.update_collection(
-                uow, org_id, collection_id, changes, caller.actor, caller_org=caller.org
+                uow, org_id, collection_id, body, caller.actor, caller_org=caller.org
             )
         )
 
-    async def delete_collection(self, caller: Caller, org_id: str, collection_id: str) -> dict[str, Any]:
+    async def delete_collection(self, caller: Caller, org_id: str, collection_id: str) -> CollectionDeleted:
         return await self.run(
             lambda uow: collection_workspace.delete_collection(
                 uow, org_id, collection_id, caller.actor, caller_org=caller.org
@@ -238,7 +259,7 @@ class Collections(Resource):
 
     async def add_collection_records(
         self, caller: Caller, org_id: str, collection_id: str, body: RecordsIn
-    ) -> dict[str, Any]:
+    ) -> RecordsAdded:
         return await self.run(
             lambda uow: collection_workspace.add_records(
                 uow, org_id, collection_id, body.records, caller.actor, caller_org=caller.org
@@ -247,7 +268,7 @@ class Collections(Resource):
 
     async def update_collection_record(
         self, caller: Caller, org_id: str, collection_id: str, body: RecordPatch
-    ) -> dict[str, Any]:
+    ) -> RecordOut:
         return await self.run(
             lambda uow: collection_workspace.update_record(
                 uow, org_id, collection_id, body.record_id, body.values, caller.actor, caller_org=caller.org
@@ -256,24 +277,24 @@ class Collections(Resource):
 
     async def set_collection_access(
         self, caller: Caller, org_id: str, collection_id: str, body: AccessIn
-    ) -> dict[str, Any]:
+    ) -> Collection:
         return await self.run(
             lambda uow: collection_workspace.set_access(
                 uow, org_id, collection_id, body.kind, body.subject_id, body.mode, caller.actor, caller_org=caller.org
             )
         )
 
-    async def collection_changes(self, caller: Caller, org_id: str, collection_id: str) -> list[dict[str, Any]]:
+    async def collection_changes(self, caller: Caller, org_id: str, collection_id: str) -> list[CollectionChange]:
         return await self.run(
             lambda uow: collection_workspace.collection_changes(uow, org_id, collection_id, caller_org=caller.org)
         )
 
 
 class Drafts(Resource):
-    async def read_draft(self, caller: Caller, session_id: str, seq: int) -> dict[str, Any]:
+    async def read_draft(self, caller: Caller, session_id: str, seq: int) -> DraftCard:
         return await self.run(lambda uow: draft_workspace.read_draft(uow, session_id, seq, caller_org=caller.org))
 
-    async def edit_draft(self, caller: Caller, session_id: str, seq: int, body: DraftEdit) -> dict[str, Any]:
+    async def edit_draft(self, caller: Caller, session_id: str, seq: int, body: DraftEdit) -> DraftCard:
         actor = caller.actor
         return await self.run(
             lambda uow: draft_workspace.edit_draft(

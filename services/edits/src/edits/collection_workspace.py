@@ -15,21 +15,29 @@ another organisation as one that does not exist.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from assent.domain import Refusal
 from assent.runtime.uow import SqlUnitOfWork
 from assent.runtime.walls import NotFound, org_in
+from edits_contract.collections import (
+    AccessLogged,
+    Collection,
+    CollectionChange,
+    CollectionDeleted,
+    CollectionPage,
+    CollectionPatch,
+    ColumnIn,
+    DeleteLogged,
+    RecordOut,
+    RecordsAdded,
+)
 
 from .adapters.collections import CollectionsRepository
 from .domain import collections as rules
-from .domain.collections import ColumnSpec, LiveCollection
+from .domain.collections import ColumnSpec, LiveCollection, collection_view
+from .domain.model import WriteOrigin
 from .workspace import Conflict, Refused
-
-
-def view(live: LiveCollection) -> dict[str, Any]:
-    return rules.collection_json(live)
 
 
 def _raise(refusal: Refusal | None) -> None:
@@ -56,13 +64,13 @@ async def _collection(
     return live
 
 
-def _columns(columns: Sequence[Mapping[str, Any]]) -> list[rules.Column]:
-    return [rules.Column.model_validate({k: v for k, v in c.items() if v is not None}) for c in columns]
+def _columns(columns: Sequence[ColumnIn]) -> list[rules.Column]:
+    return [rules.Column.model_validate(c.model_dump(exclude_none=True)) for c in columns]
 
 
-async def list_collections(uow: SqlUnitOfWork, org_id: str, *, caller_org: str | None = None) -> list[dict[str, Any]]:
+async def list_collections(uow: SqlUnitOfWork, org_id: str, *, caller_org: str | None = None) -> list[Collection]:
     await _org(uow, org_id, caller_org)
-    return [view(live) for live in await CollectionsRepository(uow.conn).of_org(org_id)]
+    return [collection_view(live) for live in await CollectionsRepository(uow.conn).of_org(org_id)]
 
 
 async def create_collection(
@@ -72,11 +80,11 @@ async def create_collection(
     purpose: str,
     scope: str,
     guild_id: str | None,
-    columns: Sequence[Mapping[str, Any]],
+    columns: Sequence[ColumnIn],
     actor: str,
     *,
     caller_org: str | None = None,
-) -> dict[str, Any]:
+) -> Collection:
     await _org(uow, org_id, caller_org)
     if scope == "guild":
         if guild_id is None:
@@ -95,50 +103,44 @@ async def create_collection(
     collection_id = await store.create(org_id, name, purpose, scope, guild_id, plan.after, start, actor=actor)
     if collection_id is None:
         raise Conflict(f"a collection named {name!r} already exists in org {org_id!r}")
-    detail = {
-        "name": name,
-        "purpose": purpose,
-        "scope": scope,
-        "columns": [c.as_json() for c in plan.after],
-        "access": [[r.kind, r.subject_id, r.mode] for r in start],
-    }
-    await store.log(collection_id, org_id, "create", detail, actor=actor)
+    detail = rules.created(name, purpose, scope, plan.after, start)
+    await store.log(collection_id, org_id, "create", detail, origin=WriteOrigin(actor))
     live = await store.get(collection_id)
     assert live is not None
-    return view(live)
+    return collection_view(live)
 
 
 async def read_collection(
     uow: SqlUnitOfWork, org_id: str, collection_id: str, offset: int, limit: int, *, caller_org: str | None = None
-) -> dict[str, Any]:
+) -> CollectionPage:
     live = await _collection(uow, org_id, collection_id, caller_org)
     page = await CollectionsRepository(uow.conn).records(collection_id, offset, limit)
-    return {**view(live), "offset": offset, "limit": limit, "page": page}
+    return CollectionPage(**collection_view(live).model_dump(), offset=offset, limit=limit, page=page)
 
 
 async def update_collection(
     uow: SqlUnitOfWork,
     org_id: str,
     collection_id: str,
-    changes: Mapping[str, Any],
+    patch: CollectionPatch,
     actor: str,
     *,
     caller_org: str | None = None,
-) -> dict[str, Any]:
+) -> Collection:
     """Change name, purpose or columns (the complete list); with ``expected_updated_at``, 409 unless at it."""
     live = await _collection(uow, org_id, collection_id, caller_org, for_update=True)
-    expected: datetime | None = changes.get("expected_updated_at")
+    expected = patch.expected_updated_at
     if expected is not None and expected != live.updated_at:
         raise Conflict(
             f"collection {live.name!r} is at updated_at {live.updated_at.isoformat()}, not {expected.isoformat()}"
         )
     store = CollectionsRepository(uow.conn)
-    name, purpose = changes.get("name") or live.name, changes.get("purpose") or live.purpose
+    name, purpose = patch.name or live.name, patch.purpose or live.purpose
     if name != live.name and await store.name_taken(org_id, name, other_than=collection_id):
         raise Conflict(f"a collection named {name!r} already exists in org {org_id!r}")
     plan = None
-    if changes.get("columns") is not None:
-        planned = rules.plan_columns(live.columns, _columns(changes["columns"]), edit=True)
+    if patch.columns is not None:
+        planned = rules.plan_columns(live.columns, _columns(patch.columns), edit=True)
         if isinstance(planned, Refusal):
             _raise(planned)
             raise AssertionError("unreachable")
@@ -147,30 +149,23 @@ async def update_collection(
     if (name, purpose, columns) != (live.name, live.purpose, live.columns):
         await store.update(collection_id, name, purpose, columns, actor=actor)
         changed = 0 if plan is None else await store.transform(collection_id, plan, actor=actor)
-        detail = {
-            "name": name,
-            "renamed_from": live.name if name != live.name else None,
-            "purpose": purpose,
-            "columns": [c.as_json() for c in columns],
-            "removed": list(plan.removed) if plan else [],
-            "renamed": [list(p) for p in plan.renamed] if plan else [],
-            "retyped": [[old, new, to] for old, new, _, to in plan.retyped] if plan else [],
-            "records_changed": changed,
-        }
-        await store.log(collection_id, org_id, "update", detail, actor=actor)
+        detail = rules.updated(live, name, purpose, columns, plan, changed)
+        await store.log(collection_id, org_id, "update", detail, origin=WriteOrigin(actor))
     after = await store.get(collection_id)
     assert after is not None
-    return view(after)
+    return collection_view(after)
 
 
 async def delete_collection(
     uow: SqlUnitOfWork, org_id: str, collection_id: str, actor: str, *, caller_org: str | None = None
-) -> dict[str, Any]:
+) -> CollectionDeleted:
     live = await _collection(uow, org_id, collection_id, caller_org, for_update=True)
     store = CollectionsRepository(uow.conn)
     gone = await store.delete(collection_id)
-    await store.log(collection_id, org_id, "delete", {"name": live.name, "records": gone}, actor=actor)
-    return {"collection_id": collection_id, "deleted": True, "records": gone}
+    await store.log(
+        collection_id, org_id, "delete", DeleteLogged(name=live.name, records=gone), origin=WriteOrigin(actor)
+    )
+    return CollectionDeleted(collection_id=collection_id, deleted=True, records=gone)
 
 
 async def _check_unique(
@@ -202,7 +197,7 @@ async def add_records(
     actor: str,
     *,
     caller_org: str | None = None,
-) -> dict[str, Any]:
+) -> RecordsAdded:
     live = await _collection(uow, org_id, collection_id, caller_org, for_update=True)
     cleaned = []
     for i, record in enumerate(records):
@@ -212,7 +207,7 @@ async def add_records(
         cleaned.append({k: v for k, v in record.items() if v is not None})
     store = CollectionsRepository(uow.conn)
     await _check_unique(store, live, cleaned)
-    return {"record_ids": await store.add_records(collection_id, cleaned, actor=actor)}
+    return RecordsAdded(record_ids=await store.add_records(collection_id, cleaned, actor=actor))
 
 
 async def update_record(
@@ -224,7 +219,7 @@ async def update_record(
     actor: str,
     *,
     caller_org: str | None = None,
-) -> dict[str, Any]:
+) -> RecordOut:
     live = await _collection(uow, org_id, collection_id, caller_org, for_update=True)
     store = CollectionsRepository(uow.conn)
     held = await store.record(collection_id, record_id, for_update=True)
@@ -237,7 +232,7 @@ async def update_record(
         raise Refused(f"required column(s) {', '.join(missing)} would have no value", "missing_value")
     await _check_unique(store, live, [{k: v for k, v in values.items() if v is not None}], except_record=record_id)
     await store.replace_record(collection_id, record_id, merged, actor=actor)
-    return {"record_id": record_id, "values": merged}
+    return RecordOut(record_id=record_id, values=merged)
 
 
 async def set_access(
@@ -250,7 +245,7 @@ async def set_access(
     actor: str,
     *,
     caller_org: str | None = None,
-) -> dict[str, Any]:
+) -> Collection:
     """Set one row (``remove``: delete it): the organisation's, a guild's of the org, or an agent's of the org."""
     live = await _collection(uow, org_id, collection_id, caller_org, for_update=True)
     if kind == "org":
@@ -276,20 +271,20 @@ async def set_access(
         live.collection_id,
         org_id,
         "access",
-        {"mode": written},
-        actor=actor,
+        AccessLogged(mode=written),
+        origin=WriteOrigin(actor),
         kind=kind,
         subject_id=subject_id,
         mode=written,
     )
     after = await store.get(live.collection_id)
     assert after is not None
-    return view(after)
+    return collection_view(after)
 
 
 async def collection_changes(
     uow: SqlUnitOfWork, org_id: str, collection_id: str, *, caller_org: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[CollectionChange]:
     """The change log, also of a collection deleted since (its last entry says so)."""
     await _org(uow, org_id, caller_org)
     return await CollectionsRepository(uow.conn).changes(org_id, collection_id)

@@ -7,12 +7,11 @@ does not exist (404), before anything else is read, so the answer says nothing a
 
 from __future__ import annotations
 
-from typing import Any
-
 from assent.contracts import CardField
 from assent.hashing import unified_diff
 from assent.runtime.uow import UnitOfWork
 from assent.runtime.walls import NotFound, walled
+from edits_contract.drafts import DraftCard, DraftLines, DraftVersionView, LiveTask
 
 from .adapters.drafts import DraftsRepository
 from .domain import drafts
@@ -32,35 +31,49 @@ async def _draft_at(
     return draft
 
 
-async def card(uow: UnitOfWork, draft: drafts.Draft) -> dict[str, Any]:
-    """The draft beside the agent's Task now (:class:`edits_contract.drafts.DraftCard`)."""
+async def card(uow: UnitOfWork, draft: drafts.Draft) -> DraftCard:
+    """The draft beside the agent's Task now."""
     store = uow.store(DraftsRepository)
     agent = await store.agent(draft.agent_id)
     task = None if agent is None else agent.task
     view = draft_view(draft, task or "")
-    return {
-        **view,
-        "session_id": draft.session_id,
-        "seq": draft.created_message_seq,
-        "agent_name": None if agent is None else agent.name,
-        "live": {
-            "task": task,
-            "hash": None if task is None else drafts.task_hash(task),
-            "revision": None if agent is None else agent.revision,
-        },
-        "diff": unified_diff(task or "", draft.newest.content, drafts.TASK_FIELD),
-        # Counted as a card counts a field. The request's (the tray's) is its first version's: a later one does not
-        # reach the gateway's projection.
-        "lines": CardField(name=drafts.TASK_FIELD, before=task, after=draft.newest.content).lines.model_dump(),
-        "missing_notes": await missing(uow, draft.org_id, draft.newest.content),
-        "versions": [
-            {"version": v.version, "author": v.author, "hash": v.hash, "created_at": v.created_at}
+    # Counted as a card counts a field. The request's (the tray's) is its first version's: a later one does not reach
+    # the gateway's projection.
+    lines = CardField(name=drafts.TASK_FIELD, before=task, after=draft.newest.content).lines
+    return DraftCard(
+        session_id=view.session_id,
+        seq=draft.created_message_seq,
+        draft_id=view.draft_id,
+        agent_id=view.agent_id,
+        agent_name=None if agent is None else agent.name,
+        created_message_seq=view.created_message_seq,
+        status=view.status,
+        stale=view.stale,
+        version=view.version,
+        content=view.content,
+        hash=view.hash,
+        base_hash=view.base_hash,
+        rationale=view.rationale,
+        live=LiveTask(
+            task=task,
+            hash=None if task is None else drafts.task_hash(task),
+            revision=None if agent is None else agent.revision,
+        ),
+        diff=unified_diff(task or "", draft.newest.content, drafts.TASK_FIELD),
+        lines=DraftLines(added=lines.added, removed=lines.removed),
+        missing_notes=await missing(uow, draft.org_id, draft.newest.content),
+        versions=[
+            DraftVersionView(version=v.version, author=v.author, hash=v.hash, created_at=v.created_at)
             for v in await store.versions(draft.draft_id)
         ],
-    }
+        replaced_by=view.replaced_by,
+        published_by_user_id=view.published_by_user_id,
+        discarded_by_user_id=view.discarded_by_user_id,
+        published_version=view.published_version,
+    )
 
 
-async def read_draft(uow: UnitOfWork, session_id: str, seq: int, *, caller_org: str | None = None) -> dict[str, Any]:
+async def read_draft(uow: UnitOfWork, session_id: str, seq: int, *, caller_org: str | None = None) -> DraftCard:
     return await card(uow, await _draft_at(uow, session_id, seq, caller_org))
 
 
@@ -74,7 +87,7 @@ async def edit_draft(
     max_bytes: int,
     *,
     caller_org: str | None = None,
-) -> dict[str, Any]:
+) -> DraftCard:
     """Add the draft's next version, written by ``actor``; the request at ``seq`` then follows it.
 
     The draft's row is locked, so an edit and a decision on the same draft happen one after the other.

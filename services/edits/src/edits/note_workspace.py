@@ -12,28 +12,31 @@ the other org's notes, or whether it exists.
 
 from __future__ import annotations
 
-from typing import Any
-
 from assent.domain import Refusal
 from assent.runtime.uow import SqlUnitOfWork
 from assent.runtime.walls import NotFound, org_in, walled
+from edits_contract.workspace import Note, NoteDeleted, NoteHistory, NoteSummary
 
 from .adapters.notes import NotesRepository
 from .domain import notes
+from .domain.model import WriteOrigin
 from .workspace import Conflict, Refused
 
 
-def note_view(note: notes.LiveNote, *, content: bool = True) -> dict[str, Any]:
-    view = {
-        "display_path": note.display_path,
-        "level": note.level,
-        "scope_id": note.scope_id,
-        "key": note.key,
-        "title": note.title,
-        "version": note.version,
-        "hash": note.hash,
-    }
-    return {**view, "content": note.content} if content else view
+def note_summary(note: notes.LiveNote) -> NoteSummary:
+    return NoteSummary(
+        display_path=note.display_path,
+        level=note.level,
+        scope_id=note.scope_id,
+        key=note.key,
+        title=note.title,
+        version=note.version,
+        hash=note.hash,
+    )
+
+
+def note_view(note: notes.LiveNote) -> Note:
+    return Note(**note_summary(note).model_dump(), content=note.content)
 
 
 def parse(path: str) -> notes.NotePath:
@@ -61,12 +64,12 @@ async def _check_scope(uow: SqlUnitOfWork, org_id: str, path: notes.NotePath) ->
             raise NotFound(f"guild {path.scope_id!r} does not exist in org {org_id!r}")
 
 
-async def list_notes(uow: SqlUnitOfWork, org_id: str, *, caller_org: str | None = None) -> list[dict[str, Any]]:
+async def list_notes(uow: SqlUnitOfWork, org_id: str, *, caller_org: str | None = None) -> list[NoteSummary]:
     await org_in(uow, org_id, caller_org)
-    return [note_view(note, content=False) for note in await NotesRepository(uow.conn).notes_of_org(org_id)]
+    return [note_summary(note) for note in await NotesRepository(uow.conn).notes_of_org(org_id)]
 
 
-async def read_note(uow: SqlUnitOfWork, org_id: str, path: str, *, caller_org: str | None = None) -> dict[str, Any]:
+async def read_note(uow: SqlUnitOfWork, org_id: str, path: str, *, caller_org: str | None = None) -> Note:
     _check_wall(org_id, caller_org)
     note = await NotesRepository(uow.conn).note(org_id, parse(path).display_path)
     if note is None:
@@ -85,7 +88,7 @@ async def write_note(
     max_bytes: int,
     *,
     caller_org: str | None = None,
-) -> dict[str, Any]:
+) -> Note:
     """Create or replace a note; with ``expected_version``, refuse (Conflict) unless the live note is at it."""
     _check_wall(org_id, caller_org)
     parsed = parse(path)
@@ -105,7 +108,7 @@ async def write_note(
         content,
         title=title or (live.title if live is not None else notes.default_title(parsed.key)),
         expected_version=None if live is None else live.version,
-        actor=actor,
+        origin=WriteOrigin(actor),
     )
     if version is None:
         raise Conflict(f"a note was written at {parsed.display_path!r} meanwhile")
@@ -122,7 +125,7 @@ async def delete_note(
     actor: str,
     *,
     caller_org: str | None = None,
-) -> dict[str, Any]:
+) -> NoteDeleted:
     """Delete a note; refused (Conflict) on a version mismatch or while a Task of the org embeds it."""
     _check_wall(org_id, caller_org)
     parsed = parse(path)
@@ -137,16 +140,16 @@ async def delete_note(
     )
     if refusal is not None:
         raise Conflict(refusal.message)
-    version = await repo.delete_note(org_id, parsed, expected_version=live.version, actor=actor)
-    return {"display_path": parsed.display_path, "deleted": True, "version": version}
+    version = await repo.delete_note(org_id, parsed, expected_version=live.version, origin=WriteOrigin(actor))
+    return NoteDeleted(display_path=parsed.display_path, deleted=True, version=version)
 
 
-async def note_history(uow: SqlUnitOfWork, org_id: str, path: str, *, caller_org: str | None = None) -> dict[str, Any]:
+async def note_history(uow: SqlUnitOfWork, org_id: str, path: str, *, caller_org: str | None = None) -> NoteHistory:
     _check_wall(org_id, caller_org)
     parsed = parse(path)
     repo = NotesRepository(uow.conn)
-    return {
-        "display_path": parsed.display_path,
-        "revisions": await repo.history(org_id, parsed.display_path),
-        "file_changes": await repo.file_changes(org_id, parsed.display_path),
-    }
+    return NoteHistory(
+        display_path=parsed.display_path,
+        revisions=await repo.history(org_id, parsed.display_path),
+        file_changes=await repo.file_changes(org_id, parsed.display_path),
+    )

@@ -13,9 +13,6 @@ reads the entity inside the caller's unit of work, the same transaction as the r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 
@@ -25,11 +22,14 @@ from assent.hashing import content_hash
 from assent.runtime.uow import SqlUnitOfWork, UnitOfWork
 from assent.runtime.walls import NotFound, agent_in, guild_in, org_in, walled
 from assent.topics import WORKSPACE_EVENTS
+from edits_contract import workspace as answers
+from edits_contract.workspace import AgentPatch
 
 from .adapters import tables as t
 from .adapters.repository import EditsRepository
 from .domain import guild as guild_rules
 from .domain.memory import check_byte_cap
+from .domain.model import LiveMemory
 
 
 class Conflict(Exception):
@@ -44,35 +44,31 @@ class Refused(Exception):
         self.code = code
 
 
-@dataclass(frozen=True)
-class MemoryView:
-    agent_id: str
-    content: str
-    version: int
-    hash: str
+def agent_view(agent: Agent) -> answers.Agent:
+    return answers.Agent(
+        agent_id=agent.agent_id,
+        org_id=agent.org_id,
+        guild_id=agent.guild_id,
+        name=agent.name,
+        live=agent.live,
+        task=agent.task,
+        owners=list(agent.owners),
+        editors=list(agent.editors),
+    )
 
 
-def agent_view(agent: Agent) -> dict[str, Any]:
-    return {
-        "agent_id": agent.agent_id,
-        "org_id": agent.org_id,
-        "guild_id": agent.guild_id,
-        "name": agent.name,
-        "live": agent.live,
-        "task": agent.task,
-        "owners": list(agent.owners),
-        "editors": list(agent.editors),
-    }
+def guild_view(guild: Guild) -> answers.Guild:
+    return answers.Guild(
+        guild_id=guild.guild_id,
+        org_id=guild.org_id,
+        name=guild.name,
+        about=guild.about,
+        description=guild.description,
+    )
 
 
-def guild_view(guild: Guild) -> dict[str, Any]:
-    return {
-        "guild_id": guild.guild_id,
-        "org_id": guild.org_id,
-        "name": guild.name,
-        "about": guild.about,
-        "description": guild.description,
-    }
+def memory_view(live: LiveMemory) -> answers.Memory:
+    return answers.Memory(agent_id=live.agent_id, content=live.content, version=live.version, hash=live.hash)
 
 
 async def publish_guild(uow: UnitOfWork, guild: Guild) -> None:
@@ -156,7 +152,7 @@ async def create_agent(
     max_bytes: int,
     *,
     caller_org: str | None = None,
-) -> MemoryView:
+) -> answers.Memory:
     """Create an agent with its Memory at version 0 (empty), then version 1 when ``memory`` is given."""
     refusal = check_byte_cap(memory, max_bytes, "the Memory")
     if refusal is not None:
@@ -184,25 +180,25 @@ async def create_agent(
     await publish_agent(uow, agent)
     live = await repo.memory(agent_id)
     assert live is not None
-    return MemoryView(live.agent_id, live.content, live.version, live.hash)
+    return memory_view(live)
 
 
 async def get_agent(uow: SqlUnitOfWork, agent_id: str, *, caller_org: str | None = None) -> Agent:
     return await agent_in(uow, agent_id, caller_org)
 
 
-async def update_agent(
-    uow: SqlUnitOfWork, agent_id: str, changes: dict[str, Any], *, caller_org: str | None = None
-) -> Agent:
-    """Move an agent to another guild (or none), retire it (``live: false``), rename it or change its Task.
+async def update_agent(uow: SqlUnitOfWork, agent_id: str, patch: AgentPatch, *, caller_org: str | None = None) -> Agent:
+    """Move an agent to another guild (or none), retire it (``live: false``), rename it or change its Task: the
+    fields ``patch`` gives.
 
     The new guild must be of the agent's own org (so, behind the wall, of the caller's).
     """
     agent = await get_agent(uow, agent_id, caller_org=caller_org)
-    if changes.get("guild_id") is not None:
-        guild = await uow.workspace.guild(changes["guild_id"])
+    if patch.guild_id is not None:
+        guild = await uow.workspace.guild(patch.guild_id)
         if guild is None or guild.org_id != agent.org_id:
-            raise NotFound(f"guild {changes['guild_id']!r} does not exist in org {agent.org_id!r}")
+            raise NotFound(f"guild {patch.guild_id!r} does not exist in org {agent.org_id!r}")
+    changes = patch.model_dump(exclude_unset=True)
     if changes:
         await uow.conn.execute(
             t.agents.update().where(t.agents.c.agent_id == agent_id).values(**changes, revision=t.agents.c.revision + 1)
@@ -212,13 +208,13 @@ async def update_agent(
     return agent
 
 
-async def read_memory(uow: SqlUnitOfWork, agent_id: str, *, caller_org: str | None = None) -> MemoryView:
+async def read_memory(uow: SqlUnitOfWork, agent_id: str, *, caller_org: str | None = None) -> answers.Memory:
     if caller_org is not None:
         await get_agent(uow, agent_id, caller_org=caller_org)  # another org's agent: as if missing
     live = await EditsRepository(uow.conn).memory(agent_id)
     if live is None:
         raise NotFound(f"agent {agent_id!r} does not exist")
-    return MemoryView(live.agent_id, live.content, live.version, live.hash)
+    return memory_view(live)
 
 
 async def write_memory(
@@ -230,7 +226,7 @@ async def write_memory(
     max_bytes: int,
     *,
     caller_org: str | None = None,
-) -> MemoryView:
+) -> answers.Memory:
     """Write Memory directly; with ``expected_version``, refuse (Conflict) when the live version differs."""
     refusal = check_byte_cap(content, max_bytes, "the Memory")
     if refusal is not None:
@@ -244,15 +240,19 @@ async def write_memory(
         raise Conflict(f"Memory of {agent_id!r} is at version {live.version}, not {expected_version}")
     version = await repo.write_memory(agent.org_id, agent_id, content, expected_version=live.version, actor=actor)
     assert version is not None  # the row is locked at live.version
-    return MemoryView(agent_id, content, version, content_hash(content))
+    return answers.Memory(agent_id=agent_id, content=content, version=version, hash=content_hash(content))
 
 
-async def memory_history(uow: SqlUnitOfWork, agent_id: str, *, caller_org: str | None = None) -> list[dict[str, Any]]:
+async def memory_history(
+    uow: SqlUnitOfWork, agent_id: str, *, caller_org: str | None = None
+) -> list[answers.MemoryRevision]:
     await read_memory(uow, agent_id, caller_org=caller_org)
     return await EditsRepository(uow.conn).memory_history(agent_id)
 
 
-async def guild_history(uow: SqlUnitOfWork, guild_id: str, *, caller_org: str | None = None) -> list[dict[str, Any]]:
+async def guild_history(
+    uow: SqlUnitOfWork, guild_id: str, *, caller_org: str | None = None
+) -> list[answers.GuildChange]:
     await get_guild(uow, guild_id, caller_org=caller_org)
     return await EditsRepository(uow.conn).guild_changes(guild_id)
 

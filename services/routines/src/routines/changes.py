@@ -10,7 +10,7 @@ from assent.runtime.uow import UnitOfWork
 from routines_contract.messages import RoutinesChanged
 from routines_contract.topics import AGENT_ROUTINES_CHANGED
 
-from .domain.routine import Routine
+from .domain.routine import Provenance, Routine
 from .domain.timing import Timing
 from .scheduler import plans_changed
 
@@ -25,10 +25,7 @@ async def changed(
     routine: Routine,
     change: str,
     next_wake: datetime | None,
-    *,
-    actor: str,
-    session_id: str | None = None,
-    seq: int | None = None,
+    by: Provenance,
 ) -> None:
     uow.on_commit(plans_changed)
     await uow.emit(
@@ -42,8 +39,8 @@ async def changed(
             schedule_id=routine.schedule_id,
             version=routine.version,
             next_wake_at=None if next_wake is None else next_wake.isoformat(),
-            actor=actor,
-            studio_session_id=session_id,
-            studio_seq=seq,
+            actor=by.actor,
+            studio_session_id=by.session_id,
+            studio_seq=by.seq,
         ),
     )

@@ -17,13 +17,14 @@ from assent.domain import Agent, Guild, Refusal
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import UnitOfWork
 from assent.runtime.walls import NotFound, agent_in, guild_in
+from routines_contract import routes as answers
 from routines_contract.routes import OWNER, RoutineIn, RoutinePatch, SwitchIn
 
 from .adapters.repository import RoutinesRepository
 from .changes import changed, planned
-from .domain.routine import EditRoutine, Routine, Wanted, wanted_routine
+from .domain.routine import EditRoutine, Provenance, Routine, Wanted, wanted_routine
 from .domain.timing import wake_in_words, zone
-from .kinds.routine import new_schedule_id
+from .kinds.routine import listed, new_schedule_id
 from .scheduler import plans_changed
 
 
@@ -37,13 +38,13 @@ def store(uow: UnitOfWork) -> RoutinesRepository:
     return uow.store(RoutinesRepository)
 
 
-def shown(routine: Routine, routines_on: bool) -> dict[str, Any]:
+def shown(routine: Routine, routines_on: bool) -> answers.Routine:
     """A routine as the API shows it, with its next three wake-ups in words (none while paused or off)."""
     wakes = []
     if routine.next_wake_at is not None and routines_on:
         first = routine.next_wake_at.astimezone(zone(routine.timing.timezone))
         wakes = [first, *routine.timing.next_wakes(first, 2)]
-    return {**routine.as_json(), "next_wakes": [wake_in_words(w) for w in wakes]}
+    return answers.Routine(**listed(routine).model_dump(), next_wakes=[wake_in_words(w) for w in wakes])
 
 
 class RoutineRoutes:
@@ -59,19 +60,21 @@ class RoutineRoutes:
             raise NotFound(f"agent {agent_id!r} has no routine {schedule_id!r}")
         return routine
 
-    async def list_routines(self, caller: Caller, agent_id: str) -> dict[str, Any]:
+    async def list_routines(self, caller: Caller, agent_id: str) -> answers.Routines:
         async with self.runtime.unit_of_work() as uow:
             agent = await agent_in(uow, agent_id, caller.org)
             on = await store(uow).routines_on(agent.guild_id or "")
-            return {"routines": [shown(r, on) for r in await store(uow).of_agents([agent_id])], "routines_on": on}
+            return answers.Routines(
+                routines=[shown(r, on) for r in await store(uow).of_agents([agent_id])], routines_on=on
+            )
 
-    async def read_routine(self, caller: Caller, agent_id: str, schedule_id: str) -> dict[str, Any]:
+    async def read_routine(self, caller: Caller, agent_id: str, schedule_id: str) -> answers.Routine:
         async with self.runtime.unit_of_work() as uow:
             routine = await self.routine_of(uow, agent_id, schedule_id, caller.org)
             return shown(routine, await store(uow).routines_on(routine.guild_id))
 
-    async def create_routine(self, caller: Caller, agent_id: str, body: RoutineIn) -> dict[str, Any]:
-        actor = caller.actor
+    async def create_routine(self, caller: Caller, agent_id: str, body: RoutineIn) -> answers.Routine:
+        by = Provenance(caller.actor)
         async with self.runtime.unit_of_work() as uow:
             agent = await agent_in(uow, agent_id, caller.org)
             if agent.guild_id is None:
@@ -80,14 +83,14 @@ class RoutineRoutes:
             repo = store(uow)
             now = await repo.now()
             routine = _routine(new_schedule_id(), agent, wanted, planned(wanted.timing, wanted.paused, now), 1)
-            await repo.create(routine, actor=actor)
-            await changed(uow, routine, "created", routine.next_wake_at, actor=actor)
+            await repo.create(routine, by)
+            await changed(uow, routine, "created", routine.next_wake_at, by)
             return shown(routine, await repo.routines_on(routine.guild_id))
 
     async def change_routine(
         self, caller: Caller, agent_id: str, schedule_id: str, body: RoutinePatch
-    ) -> dict[str, Any]:
-        actor = caller.actor
+    ) -> answers.Routine:
+        by = Provenance(caller.actor)
         fields = body.model_dump(exclude_unset=True)
         expected = fields.pop("expected_version", None)
         async with self.runtime.unit_of_work() as uow:
@@ -100,29 +103,29 @@ class RoutineRoutes:
             next_wake = live.next_wake_at if keeps else planned(wanted.timing, wanted.paused, await repo.now())
             agent = await agent_in(uow, agent_id, caller.org)
             routine = _routine(schedule_id, agent, wanted, next_wake, live.version + 1, guild_id=live.guild_id)
-            await repo.replace(routine, actor=actor)
-            await changed(uow, routine, "edited", next_wake, actor=actor)
+            await repo.replace(routine, by)
+            await changed(uow, routine, "edited", next_wake, by)
             return shown(routine, await repo.routines_on(routine.guild_id))
 
-    async def delete_routine(self, caller: Caller, agent_id: str, schedule_id: str) -> dict[str, Any]:
-        actor = caller.actor
+    async def delete_routine(self, caller: Caller, agent_id: str, schedule_id: str) -> answers.Routine:
+        by = Provenance(caller.actor)
         async with self.runtime.unit_of_work() as uow:
             live = await self.routine_of(uow, agent_id, schedule_id, caller.org)
             await store(uow).delete(schedule_id)
-            await changed(uow, live, "deleted", None, actor=actor)
+            await changed(uow, live, "deleted", None, by)
             return shown(live, False)
 
-    async def guild_routines(self, caller: Caller, guild_id: str) -> dict[str, Any]:
+    async def guild_routines(self, caller: Caller, guild_id: str) -> answers.GuildRoutines:
         async with self.runtime.unit_of_work() as uow:
             await guild_in(uow, guild_id, caller.org)
             on = await store(uow).routines_on(guild_id)
-            return {
-                "guild_id": guild_id,
-                "routines_on": on,
-                "routines": [shown(r, on) for r in await store(uow).of_guild(guild_id)],
-            }
+            return answers.GuildRoutines(
+                guild_id=guild_id,
+                routines_on=on,
+                routines=[shown(r, on) for r in await store(uow).of_guild(guild_id)],
+            )
 
-    async def set_routines_switch(self, caller: Caller, guild_id: str, body: SwitchIn) -> dict[str, Any]:
+    async def set_routines_switch(self, caller: Caller, guild_id: str, body: SwitchIn) -> answers.GuildRoutines:
         """Off: no routine of the guild fires. On again: each routine's next wake-up is planned from now (what was
         missed while off does not fire)."""
         actor = caller.actor
@@ -140,11 +143,11 @@ class RoutineRoutes:
                 routines = await repo.of_guild(guild_id)
             if body.routines_on != was_on:
                 await uow.emit(*_switch_event(guild, body.routines_on, actor))
-            return {
-                "guild_id": guild_id,
-                "routines_on": body.routines_on,
-                "routines": [shown(r, body.routines_on) for r in routines],
-            }
+            return answers.GuildRoutines(
+                guild_id=guild_id,
+                routines_on=body.routines_on,
+                routines=[shown(r, body.routines_on) for r in routines],
+            )
 
 
 def _switch_event(guild: Guild, on: bool, actor: str) -> tuple[Any, str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from assent.api.declare import PublicRoute, RequestModel
 from assent.api.roles import Permission
@@ -40,7 +40,13 @@ class BindingsIn(RequestModel):
     connection_tools: Omissible[Settings] = None
 
 
-class Binding(BaseModel):
+class Answer(BaseModel):
+    """An answer of the access routes: a value, built once and never changed."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+class Binding(Answer):
     scope: Literal["org", "guild", "agent"]
     scope_id: str
     kind: Literal["native_tool", "connection", "connection_tool"]
@@ -56,7 +62,7 @@ class Binding(BaseModel):
     studio_seq: int | None
 
 
-class AccessLine(BaseModel):
+class AccessLine(Answer):
     kind: Literal["native_tool", "connection", "connection_tool"]
     id: str
     label: str
@@ -75,7 +81,7 @@ class AccessLine(BaseModel):
     """A connection's: the connection its server goes through, as the narrowest binding naming one says."""
 
 
-class AgentAccess(BaseModel):
+class AgentAccess(Answer):
     agent_id: str
     hash: str
     """The hash of ``text``: what an access proposal binds."""
@@ -85,7 +91,7 @@ class AgentAccess(BaseModel):
     """The bindings of the organisation, the agent's guild and the agent."""
 
 
-class ScopeBindings(BaseModel):
+class ScopeBindings(Answer):
     scope: Literal["org", "guild"]
     scope_id: str
     bindings: list[Binding]

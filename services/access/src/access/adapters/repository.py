@@ -26,20 +26,6 @@ class HeldBinding:
     studio_session_id: str | None
     studio_seq: int | None
 
-    def as_json(self) -> dict[str, Any]:
-        b = self.binding
-        return {
-            "scope": b.scope,
-            "scope_id": self.scope_id,
-            "kind": b.kind,
-            "id": b.subject,
-            "setting": "on" if b.on else "off",
-            "connection_id": b.connection_id,
-            "updated_by": self.updated_by,
-            "studio_session_id": self.studio_session_id,
-            "studio_seq": self.studio_seq,
-        }
-
 
 def _connection(row: Any) -> Connection:
     tools = tuple(

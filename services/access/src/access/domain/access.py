@@ -184,21 +184,6 @@ class Line:
         head = {"native_tool": "Native tool", "connection": "Connection", "connection_tool": "  Connection tool"}
         return f"{head[self.kind]} {self.label}: {state}; {whence} ({scopes}){data}"
 
-    def as_json(self) -> dict[str, object]:
-        return {
-            "kind": self.kind,
-            "id": self.subject,
-            "label": self.label,
-            "on": self.on,
-            "usable": self.usable,
-            "source": self.source,
-            "bindings": {s: (None if b is None else ("on" if b else "off")) for s, b in self.bound},
-            "changes_data": self.changes_data if self.kind != "connection" else None,
-            "connection_id": self.connection_id,
-            "server": self.server,
-            "through": self.through,
-        }
-
 
 @dataclass(frozen=True)
 class Access:

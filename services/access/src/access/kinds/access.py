@@ -8,6 +8,9 @@ then it writes the agent-level bindings only, as the operator, with the proposal
 
 from __future__ import annotations
 
+from pydantic import BaseModel, ConfigDict
+
+from access_contract.routes import AccessLine
 from assent.contracts import AccessChange, AccessEdit, CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Refusal, check_live_member
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
@@ -26,14 +29,58 @@ from ..domain.access import (
     wanted_changes,
     widens,
 )
+from ..views import line_view
 
 
 def store(uow: UnitOfWork) -> AccessRepository:
     return uow.store(AccessRepository)
 
 
+class AccessRead(BaseModel):
+    """``studio_read_access``'s answer: the agent's access as lines, and as the text whose hash a request binds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent_id: str
+    hash: str
+    text: str
+    lines: list[AccessLine]
+
+
+class BindingsEdit(BaseModel):
+    """What applying an access request writes (its ``payload``): the agent's bindings it changes (each as
+    :meth:`Change.stored` keeps it), for the agent of that guild and organisation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    org_id: str
+    guild_id: str | None
+    agent_name: str
+    changes: list[dict[str, str | None]]
+
+    def wanted(self) -> list[Change]:
+        return [Change.from_stored(c) for c in self.changes]
+
+
+class AccessMoved(BaseModel):
+    """A stale request's agent access as it is now: its hash."""
+
+    model_config = ConfigDict(frozen=True)
+
+    live_hash: str
+
+
+class BindingsWritten(BaseModel):
+    """What an applied access request wrote: its changes, and the hash of the agent's access after them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    changes: list[AccessChange]
+    hash: str
+
+
 def _changes(proposal: StoredProposal) -> list[Change]:
-    return [Change.from_stored(c) for c in proposal.payload["changes"]]
+    return BindingsEdit.model_validate(proposal.payload).wanted()
 
 
 class AccessKind(ProposalKind):
@@ -54,14 +101,13 @@ class AccessKind(ProposalKind):
             return refusal
         assert agent is not None
         now = await current(store(uow), agent)
-        return Output(
-            {
-                "agent_id": agent.agent_id,
-                "hash": now.access.hash,
-                "text": now.access.text(),
-                "lines": [line.as_json() for line in now.access.lines],
-            }
+        answer = AccessRead(
+            agent_id=agent.agent_id,
+            hash=now.access.hash,
+            text=now.access.text(),
+            lines=[line_view(line) for line in now.access.lines],
         )
+        return Output(answer.model_dump(mode="json"))
 
     async def propose(self, call: Call, args: EditAccess, uow: UnitOfWork) -> Proposal | Refusal:
         agent = await uow.workspace.agent(args.agent_id)
@@ -99,12 +145,12 @@ class AccessKind(ProposalKind):
             effects=effects(agent.name, now.access, after),
             widens=widening,
             edit=edit,
-            payload={
-                "org_id": agent.org_id,
-                "guild_id": agent.guild_id,
-                "agent_name": agent.name,
-                "changes": [c.stored() for c in changes],
-            },
+            payload=BindingsEdit(
+                org_id=agent.org_id,
+                guild_id=agent.guild_id,
+                agent_name=agent.name,
+                changes=[c.stored() for c in changes],
+            ).model_dump(mode="json"),
         )
 
     async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
@@ -122,19 +168,19 @@ class AccessKind(ProposalKind):
     async def apply(
         self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork
     ) -> Applied | Stale | Refusal:
-        payload, repo = proposal.payload, store(uow)
-        await repo.lock_org(payload["org_id"])
+        edit, repo = BindingsEdit.model_validate(proposal.payload), store(uow)
+        await repo.lock_org(edit.org_id)
         agent = await uow.workspace.agent(proposal.agent_id or "")
-        if agent is None or not agent.live or agent.guild_id != payload["guild_id"]:
+        if agent is None or not agent.live or agent.guild_id != edit.guild_id:
             return refuse("agent_out_of_reach", f"agent {proposal.agent_id!r} is no longer a live member of its guild")
         now = await current(repo, agent)
         if now.access.hash != proposal.base.get("hash"):
             return Stale(
                 "the agent's access changed since the coach read it (a binding at some scope, or a connection's "
                 "tools); the request stays pending",
-                {"live_hash": now.access.hash},
+                AccessMoved(live_hash=now.access.hash).model_dump(mode="json"),
             )
-        changes = _changes(proposal)
+        changes = edit.wanted()
         await repo.write(
             agent.org_id,
             "agent",
@@ -148,5 +194,7 @@ class AccessKind(ProposalKind):
         return Applied(
             f"wrote {len(changes)} binding(s) of agent {agent.agent_id}",
             None,
-            {"changes": [c.as_json() for c in changes], "hash": after.hash},
+            BindingsWritten(changes=[AccessChange(**c.as_json()) for c in changes], hash=after.hash).model_dump(
+                mode="json"
+            ),
         )

@@ -13,12 +13,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
 from assent.api.declare import KeysMatch, PublicRoute, QueryModel, RequestModel
 from assent.api.roles import Permission
 from assent.http import Identifier, NoNul, Omissible
 from assent.kinds import WORKSPACE_OWNER
+
+from .workspace import Answer, Instant
 
 OWNER = WORKSPACE_OWNER
 TAG = "collections"
@@ -95,20 +97,20 @@ class Page(QueryModel):
     limit: Annotated[int, Field(ge=1, le=500)] = 50
 
 
-class ColumnOut(BaseModel):
+class ColumnOut(Answer):
     name: str
     type: str
     required: bool
     unique: bool
 
 
-class AccessRowOut(BaseModel):
+class AccessRowOut(Answer):
     kind: str
     subject_id: str
     mode: str
 
 
-class Collection(BaseModel):
+class Collection(Answer):
     collection_id: str
     name: str
     purpose: str
@@ -122,7 +124,7 @@ class Collection(BaseModel):
     """How many records it holds."""
 
 
-class RecordOut(BaseModel):
+class RecordOut(Answer):
     record_id: int
     values: dict[str, Any]
 
@@ -133,29 +135,68 @@ class CollectionPage(Collection):
     page: list[RecordOut]
 
 
-class CollectionDeleted(BaseModel):
+class CollectionDeleted(Answer):
     collection_id: str
     deleted: bool
     records: int
 
 
-class RecordsAdded(BaseModel):
+class RecordsAdded(Answer):
     record_ids: list[int]
 
 
-class CollectionChange(BaseModel):
+class CreateLogged(Answer):
+    """What the change log says of a create: the collection as made, its access rows as ``[kind, subject_id,
+    mode]``."""
+
+    name: str
+    purpose: str
+    scope: str
+    columns: list[ColumnOut]
+    access: list[tuple[str, str, str]]
+
+
+class UpdateLogged(Answer):
+    """What the change log says of a change: the name (and the one it had, if it changed), purpose and columns after
+    it, and what it did to the records (``renamed``: ``[old, new]``; ``retyped``: ``[old, new, new type]``)."""
+
+    name: str
+    renamed_from: str | None
+    purpose: str
+    columns: list[ColumnOut]
+    removed: list[str]
+    renamed: list[tuple[str, str]]
+    retyped: list[tuple[str, str, str]]
+    records_changed: int
+
+
+class DeleteLogged(Answer):
+    """What the change log says of a delete: the name the collection had, and how many records went with it."""
+
+    name: str
+    records: int
+
+
+class AccessLogged(Answer):
+    """What the change log says of one access row written: its mode (null: removed)."""
+
+    mode: str | None
+
+
+class CollectionChange(Answer):
     change: str
     """create, update, delete, or access (one row written; ``mode`` null: removed)."""
     kind: str | None
     subject_id: str | None
     mode: str | None
-    detail: dict[str, Any]
+    detail: CreateLogged | UpdateLogged | DeleteLogged | AccessLogged
+    """What the change did, as its ``change`` says."""
     actor_user_id: str
     tool_call_id: str | None
     tool_name: str | None
     studio_session_id: str | None
     studio_seq: int | None
-    created_at: datetime
+    created_at: Instant
 
 
 ORG_404 = {404: "No such org, or another organisation's"}

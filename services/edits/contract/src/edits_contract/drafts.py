@@ -10,17 +10,17 @@ deciding does. Another organisation's session answers 404, as a missing one does
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import Path
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from assent.api.declare import PublicRoute, RequestModel
 from assent.api.roles import Permission
 from assent.http import NoNul, Omissible
 
 from .kinds import DRAFT
+from .workspace import Answer, Instant
 
 OWNER, ENDPOINT = DRAFT.owner, DRAFT.endpoint
 SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
@@ -34,26 +34,26 @@ class DraftEdit(RequestModel):
     expected_version: Omissible[Annotated[int, Field(ge=1, le=2_147_483_647)]] = None
 
 
-class DraftVersionView(BaseModel):
+class DraftVersionView(Answer):
     version: int
     author: str
     """``coach`` for the drafted version, the operator's user id for an edit."""
     hash: str
-    created_at: datetime | None
+    created_at: Instant | None
 
 
-class LiveTask(BaseModel):
+class LiveTask(Answer):
     task: str | None
     hash: str | None
     revision: int | None
 
 
-class DraftLines(BaseModel):
+class DraftLines(Answer):
     added: int
     removed: int
 
 
-class DraftCard(BaseModel):
+class DraftCard(Answer):
     """A draft beside the agent's Task now: the newest version, its diff, whether the Task moved since the draft was
     made (``stale``: publishing answers 409), the notes it embeds that do not exist yet (publishing answers 409 until
     they do), every version, and how it ended."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema, model_validator
 
 from assent.api.declare import Matching, PublicRoute, QueryModel, RequestModel, no_null_default
 from assent.api.roles import Permission
@@ -26,6 +26,12 @@ VERSION_MAX = 2_147_483_647
 
 Text = Annotated[str, NoNul]
 Version = Annotated[int, Field(ge=0, le=VERSION_MAX)]
+Instant = Annotated[
+    datetime,
+    PlainSerializer(lambda at: at.isoformat(), return_type=str, when_used="json"),
+    WithJsonSchema({"format": "date-time", "type": "string"}),
+]
+"""A moment in an answer: ISO 8601 with its offset written out (``2026-01-02T03:04:05.123456+00:00``)."""
 
 
 # --- requests -------------------------------------------------------------------------------------------------
@@ -138,12 +144,18 @@ class NoteIn(RequestModel):
 # --- answers --------------------------------------------------------------------------------------------------
 
 
-class Org(BaseModel):
+class Answer(BaseModel):
+    """An answer of the workspace owner's routes: a value, built once and never changed."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+class Org(Answer):
     org_id: str
     name: str
 
 
-class Guild(BaseModel):
+class Guild(Answer):
     guild_id: str
     org_id: str
     name: str
@@ -157,34 +169,34 @@ class GuildTextChanged(Guild):
     """The fields whose text changed (a field equal to the live text is not a change)."""
 
 
-class GuildChange(BaseModel):
+class GuildChange(Answer):
     field: str
     changed_by: str
     tool_call_id: str | None
     studio_session_id: str | None
     studio_seq: int | None
-    changed_at: datetime
+    changed_at: Instant
 
 
-class Memory(BaseModel):
+class Memory(Answer):
     agent_id: str
     content: str
     version: int
     hash: str
 
 
-class MemoryRevision(BaseModel):
+class MemoryRevision(Answer):
     version: int
     hash: str
     author_user_id: str
-    created_at: datetime
+    created_at: Instant
     tool_call_id: str | None
     tool_name: str | None
     studio_session_id: str | None
     studio_seq: int | None
 
 
-class Agent(BaseModel):
+class Agent(Answer):
     agent_id: str
     org_id: str
     guild_id: str | None
@@ -199,7 +211,7 @@ class CreatedAgent(Agent):
     memory: Memory
 
 
-class NoteSummary(BaseModel):
+class NoteSummary(Answer):
     display_path: str
     level: str
     scope_id: str | None
@@ -213,13 +225,13 @@ class Note(NoteSummary):
     content: str
 
 
-class NoteDeleted(BaseModel):
+class NoteDeleted(Answer):
     display_path: str
     deleted: bool
     version: int | None
 
 
-class NoteRevision(BaseModel):
+class NoteRevision(Answer):
     note_id: str
     version: int
     change: str
@@ -230,10 +242,10 @@ class NoteRevision(BaseModel):
     tool_name: str | None
     studio_session_id: str | None
     studio_seq: int | None
-    created_at: datetime
+    created_at: Instant
 
 
-class FileChange(BaseModel):
+class FileChange(Answer):
     agent_id: str | None
     path: str
     version: int | None
@@ -243,10 +255,10 @@ class FileChange(BaseModel):
     tool_name: str | None
     studio_session_id: str | None
     studio_seq: int | None
-    created_at: datetime
+    created_at: Instant
 
 
-class NoteHistory(BaseModel):
+class NoteHistory(Answer):
     display_path: str
     revisions: list[NoteRevision]
     file_changes: list[FileChange]

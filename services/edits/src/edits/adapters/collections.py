@@ -18,6 +18,8 @@ from sqlalchemy import ARRAY, Text, bindparam, delete, func, select, text, updat
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from edits_contract.collections import CollectionChange, RecordOut
+
 from ..domain.collections import (
     DATE,
     DECIMAL,
@@ -27,8 +29,10 @@ from ..domain.collections import (
     ColumnPlan,
     ColumnSpec,
     LiveCollection,
+    Logged,
     RecordCounts,
 )
+from ..domain.model import WriteOrigin
 from . import tables as t
 
 RECORDS = f"{t.SCHEMA}.collection_records"
@@ -159,7 +163,7 @@ class CollectionsRepository:
             query = query.where(c.c.collection_id != other_than)
         return (await self.conn.execute(query)).first() is not None
 
-    async def records(self, collection_id: str, offset: int, limit: int) -> list[dict[str, Any]]:
+    async def records(self, collection_id: str, offset: int, limit: int) -> list[RecordOut]:
         r = t.collection_records
         rows = await self.conn.execute(
             select(r.c.record_id, r.c.data)
@@ -168,7 +172,7 @@ class CollectionsRepository:
             .offset(offset)
             .limit(limit)
         )
-        return [{"record_id": row.record_id, "values": row.data} for row in rows]
+        return [RecordOut(record_id=row.record_id, values=row.data) for row in rows]
 
     async def record(self, collection_id: str, record_id: int, *, for_update: bool = False) -> dict[str, Any] | None:
         r = t.collection_records
@@ -257,7 +261,7 @@ class CollectionsRepository:
             params["rid"] = except_record
         return [row[0] for row in await self.conn.execute(query, params)]
 
-    async def changes(self, org_id: str, collection_id: str) -> list[dict[str, Any]]:
+    async def changes(self, org_id: str, collection_id: str) -> list[CollectionChange]:
         c = t.collection_changes
         query = (
             select(
@@ -276,7 +280,7 @@ class CollectionsRepository:
             .where(c.c.org_id == org_id, c.c.collection_id == collection_id)
             .order_by(c.c.change_id)
         )
-        return [dict(row) for row in (await self.conn.execute(query)).mappings()]
+        return [CollectionChange.model_validate(dict(row)) for row in (await self.conn.execute(query)).mappings()]
 
     # --- writing --------------------------------------------------------------------------------------
 
@@ -303,7 +307,7 @@ class CollectionsRepository:
                 purpose=purpose,
                 scope=scope,
                 guild_id=guild_id,
-                columns=[c.as_json() for c in columns],
+                columns=[c.model_dump() for c in columns],
                 version=1,
                 updated_by=actor,
                 updated_at=func.clock_timestamp(),
@@ -327,7 +331,7 @@ class CollectionsRepository:
             .values(
                 name=name,
                 purpose=purpose,
-                columns=[col.as_json() for col in columns],
+                columns=[col.model_dump() for col in columns],
                 version=c.c.version + 1,
                 updated_by=actor,
                 updated_at=func.clock_timestamp(),
@@ -397,17 +401,15 @@ class CollectionsRepository:
         collection_id: str,
         org_id: str,
         change: str,
-        detail: Mapping[str, Any],
+        detail: Logged,
         *,
-        actor: str,
+        origin: WriteOrigin,
         kind: str | None = None,
         subject_id: str | None = None,
         mode: str | None = None,
-        tool_call_id: str | None = None,
-        tool_name: str | None = None,
-        studio_session_id: str | None = None,
-        studio_seq: int | None = None,
     ) -> None:
+        """Log one change of a collection (an access row's: its ``kind``, ``subject_id`` and ``mode``), by whom and
+        from which request."""
         await self.conn.execute(
             t.collection_changes.insert().values(
                 collection_id=collection_id,
@@ -416,12 +418,12 @@ class CollectionsRepository:
                 kind=kind,
                 subject_id=subject_id,
                 mode=mode,
-                detail=dict(detail),
-                actor_user_id=actor,
-                tool_call_id=tool_call_id,
-                tool_name=tool_name,
-                studio_session_id=studio_session_id,
-                studio_seq=studio_seq,
+                detail=detail.model_dump(mode="json"),
+                actor_user_id=origin.actor,
+                tool_call_id=origin.tool_call_id,
+                tool_name=origin.tool_name,
+                studio_session_id=origin.studio_session_id,
+                studio_seq=origin.studio_seq,
             )
         )
 

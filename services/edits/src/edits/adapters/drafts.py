@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from assent.domain import Agent
 from assent.hashing import content_hash
+from edits_contract.workspace import FileChange
 
 from ..domain.drafts import Draft, DraftVersion
 from . import tables as t
@@ -197,11 +198,13 @@ class DraftsRepository:
             )
         )
 
-    async def task_changes(self, agent_id: str) -> list[dict[str, Any]]:
+    async def task_changes(self, agent_id: str) -> list[FileChange]:
         """The ``file_changes`` rows of the agent's Task, oldest first."""
         c = t.file_changes
         query = (
             select(
+                c.c.agent_id,
+                c.c.path,
                 c.c.version,
                 c.c.change,
                 c.c.actor_user_id,
@@ -209,8 +212,9 @@ class DraftsRepository:
                 c.c.tool_name,
                 c.c.studio_session_id,
                 c.c.studio_seq,
+                c.c.created_at,
             )
             .where(c.c.agent_id == agent_id, c.c.path == func.concat("agent/", agent_id, "/task.md"))
             .order_by(c.c.change_id)
         )
-        return [dict(row) for row in (await self.conn.execute(query)).mappings()]
+        return [FileChange.model_validate(dict(row)) for row in (await self.conn.execute(query)).mappings()]

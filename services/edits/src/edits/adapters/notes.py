@@ -14,7 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from assent.domain import Agent
 from assent.hashing import content_hash
+from edits_contract.workspace import FileChange, NoteRevision
 
+from ..domain.model import WriteOrigin
 from ..domain.notes import LiveNote, NotePath
 from . import tables as t
 
@@ -68,11 +70,7 @@ class NotesRepository:
         *,
         title: str,
         expected_version: int | None,
-        actor: str,
-        tool_call_id: str | None = None,
-        tool_name: str | None = None,
-        studio_session_id: str | None = None,
-        studio_seq: int | None = None,
+        origin: WriteOrigin,
     ) -> int | None:
         """Write a note if the live one is at ``expected_version`` (None: no note is live at the path).
 
@@ -96,7 +94,7 @@ class NotesRepository:
                     content=content,
                     version=1,
                     hash=new_hash,
-                    updated_by=actor,
+                    updated_by=origin.actor,
                 )
                 .on_conflict_do_nothing(index_elements=["org_id", "display_path"])
                 .returning(t.notes.c.note_id, t.notes.c.version)
@@ -110,27 +108,16 @@ class NotesRepository:
                     t.notes.c.display_path == display_path,
                     t.notes.c.version == expected_version,
                 )
-                .values(content=content, title=title, version=expected_version + 1, hash=new_hash, updated_by=actor)
+                .values(
+                    content=content, title=title, version=expected_version + 1, hash=new_hash, updated_by=origin.actor
+                )
                 .returning(t.notes.c.note_id, t.notes.c.version)
             )
             change = "update"
         row = (await self.conn.execute(statement)).first()
         if row is None:
             return None
-        await self._record(
-            row.note_id,
-            org_id,
-            path,
-            row.version,
-            change,
-            title,
-            content,
-            actor,
-            tool_call_id=tool_call_id,
-            tool_name=tool_name,
-            studio_session_id=studio_session_id,
-            studio_seq=studio_seq,
-        )
+        await self._record(row.note_id, org_id, path, row.version, change, title, content, origin)
         return int(row.version)
 
     async def delete_note(
@@ -139,11 +126,7 @@ class NotesRepository:
         path: NotePath,
         *,
         expected_version: int,
-        actor: str,
-        tool_call_id: str | None = None,
-        tool_name: str | None = None,
-        studio_session_id: str | None = None,
-        studio_seq: int | None = None,
+        origin: WriteOrigin,
     ) -> int | None:
         """Delete the note if it is live at ``expected_version``; answers the deletion's revision version."""
         row = (
@@ -160,20 +143,7 @@ class NotesRepository:
         if row is None:
             return None
         version = int(row.version) + 1
-        await self._record(
-            row.note_id,
-            org_id,
-            path,
-            version,
-            "delete",
-            row.title,
-            None,
-            actor,
-            tool_call_id=tool_call_id,
-            tool_name=tool_name,
-            studio_session_id=studio_session_id,
-            studio_seq=studio_seq,
-        )
+        await self._record(row.note_id, org_id, path, version, "delete", row.title, None, origin)
         return version
 
     async def _record(
@@ -185,12 +155,7 @@ class NotesRepository:
         change: str,
         title: str,
         content: str | None,
-        actor: str,
-        *,
-        tool_call_id: str | None,
-        tool_name: str | None,
-        studio_session_id: str | None,
-        studio_seq: int | None,
+        origin: WriteOrigin,
     ) -> None:
         await self.conn.execute(
             t.note_revisions.insert().values(
@@ -202,11 +167,11 @@ class NotesRepository:
                 title=title,
                 content=content,
                 hash=None if content is None else content_hash(content),
-                author_user_id=actor,
-                tool_call_id=tool_call_id,
-                tool_name=tool_name,
-                studio_session_id=studio_session_id,
-                studio_seq=studio_seq,
+                author_user_id=origin.actor,
+                tool_call_id=origin.tool_call_id,
+                tool_name=origin.tool_name,
+                studio_session_id=origin.studio_session_id,
+                studio_seq=origin.studio_seq,
             )
         )
         await self.conn.execute(
@@ -216,15 +181,15 @@ class NotesRepository:
                 path=path.display_path,
                 version=version,
                 change=change,
-                actor_user_id=actor,
-                tool_call_id=tool_call_id,
-                tool_name=tool_name,
-                studio_session_id=studio_session_id,
-                studio_seq=studio_seq,
+                actor_user_id=origin.actor,
+                tool_call_id=origin.tool_call_id,
+                tool_name=origin.tool_name,
+                studio_session_id=origin.studio_session_id,
+                studio_seq=origin.studio_seq,
             )
         )
 
-    async def history(self, org_id: str, display_path: str) -> list[dict[str, Any]]:
+    async def history(self, org_id: str, display_path: str) -> list[NoteRevision]:
         """Every write of the notes that lived at ``display_path``, oldest first, and the request behind it."""
         r = t.note_revisions
         query = (
@@ -244,9 +209,9 @@ class NotesRepository:
             .where(r.c.org_id == org_id, r.c.display_path == display_path)
             .order_by(r.c.revision_id)
         )
-        return [dict(row) for row in (await self.conn.execute(query)).mappings()]
+        return [NoteRevision.model_validate(dict(row)) for row in (await self.conn.execute(query)).mappings()]
 
-    async def file_changes(self, org_id: str, display_path: str) -> list[dict[str, Any]]:
+    async def file_changes(self, org_id: str, display_path: str) -> list[FileChange]:
         """The ``file_changes`` rows of the notes that lived at ``display_path``, oldest first."""
         c = t.file_changes
         query = (
@@ -265,4 +230,4 @@ class NotesRepository:
             .where(c.c.org_id == org_id, c.c.path == display_path)
             .order_by(c.c.change_id)
         )
-        return [dict(row) for row in (await self.conn.execute(query)).mappings()]
+        return [FileChange.model_validate(dict(row)) for row in (await self.conn.execute(query)).mappings()]

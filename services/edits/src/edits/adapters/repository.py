@@ -12,6 +12,7 @@ from assent.db import driver_connection
 from assent.domain import Agent
 from assent.hashing import content_hash
 from assent.runtime.uow import agent_from_row
+from edits_contract.workspace import GuildChange, MemoryRevision
 
 from ..domain.model import LiveMemory
 from . import tables as t
@@ -143,7 +144,7 @@ class EditsRepository:
         )
         return None if version is None else int(version)
 
-    async def memory_history(self, agent_id: str) -> list[dict[str, Any]]:
+    async def memory_history(self, agent_id: str) -> list[MemoryRevision]:
         """Every revision of an agent's Memory with the file change that wrote it, oldest first."""
         query = (
             select(
@@ -165,7 +166,7 @@ class EditsRepository:
             .where(t.memory_revisions.c.agent_id == agent_id)
             .order_by(t.memory_revisions.c.version)
         )
-        return [dict(row) for row in (await self.conn.execute(query)).mappings()]
+        return [MemoryRevision.model_validate(dict(row)) for row in (await self.conn.execute(query)).mappings()]
 
     async def update_guild_text(self, guild_id: str, changes: dict[str, str]) -> bool:
         """Set the given text fields of a guild and bump its revision by one; False when there is no guild."""
@@ -198,7 +199,7 @@ class EditsRepository:
             )
         )
 
-    async def guild_changes(self, guild_id: str) -> list[dict[str, Any]]:
+    async def guild_changes(self, guild_id: str) -> list[GuildChange]:
         query = (
             select(
                 t.guild_changes.c.field,
@@ -211,4 +212,4 @@ class EditsRepository:
             .where(t.guild_changes.c.guild_id == guild_id)
             .order_by(t.guild_changes.c.change_id)
         )
-        return [dict(row) for row in (await self.conn.execute(query)).mappings()]
+        return [GuildChange.model_validate(dict(row)) for row in (await self.conn.execute(query)).mappings()]

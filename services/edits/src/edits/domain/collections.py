@@ -49,6 +49,16 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints
 from assent.contracts import Id, Text
 from assent.domain import Agent, Refusal, Session
 from assent.hashing import content_hash
+from edits_contract.collections import (
+    AccessLogged,
+    AccessRowOut,
+    Collection,
+    ColumnOut,
+    CreateLogged,
+    DeleteLogged,
+    RecordOut,
+    UpdateLogged,
+)
 
 COLUMN_TYPES = ("text", "integer", "number", "boolean", "date")
 ColumnType = Literal["text", "integer", "number", "boolean", "date"]
@@ -155,19 +165,21 @@ class ReadCollection(_Args):
 # --- live state ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ColumnSpec:
+class ColumnSpec(BaseModel):
+    """A column as a collection holds it (and stores it, and hashes it: :meth:`model_dump`)."""
+
+    model_config = ConfigDict(frozen=True)
+
     name: str
     type: str
     required: bool = False
     unique: bool = False
 
-    def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "type": self.type, "required": self.required, "unique": self.unique}
-
     @staticmethod
     def of(data: Mapping[str, Any]) -> ColumnSpec:
-        return ColumnSpec(data["name"], data["type"], bool(data.get("required")), bool(data.get("unique")))
+        return ColumnSpec(
+            name=data["name"], type=data["type"], required=bool(data.get("required")), unique=bool(data.get("unique"))
+        )
 
 
 @dataclass(frozen=True)
@@ -393,7 +405,7 @@ def plan_columns(current: Sequence[ColumnSpec], wanted: Sequence[Column], *, edi
         if column.unique and (was is None or not was.unique):
             now_unique.append((old if was is not None else None, column.name))
     return ColumnPlan(
-        after=tuple(ColumnSpec(c.name, c.type, c.required, c.unique) for c in wanted),
+        after=tuple(ColumnSpec(name=c.name, type=c.type, required=c.required, unique=c.unique) for c in wanted),
         added=tuple(added),
         removed=removed,
         renamed=tuple(renamed),
@@ -495,7 +507,7 @@ def definition_hash(
                 "name": name,
                 "purpose": purpose,
                 "scope": scope,
-                "columns": [c.as_json() for c in columns],
+                "columns": [c.model_dump() for c in columns],
                 "access": source_access(rows, source_guild_id, member_ids),
             },
             sort_keys=True,
@@ -870,20 +882,100 @@ def review_delete(
     )
 
 
-def collection_json(live: LiveCollection, directory: Directory | None = None) -> dict[str, Any]:
-    """A collection as the read tools and the workspace API show it (without records)."""
-    view: dict[str, Any] = {
-        "collection_id": live.collection_id,
-        "name": live.name,
-        "purpose": live.purpose,
-        "scope": live.scope,
-        "guild_id": live.guild_id,
-        "columns": [c.as_json() for c in live.columns],
-        "access": [{"kind": r.kind, "subject_id": r.subject_id, "mode": r.mode} for r in live.access],
-        "version": live.version,
-        "updated_at": live.updated_at.isoformat(),
-        "records": live.records,
-    }
-    if directory is not None:
-        view["hash"] = live_hash(live, directory)
-    return view
+# --- views ---------------------------------------------------------------------------------------------
+
+
+def column_out(column: ColumnSpec) -> ColumnOut:
+    return ColumnOut(name=column.name, type=column.type, required=column.required, unique=column.unique)
+
+
+def collection_view(live: LiveCollection) -> Collection:
+    """A collection as the workspace API shows it (without records)."""
+    return Collection(
+        collection_id=live.collection_id,
+        name=live.name,
+        purpose=live.purpose,
+        scope=live.scope,
+        guild_id=live.guild_id,
+        columns=[column_out(c) for c in live.columns],
+        access=[AccessRowOut(kind=r.kind, subject_id=r.subject_id, mode=r.mode) for r in live.access],
+        version=live.version,
+        updated_at=live.updated_at.isoformat(),
+        records=live.records,
+    )
+
+
+class ListedCollection(Collection):
+    """A collection as ``studio_list_collections`` lists it: with the hash a request binds."""
+
+    hash: str
+
+
+class RecordsPage(BaseModel):
+    """A page of a collection's records, in record order, and how many it holds in all."""
+
+    model_config = ConfigDict(frozen=True)
+
+    offset: int
+    limit: int
+    total: int
+    records: list[RecordOut]
+
+
+class ReadCollectionAnswer(ListedCollection):
+    """``studio_read_collection``'s answer: the collection as text, and a page of its records."""
+
+    text: str
+    page: RecordsPage
+
+
+class CollectionList(BaseModel):
+    """``studio_list_collections``'s answer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    collections: list[ListedCollection]
+
+
+def listed(live: LiveCollection, directory: Directory) -> ListedCollection:
+    return ListedCollection(**collection_view(live).model_dump(), hash=live_hash(live, directory))
+
+
+# --- the change log ------------------------------------------------------------------------------------
+
+Logged = CreateLogged | UpdateLogged | DeleteLogged | AccessLogged
+"""What the change log says of one change (its ``detail``)."""
+
+
+def created(
+    name: str, purpose: str, scope: str, columns: Iterable[ColumnSpec], rows: Iterable[AccessRow]
+) -> CreateLogged:
+    return CreateLogged(
+        name=name,
+        purpose=purpose,
+        scope=scope,
+        columns=[column_out(c) for c in columns],
+        access=[(r.kind, r.subject_id, r.mode) for r in rows],
+    )
+
+
+def updated(
+    live: LiveCollection,
+    name: str,
+    purpose: str,
+    columns: Iterable[ColumnSpec],
+    plan: ColumnPlan | None,
+    records_changed: int,
+) -> UpdateLogged:
+    """The entry of a change of ``live`` to ``name``, ``purpose`` and ``columns`` (by ``plan``, when the columns
+    changed)."""
+    return UpdateLogged(
+        name=name,
+        renamed_from=live.name if name != live.name else None,
+        purpose=purpose,
+        columns=[column_out(c) for c in columns],
+        removed=list(plan.removed) if plan else [],
+        renamed=list(plan.renamed) if plan else [],
+        retyped=[(old, new, to) for old, new, _, to in plan.retyped] if plan else [],
+        records_changed=records_changed,
+    )

@@ -11,16 +11,20 @@ with the request behind it (``studio_session_id``, ``studio_seq``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Agent, Refusal, Session
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.uow import UnitOfWork
+from edits_contract.collections import AccessLogged, DeleteLogged
 
 from ..adapters.collections import CollectionsRepository
 from ..domain import collections as rules
 from ..domain.collections import AccessRow, Directory, LiveCollection, RecordCounts
+from ..domain.model import WriteOrigin
+from .outcomes import MovedTo
 
 
 def repo(uow: UnitOfWork) -> CollectionsRepository:
@@ -48,6 +52,53 @@ def text_of(live: LiveCollection, directory: Directory) -> str:
     return rules.as_text(live.name, live.purpose, live.scope, live.columns, live.access, directory)
 
 
+class AccessRowChange(BaseModel):
+    """One access row a request writes: ``mode`` None removes it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    subject_id: str
+    mode: str | None
+
+
+class CollectionEdit(BaseModel):
+    """What applying a collection request reads (its ``payload``): the collection (``collection_id`` None: a create),
+    where it was asked for, its name, purpose and scope after, its complete new columns (None: kept), the access rows
+    it writes, and the text its card shows after."""
+
+    model_config = ConfigDict(frozen=True)
+
+    collection_id: str | None
+    org_id: str
+    source_guild_id: str
+    name: str
+    purpose: str
+    scope: str
+    columns: list[rules.Column] | None
+    access: list[AccessRowChange]
+    after: str
+
+
+class TableDeleted(BaseModel):
+    """What an applied delete did: the collection, and how many records went with it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    collection_id: str
+    records_changed: int
+
+
+class TableWritten(BaseModel):
+    """What an applied create or edit did: the collection, its ``updated_at`` now, and how many records changed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    collection_id: str
+    updated_at: str
+    records_changed: int
+
+
 class CollectionKind(ProposalKind):
     name = "collection"
     reads_proposals = False  # its rules read the collections, never the proposals table
@@ -69,8 +120,8 @@ class CollectionKind(ProposalKind):
         listed = []
         for live in await repo(uow).of_org(session.org_id):
             if rules.check_reach(session, live, live.collection_id) is None:
-                listed.append(rules.collection_json(live, await directory_of(uow, session, agents, live.access)))
-        return Output({"collections": listed})
+                listed.append(rules.listed(live, await directory_of(uow, session, agents, live.access)))
+        return Output(rules.CollectionList(collections=listed).model_dump(mode="json"))
 
     async def read(self, call: Call, args: rules.ReadCollection, uow: UnitOfWork) -> Output | Refusal:
         """One collection within reach with a page of its records (``offset``, ``limit``, in record order)."""
@@ -82,10 +133,12 @@ class CollectionKind(ProposalKind):
         assert live is not None
         directory = await directory_of(uow, session, await agents_of(uow, session.org_id), live.access)
         records = await repo(uow).records(live.collection_id, args.offset, args.limit)
-        view = rules.collection_json(live, directory)
-        view["text"] = text_of(live, directory)
-        view["page"] = {"offset": args.offset, "limit": args.limit, "total": live.records, "records": records}
-        return Output(view)
+        answer = rules.ReadCollectionAnswer(
+            **rules.listed(live, directory).model_dump(),
+            text=text_of(live, directory),
+            page=rules.RecordsPage(offset=args.offset, limit=args.limit, total=live.records, records=records),
+        )
+        return Output(answer.model_dump(mode="json"))
 
     # --- proposing ----------------------------------------------------------------------------------
 
@@ -137,11 +190,7 @@ class CollectionKind(ProposalKind):
                 reviewed.name, reviewed.purpose, reviewed.scope, reviewed.plan.after, reviewed.rows_after, directory
             )
         )
-        columns = (
-            [c.model_dump() for c in args.columns]
-            if not isinstance(args, rules.DeleteCollection) and args.columns is not None
-            else None
-        )
+        columns = args.columns if not isinstance(args, rules.DeleteCollection) else None
         label = f"Table {reviewed.name}" if live is None or live.name == reviewed.name else f"Table {live.name}"
         return Proposal(
             action=reviewed.action,
@@ -168,34 +217,35 @@ class CollectionKind(ProposalKind):
                 ),
             ),
             effects=effects,
-            payload={
-                "collection_id": reviewed.collection_id,
-                "org_id": session.org_id,
-                "source_guild_id": session.source_guild_id,
-                "name": reviewed.name,
-                "purpose": reviewed.purpose,
-                "scope": reviewed.scope,
-                "columns": columns,
-                "access": [{"kind": e.kind, "subject_id": e.subject_id, "mode": e.mode} for e in reviewed.access_edits],
-                "after": after,
-            },
+            payload=CollectionEdit(
+                collection_id=reviewed.collection_id,
+                org_id=session.org_id,
+                source_guild_id=session.source_guild_id,
+                name=reviewed.name,
+                purpose=reviewed.purpose,
+                scope=reviewed.scope,
+                columns=columns,
+                access=[
+                    AccessRowChange(kind=e.kind, subject_id=e.subject_id, mode=e.mode) for e in reviewed.access_edits
+                ],
+                after=after,
+            ).model_dump(mode="json"),
         )
 
     # --- the card and apply -------------------------------------------------------------------------
 
-    async def _live_of(self, proposal: StoredProposal, uow: UnitOfWork, *, for_update: bool) -> LiveCollection | None:
+    async def _live_of(self, edit: CollectionEdit, uow: UnitOfWork, *, for_update: bool) -> LiveCollection | None:
         """The collection a request targets now: by id, or for a create, one of the name it would take."""
-        payload = proposal.payload
         store = repo(uow)
-        if payload["collection_id"] is None:
-            return await store.by_ref(payload["org_id"], payload["name"], for_update=for_update)
-        return await store.get(payload["collection_id"], for_update=for_update)
+        if edit.collection_id is None:
+            return await store.by_ref(edit.org_id, edit.name, for_update=for_update)
+        return await store.get(edit.collection_id, for_update=for_update)
 
     async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
-        payload = proposal.payload
-        session = Session(proposal.session_id, payload["org_id"], payload["source_guild_id"], "")
-        live = await self._live_of(proposal, uow, for_update=False)
-        if live is not None and payload["collection_id"] is None and proposal.status != "pending":
+        edit = CollectionEdit.model_validate(proposal.payload)
+        session = Session(proposal.session_id, edit.org_id, edit.source_guild_id, "")
+        live = await self._live_of(edit, uow, for_update=False)
+        if live is not None and edit.collection_id is None and proposal.status != "pending":
             live = None  # the create was decided: its card shows what it proposed, not the table it made
         agents = await agents_of(uow, session.org_id)
         directory = await directory_of(uow, session, agents, live.access if live is not None else ())
@@ -206,7 +256,7 @@ class CollectionKind(ProposalKind):
                 CardField(
                     name=proposal.target.get("label", "table").lower(),
                     before=None if live is None else text_of(live, directory),
-                    after=None if proposal.action == "delete" else payload["after"],
+                    after=None if proposal.action == "delete" else edit.after,
                 ),
             ),
         )
@@ -214,109 +264,84 @@ class CollectionKind(ProposalKind):
     async def apply(
         self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork
     ) -> Applied | Stale | Refusal:
-        payload = proposal.payload
+        edit = CollectionEdit.model_validate(proposal.payload)
         store = repo(uow)
-        org_id = payload["org_id"]
-        session = Session(proposal.session_id, org_id, payload["source_guild_id"], decision.actor)
+        org_id = edit.org_id
+        session = Session(proposal.session_id, org_id, edit.source_guild_id, decision.actor)
         agents = await agents_of(uow, org_id)
-        live = await self._live_of(proposal, uow, for_update=True)
+        live = await self._live_of(edit, uow, for_update=True)
         directory = await directory_of(uow, session, agents, live.access if live is not None else ())
         now_hash = None if live is None else rules.live_hash(live, directory)
         if now_hash != proposal.base.get("hash"):
-            what = "a table of that name was made meanwhile" if payload["collection_id"] is None else "it changed"
+            what = "a table of that name was made meanwhile" if edit.collection_id is None else "it changed"
             return Stale(
-                f"table {payload['name']!r}: {what} since the coach read it; the request stays pending",
-                {"live_version": None if live is None else live.version},
+                f"table {edit.name!r}: {what} since the coach read it; the request stays pending",
+                MovedTo(live_version=None if live is None else live.version).model_dump(mode="json"),
             )
-        origin: dict[str, Any] = {
-            "actor": decision.actor,
-            "tool_call_id": proposal.tool_call_id,
-            "tool_name": proposal.tool,
-            "studio_session_id": proposal.session_id,
-            "studio_seq": proposal.seq,
-        }
-        for edit in payload["access"]:  # the rows' subjects must still be the source guild's live members
-            if edit["kind"] == "agent":
-                agent = agents.get(edit["subject_id"])
+        origin = WriteOrigin(
+            actor=decision.actor,
+            tool_call_id=proposal.tool_call_id,
+            tool_name=proposal.tool,
+            studio_session_id=proposal.session_id,
+            studio_seq=proposal.seq,
+        )
+        for row in edit.access:  # the rows' subjects must still be the source guild's live members
+            if row.kind == "agent":
+                agent = agents.get(row.subject_id)
                 if agent is None or not agent.live or agent.guild_id != session.source_guild_id:
                     return Refusal(
                         422,
                         "agent_out_of_reach",
-                        f"agent {edit['subject_id']!r} is no longer a live member of the source guild",
+                        f"agent {row.subject_id!r} is no longer a live member of the source guild",
                     )
         changed = 0
         if proposal.action == "delete":
             assert live is not None
             changed = await store.delete(live.collection_id)
-            await store.log(live.collection_id, org_id, "delete", {"name": live.name, "records": changed}, **origin)
+            await store.log(
+                live.collection_id, org_id, "delete", DeleteLogged(name=live.name, records=changed), origin=origin
+            )
             return Applied(
                 f"applied; table {live.name} is deleted with its {changed} records",
                 live.version,
-                {"collection_id": live.collection_id, "records_changed": changed},
+                TableDeleted(collection_id=live.collection_id, records_changed=changed).model_dump(mode="json"),
             )
-        wanted = (
-            [rules.Column.model_validate(c) for c in payload["columns"]] if payload["columns"] is not None else None
-        )
         if live is None:  # a create
-            plan = rules.plan_columns((), wanted or [], edit=False)
+            plan = rules.plan_columns((), edit.columns or [], edit=False)
             assert not isinstance(plan, Refusal)  # checked when proposed, and the rules are pure
-            start = rules.initial_access(payload["scope"], org_id, session.source_guild_id)
-            guild_id = session.source_guild_id if payload["scope"] == "guild" else None
+            start = rules.initial_access(edit.scope, org_id, session.source_guild_id)
+            guild_id = session.source_guild_id if edit.scope == "guild" else None
             collection_id = await store.create(
-                org_id,
-                payload["name"],
-                payload["purpose"],
-                payload["scope"],
-                guild_id,
-                plan.after,
-                start,
-                actor=decision.actor,
+                org_id, edit.name, edit.purpose, edit.scope, guild_id, plan.after, start, actor=decision.actor
             )
             if collection_id is None:
-                return Stale(f"a table named {payload['name']!r} was made meanwhile; the request stays pending")
-            detail: dict[str, Any] = {
-                "name": payload["name"],
-                "purpose": payload["purpose"],
-                "scope": payload["scope"],
-                "columns": [c.as_json() for c in plan.after],
-                "access": [[r.kind, r.subject_id, r.mode] for r in start],
-            }
-            await store.log(collection_id, org_id, "create", detail, **origin)
+                return Stale(f"a table named {edit.name!r} was made meanwhile; the request stays pending")
+            made = rules.created(edit.name, edit.purpose, edit.scope, plan.after, start)
+            await store.log(collection_id, org_id, "create", made, origin=origin)
         else:
             collection_id = live.collection_id
-            plan_or = rules.plan_columns(live.columns, wanted, edit=True) if wanted is not None else None
+            plan_or = rules.plan_columns(live.columns, edit.columns, edit=True) if edit.columns is not None else None
             assert not isinstance(plan_or, Refusal)  # the columns are the ones the request was reviewed against
             columns = live.columns if plan_or is None else plan_or.after
-            if payload["name"] != live.name and await store.name_taken(
-                org_id, payload["name"], other_than=collection_id
-            ):
-                return Stale(f"a table named {payload['name']!r} was made meanwhile; the request stays pending")
-            if payload["name"] != live.name or payload["purpose"] != live.purpose or columns != live.columns:
-                await store.update(collection_id, payload["name"], payload["purpose"], columns, actor=decision.actor)
+            if edit.name != live.name and await store.name_taken(org_id, edit.name, other_than=collection_id):
+                return Stale(f"a table named {edit.name!r} was made meanwhile; the request stays pending")
+            if edit.name != live.name or edit.purpose != live.purpose or columns != live.columns:
+                await store.update(collection_id, edit.name, edit.purpose, columns, actor=decision.actor)
                 if plan_or is not None:
                     changed = await store.transform(collection_id, plan_or, actor=decision.actor)
-                detail = {
-                    "name": payload["name"],
-                    "renamed_from": live.name if payload["name"] != live.name else None,
-                    "purpose": payload["purpose"],
-                    "columns": [c.as_json() for c in columns],
-                    "removed": list(plan_or.removed) if plan_or else [],
-                    "renamed": [list(p) for p in plan_or.renamed] if plan_or else [],
-                    "retyped": [[old, new, to] for old, new, _, to in plan_or.retyped] if plan_or else [],
-                    "records_changed": changed,
-                }
-                await store.log(collection_id, org_id, "update", detail, **origin)
-        for edit in payload["access"]:
-            await store.set_access(collection_id, edit["kind"], edit["subject_id"], edit["mode"])
+                update = rules.updated(live, edit.name, edit.purpose, columns, plan_or, changed)
+                await store.log(collection_id, org_id, "update", update, origin=origin)
+        for row in edit.access:
+            await store.set_access(collection_id, row.kind, row.subject_id, row.mode)
             await store.log(
                 collection_id,
                 org_id,
                 "access",
-                {"mode": edit["mode"]},
-                kind=edit["kind"],
-                subject_id=edit["subject_id"],
-                mode=edit["mode"],
-                **origin,
+                AccessLogged(mode=row.mode),
+                origin=origin,
+                kind=row.kind,
+                subject_id=row.subject_id,
+                mode=row.mode,
             )
         after = await store.get(collection_id)
         assert after is not None
@@ -324,9 +349,7 @@ class CollectionKind(ProposalKind):
         return Applied(
             f"applied; table {after.name} is {verb} ({changed} records changed)",
             after.version,
-            {
-                "collection_id": collection_id,
-                "updated_at": after.updated_at.isoformat(),
-                "records_changed": changed,
-            },
+            TableWritten(
+                collection_id=collection_id, updated_at=after.updated_at.isoformat(), records_changed=changed
+            ).model_dump(mode="json"),
         )

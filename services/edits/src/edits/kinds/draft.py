@@ -10,7 +10,8 @@ nothing but who discarded it. The rules are :mod:`edits.domain.drafts`.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from assent.contracts import AgentRef, CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Agent, Refusal, check_live_member
@@ -22,6 +23,7 @@ from ..adapters.drafts import DraftsRepository
 from ..domain import drafts
 from ..domain.notes import embedded_paths
 from ..workspace import publish_agent
+from .outcomes import Moved
 
 COACH = "coach"
 """The author of a draft's first version."""
@@ -36,27 +38,113 @@ def draft_id_for(proposal_id: str) -> str:
     return "draft_" + uuid.uuid5(uuid.NAMESPACE_URL, proposal_id).hex
 
 
-def draft_view(draft: drafts.Draft, live_task: str | None = None) -> dict[str, Any]:
-    """A draft as the read tools and the routes show it: its newest version, what it binds, how it ended."""
-    view: dict[str, Any] = {
-        "draft_id": draft.draft_id,
-        "agent_id": draft.agent_id,
-        "session_id": draft.session_id,
-        "created_message_seq": draft.created_message_seq,
-        "status": draft.status,
-        "version": draft.newest.version,
-        "content": draft.newest.content,
-        "hash": draft.newest.hash,
-        "base_hash": draft.base_hash,
-        "rationale": draft.rationale,
-        "replaced_by": draft.replaced_by,
-        "published_by_user_id": draft.published_by_user_id,
-        "discarded_by_user_id": draft.discarded_by_user_id,
-        "published_version": draft.published_version,
-    }
-    if live_task is not None:
-        view["stale"] = draft.status == "pending" and drafts.moved(draft, live_task)
-    return view
+class DraftView(BaseModel):
+    """A draft as the read tools and the routes show it: its newest version, what it binds, how it ended, and
+    whether the Task moved since it was made (``stale``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    draft_id: str
+    agent_id: str
+    session_id: str
+    created_message_seq: int
+    status: str
+    version: int
+    content: str
+    hash: str
+    base_hash: str
+    rationale: str
+    replaced_by: str | None
+    published_by_user_id: str | None
+    discarded_by_user_id: str | None
+    published_version: int | None
+    stale: bool
+
+
+def draft_view(draft: drafts.Draft, live_task: str) -> DraftView:
+    """``draft`` beside the agent's Task now, ``live_task``."""
+    return DraftView(
+        draft_id=draft.draft_id,
+        agent_id=draft.agent_id,
+        session_id=draft.session_id,
+        created_message_seq=draft.created_message_seq,
+        status=draft.status,
+        version=draft.newest.version,
+        content=draft.newest.content,
+        hash=draft.newest.hash,
+        base_hash=draft.base_hash,
+        rationale=draft.rationale,
+        replaced_by=draft.replaced_by,
+        published_by_user_id=draft.published_by_user_id,
+        discarded_by_user_id=draft.discarded_by_user_id,
+        published_version=draft.published_version,
+        stale=draft.status == "pending" and drafts.moved(draft, live_task),
+    )
+
+
+class TaskRead(BaseModel):
+    """``studio_read_task``'s answer: the agent's Task, and the hash a draft binds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent_id: str
+    name: str
+    task: str
+    hash: str
+    binds: str
+
+
+class DraftList(BaseModel):
+    """``studio_list_task_drafts``'s answer: the agent's drafts beside its Task's hash now."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent_id: str
+    task_hash: str
+    drafts: list[DraftView]
+
+
+class NewDraft(BaseModel):
+    """The draft ``studio_create_task_draft`` made: version 1, and the draft it replaces, if any."""
+
+    model_config = ConfigDict(frozen=True)
+
+    draft_id: str
+    agent_id: str
+    version: int
+    content: str
+    base_hash: str
+    replaces: str | None
+    embeds_missing_notes: list[str]
+
+
+class DraftCreated(BaseModel):
+    """What ``studio_create_task_draft``'s result says beside its widget."""
+
+    model_config = ConfigDict(frozen=True)
+
+    draft: NewDraft
+
+
+class DraftRef(BaseModel):
+    """What publishing a draft reads (a draft request's ``payload``): the draft, its agent and organisation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    draft_id: str
+    agent_id: str
+    org_id: str
+
+
+class DraftPublished(BaseModel):
+    """What publishing a draft wrote: which version of it became the Task, and who published it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    draft_id: str
+    draft_version: int
+    hash: str
+    published_by_user_id: str
 
 
 async def missing(uow: UnitOfWork, org_id: str, content: str) -> list[str]:
@@ -95,13 +183,13 @@ class DraftKind(ProposalKind):
         if isinstance(agent, Refusal):
             return agent
         return Output(
-            {
-                "agent_id": agent.agent_id,
-                "name": agent.name,
-                "task": agent.task,
-                "hash": drafts.task_hash(agent.task),
-                "binds": "pass hash as base_hash to studio_create_task_draft",
-            }
+            TaskRead(
+                agent_id=agent.agent_id,
+                name=agent.name,
+                task=agent.task,
+                hash=drafts.task_hash(agent.task),
+                binds="pass hash as base_hash to studio_create_task_draft",
+            ).model_dump(mode="json")
         )
 
     async def list_drafts(self, call: Call, args: drafts.ListTaskDrafts, uow: UnitOfWork) -> Output | Refusal:
@@ -109,11 +197,11 @@ class DraftKind(ProposalKind):
         if isinstance(agent, Refusal):
             return agent
         return Output(
-            {
-                "agent_id": agent.agent_id,
-                "task_hash": drafts.task_hash(agent.task),
-                "drafts": [draft_view(d, agent.task) for d in await repo(uow).of_agent(agent.agent_id)],
-            }
+            DraftList(
+                agent_id=agent.agent_id,
+                task_hash=drafts.task_hash(agent.task),
+                drafts=[draft_view(d, agent.task) for d in await repo(uow).of_agent(agent.agent_id)],
+            ).model_dump(mode="json")
         )
 
     # --- proposing ----------------------------------------------------------------------------------
@@ -171,18 +259,20 @@ class DraftKind(ProposalKind):
             after=reviewed.after,
             fields=(CardField(name=drafts.TASK_FIELD, before=reviewed.before, after=reviewed.after),),
             notes=tuple(notes),
-            payload={"draft_id": draft.draft_id, "agent_id": reviewed.agent_id, "org_id": session.org_id},
-            output={
-                "draft": {
-                    "draft_id": draft.draft_id,
-                    "agent_id": reviewed.agent_id,
-                    "version": 1,
-                    "content": args.content,
-                    "base_hash": reviewed.base_hash,
-                    "replaces": None if old is None or predecessor is None else old.draft_id,
-                    "embeds_missing_notes": lacking,
-                }
-            },
+            payload=DraftRef(draft_id=draft.draft_id, agent_id=reviewed.agent_id, org_id=session.org_id).model_dump(
+                mode="json"
+            ),
+            output=DraftCreated(
+                draft=NewDraft(
+                    draft_id=draft.draft_id,
+                    agent_id=reviewed.agent_id,
+                    version=1,
+                    content=args.content,
+                    base_hash=reviewed.base_hash,
+                    replaces=None if old is None or predecessor is None else old.draft_id,
+                    embeds_missing_notes=lacking,
+                )
+            ).model_dump(mode="json"),
             agent=AgentRef(id=reviewed.agent_id, name=reviewed.agent_name),
             draft_id=draft.draft_id,
             rationale=reviewed.rationale,
@@ -193,8 +283,9 @@ class DraftKind(ProposalKind):
 
     async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
         store = repo(uow)
-        draft = await store.draft(proposal.payload["draft_id"])
-        agent = await store.agent(proposal.payload["agent_id"])
+        ref = DraftRef.model_validate(proposal.payload)
+        draft = await store.draft(ref.draft_id)
+        agent = await store.agent(ref.agent_id)
         task = None if agent is None else agent.task
         after = None if draft is None else draft.newest.content
         notes: list[str] = []
@@ -214,9 +305,10 @@ class DraftKind(ProposalKind):
         self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork
     ) -> Applied | Stale | Refusal:
         store = repo(uow)
-        draft = await store.draft(proposal.payload["draft_id"], for_update=True)
+        ref = DraftRef.model_validate(proposal.payload)
+        draft = await store.draft(ref.draft_id, for_update=True)
         if draft is None:
-            return Refusal(404, "unknown_draft", f"draft {proposal.payload['draft_id']!r} does not exist")
+            return Refusal(404, "unknown_draft", f"draft {ref.draft_id!r} does not exist")
         refusal = drafts.check_editable(draft)
         if refusal is not None:
             return refusal
@@ -227,7 +319,7 @@ class DraftKind(ProposalKind):
             return Stale(
                 f"{agent.name}'s Task changed since the draft was made against it (revision "
                 f"{proposal.base.get('version')}, now {agent.revision}); the request stays pending",
-                {"live_version": agent.revision, "live_hash": drafts.task_hash(agent.task)},
+                Moved(live_version=agent.revision, live_hash=drafts.task_hash(agent.task)).model_dump(mode="json"),
             )
         refusal = drafts.missing_notes_refusal(await missing(uow, draft.org_id, draft.newest.content))
         if refusal is not None:
@@ -255,13 +347,14 @@ class DraftKind(ProposalKind):
         return Applied(
             f"published; {agent.name}'s Task is version {draft.newest.version} of draft {draft.draft_id}",
             revision,
-            {
-                "draft_id": draft.draft_id,
-                "draft_version": draft.newest.version,
-                "hash": draft.newest.hash,
-                "published_by_user_id": decision.actor,
-            },
+            DraftPublished(
+                draft_id=draft.draft_id,
+                draft_version=draft.newest.version,
+                hash=draft.newest.hash,
+                published_by_user_id=decision.actor,
+            ).model_dump(mode="json"),
         )
 
     async def decline(self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork) -> None:
-        await repo(uow).resolve(proposal.payload["draft_id"], "discarded", discarded_by_user_id=decision.actor)
+        ref = DraftRef.model_validate(proposal.payload)
+        await repo(uow).resolve(ref.draft_id, "discarded", discarded_by_user_id=decision.actor)

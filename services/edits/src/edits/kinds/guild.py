@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import BaseModel, ConfigDict
 
 from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Refusal, check_source_guild
@@ -12,6 +12,24 @@ from assent.runtime.uow import UnitOfWork
 from .. import workspace
 from ..adapters.repository import EditsRepository
 from ..domain import guild as rules
+from .outcomes import MovedTo
+
+
+class GuildEdit(BaseModel):
+    """What applying a guild text request writes (its ``payload``): each changed field's new text, in card order."""
+
+    model_config = ConfigDict(frozen=True)
+
+    changes: dict[str, str]
+
+
+class GuildWritten(BaseModel):
+    """What an applied guild text request wrote: the hash of both fields now, and the fields it changed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    hash: str
+    fields: list[str]
 
 
 def repo(uow: UnitOfWork) -> EditsRepository:
@@ -63,12 +81,12 @@ class GuildKind(ProposalKind):
                 CardField(name=name, before=reviewed.before_fields[name], after=value)
                 for name, value in reviewed.changes.items()
             ),
-            payload={"changes": reviewed.changes},
+            payload=GuildEdit(changes=reviewed.changes).model_dump(mode="json"),
         )
 
     async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
         guild = await uow.workspace.guild(proposal.target.get("guild_id") or "")
-        changes: dict[str, str] = proposal.payload["changes"]
+        changes = GuildEdit.model_validate(proposal.payload).changes
         return LiveView(
             hash=None if guild is None else rules.guild_hash(guild),
             version=None if guild is None else guild.revision,
@@ -82,13 +100,12 @@ class GuildKind(ProposalKind):
         guild_id = proposal.target.get("guild_id") or ""
         guild = await uow.workspace.guild(guild_id, for_update=True)
         if rules.moved(proposal.base.get("hash"), guild):
-            effects: dict[str, Any] = {} if guild is None else {"live_version": guild.revision}
             return Stale(
                 f"the guild's text changed since the coach read it (base revision {proposal.base.get('version')}, "
                 f"live revision {None if guild is None else guild.revision}); the request stays pending",
-                effects,
+                {} if guild is None else MovedTo(live_version=guild.revision).model_dump(mode="json"),
             )
-        changes: dict[str, str] = proposal.payload["changes"]
+        changes = GuildEdit.model_validate(proposal.payload).changes
         updated = await workspace.update_guild_text(uow, guild_id, changes)
         for name in changes:
             await repo(uow).log_guild_change(
@@ -103,5 +120,5 @@ class GuildKind(ProposalKind):
         return Applied(
             f"applied; the guild's {' and '.join(changes)} changed (revision {updated.revision})",
             updated.revision,
-            {"hash": proposal.proposed_hash, "fields": list(changes)},
+            GuildWritten(hash=proposal.proposed_hash, fields=list(changes)).model_dump(mode="json"),
         )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget, ToolCall
 from assent.domain import Refusal, check_live_member
@@ -12,8 +13,19 @@ from assent.runtime.uow import UnitOfWork
 
 from ..adapters.repository import EditsRepository
 from ..domain import memory
+from ..workspace import memory_view
+from .outcomes import Moved, Written
 
 FILE = "memory.md"
+
+
+class MemoryEdit(BaseModel):
+    """What applying a Memory request writes (its ``payload``): the whole new text, in the agent's organisation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    content: str
+    org_id: str
 
 
 def repo(uow: UnitOfWork) -> EditsRepository:
@@ -44,7 +56,7 @@ class MemoryKind(ProposalKind):
         if refusal is not None:
             return refusal
         assert live is not None  # every agent has a Memory from its creation
-        return Output({"agent_id": live.agent_id, "content": live.content, "version": live.version, "hash": live.hash})
+        return Output(memory_view(live).model_dump(mode="json"))
 
     async def propose(self, call: Call, args: memory.EditMemory, uow: UnitOfWork) -> Proposal | Refusal:
         agent, live = await repo(uow).agent_memory(args.agent_id)
@@ -60,30 +72,30 @@ class MemoryKind(ProposalKind):
             before=reviewed.before,
             after=reviewed.after,
             fields=(CardField(name=FILE, before=reviewed.before, after=reviewed.after),),
-            payload={"content": args.content, "org_id": call.session.org_id},
+            payload=MemoryEdit(content=args.content, org_id=call.session.org_id).model_dump(mode="json"),
         )
 
     async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
         live = await repo(uow).memory(proposal.agent_id or "")
+        edit = MemoryEdit.model_validate(proposal.payload)
         return LiveView(
             hash=None if live is None else live.hash,
             version=None if live is None else live.version,
-            fields=(
-                CardField(name=FILE, before=None if live is None else live.content, after=proposal.payload["content"]),
-            ),
+            fields=(CardField(name=FILE, before=None if live is None else live.content, after=edit.content),),
         )
 
     async def apply(self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork) -> Applied | Stale:
         agent_id = proposal.agent_id or ""
+        edit = MemoryEdit.model_validate(proposal.payload)
         base_hash = proposal.base["hash"]
         # One statement when the Memory is as the coach read it: the write checks the base hash on the row it
         # locks. Only when it moved is the live Memory read, to say how.
         version = None
         if base_hash is not None:  # a proposal without a base never applies
             version = await repo(uow).write_memory(
-                proposal.payload["org_id"],
+                edit.org_id,
                 agent_id,
-                proposal.payload["content"],
+                edit.content,
                 expected_hash=base_hash,
                 actor=decision.actor,
                 tool_call_id=proposal.tool_call_id,
@@ -93,10 +105,13 @@ class MemoryKind(ProposalKind):
             )
         if version is None:
             live = await repo(uow).memory(agent_id)
-            effects: dict[str, Any] = {} if live is None else {"live_version": live.version, "live_hash": live.hash}
             return Stale(
                 f"the Memory changed since the coach read it (base version {proposal.base['version']}, live version "
                 f"{None if live is None else live.version}); the request stays pending",
-                effects,
+                {} if live is None else Moved(live_version=live.version, live_hash=live.hash).model_dump(mode="json"),
             )
-        return Applied(f"applied; Memory is now version {version}", version, {"hash": proposal.proposed_hash})
+        return Applied(
+            f"applied; Memory is now version {version}",
+            version,
+            Written(hash=proposal.proposed_hash).model_dump(mode="json"),
+        )

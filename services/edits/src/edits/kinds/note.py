@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import BaseModel, ConfigDict
 
 from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Agent, Refusal, Session
@@ -11,6 +11,59 @@ from assent.runtime.uow import UnitOfWork
 
 from ..adapters.notes import NotesRepository
 from ..domain import notes
+from ..domain.model import WriteOrigin
+from .outcomes import Moved, Written
+
+
+class ListedNote(BaseModel):
+    """A note as ``studio_list_notes`` lists it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    display_path: str
+    level: str
+    title: str
+    version: int
+    hash: str
+
+
+class NoteList(BaseModel):
+    """``studio_list_notes``'s answer: the notes within the session's reach."""
+
+    model_config = ConfigDict(frozen=True)
+
+    notes: list[ListedNote]
+
+
+class NoteRead(BaseModel):
+    """``studio_read_note``'s answer: one note with its text."""
+
+    model_config = ConfigDict(frozen=True)
+
+    display_path: str
+    level: str
+    title: str
+    content: str
+    version: int
+    hash: str
+
+
+class NoteEdit(BaseModel):
+    """What applying a note request writes (its ``payload``): the note's place and title, and its whole new text
+    (None: a delete)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    display_path: str
+    level: str
+    scope_id: str | None
+    key: str
+    title: str
+    content: str | None
+
+    @property
+    def path(self) -> notes.NotePath:
+        return notes.NotePath(self.level, self.scope_id, self.key)
 
 
 def repo(uow: UnitOfWork) -> NotesRepository:
@@ -60,15 +113,15 @@ class NoteKind(ProposalKind):
             path = notes.NotePath(note.level, note.scope_id, note.key)
             if notes.within_reach(session, path, agents):
                 listed.append(
-                    {
-                        "display_path": note.display_path,
-                        "level": note.level,
-                        "title": note.title,
-                        "version": note.version,
-                        "hash": note.hash,
-                    }
+                    ListedNote(
+                        display_path=note.display_path,
+                        level=note.level,
+                        title=note.title,
+                        version=note.version,
+                        hash=note.hash,
+                    )
                 )
-        return Output({"notes": listed})
+        return Output(NoteList(notes=listed).model_dump(mode="json"))
 
     async def read(self, call: Call, args: notes.ReadNote, uow: UnitOfWork) -> Output | Refusal:
         path = notes.parse_display_path(args.display_path)
@@ -81,14 +134,14 @@ class NoteKind(ProposalKind):
         if note is None:
             return Refusal(404, "unknown_note", f"there is no note {path.display_path!r} in this organisation")
         return Output(
-            {
-                "display_path": note.display_path,
-                "level": note.level,
-                "title": note.title,
-                "content": note.content,
-                "version": note.version,
-                "hash": note.hash,
-            }
+            NoteRead(
+                display_path=note.display_path,
+                level=note.level,
+                title=note.title,
+                content=note.content,
+                version=note.version,
+                hash=note.hash,
+            ).model_dump(mode="json")
         )
 
     # --- proposing ----------------------------------------------------------------------------------
@@ -99,14 +152,14 @@ class NoteKind(ProposalKind):
         reviewed = await self._review(session, args, uow)
         if isinstance(reviewed, Refusal):
             return reviewed
-        payload: dict[str, Any] = {
-            "display_path": reviewed.display_path,
-            "level": reviewed.level,
-            "scope_id": reviewed.scope_id,
-            "key": reviewed.key,
-            "title": reviewed.title,
-            "content": None if reviewed.action == "delete" else reviewed.after,
-        }
+        edit = NoteEdit(
+            display_path=reviewed.display_path,
+            level=reviewed.level,
+            scope_id=reviewed.scope_id,
+            key=reviewed.key,
+            title=reviewed.title,
+            content=None if reviewed.action == "delete" else reviewed.after,
+        )
         return Proposal(
             action=reviewed.action,
             target=ProposalTarget(
@@ -129,7 +182,7 @@ class NoteKind(ProposalKind):
                 ),
             ),
             notes=reviewed.notes,
-            payload=payload,
+            payload=edit.model_dump(mode="json"),
         )
 
     async def _review(
@@ -156,8 +209,8 @@ class NoteKind(ProposalKind):
     # --- the card and apply -------------------------------------------------------------------------
 
     async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
-        payload = proposal.payload
-        path = notes.NotePath(payload["level"], payload["scope_id"], payload["key"])
+        edit = NoteEdit.model_validate(proposal.payload)
+        path = edit.path
         session = await uow.sessions.get(proposal.session_id)
         org_id = session.org_id if session is not None else ""
         live = await repo(uow).note(org_id, path.display_path)
@@ -168,7 +221,7 @@ class NoteKind(ProposalKind):
                 CardField(
                     name=path.display_path,
                     before=None if live is None else live.content,
-                    after=payload["content"],
+                    after=edit.content,
                 ),
             ),
             notes=await card_notes(uow, org_id, proposal.action, path),
@@ -177,8 +230,8 @@ class NoteKind(ProposalKind):
     async def apply(
         self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork
     ) -> Applied | Stale | Refusal:
-        payload = proposal.payload
-        path = notes.NotePath(payload["level"], payload["scope_id"], payload["key"])
+        edit = NoteEdit.model_validate(proposal.payload)
+        path = edit.path
         session = await uow.sessions.get(proposal.session_id)
         if session is None:
             return Refusal(404, "unknown_session", f"session {proposal.session_id!r} is not known")
@@ -186,40 +239,44 @@ class NoteKind(ProposalKind):
         store = repo(uow)
         live = await store.note(org_id, path.display_path, for_update=True)
         if notes.moved(proposal.base.get("hash"), live):
-            effects: dict[str, Any] = {} if live is None else {"live_version": live.version, "live_hash": live.hash}
             base_version = proposal.base.get("version")
             was = "no note was live there" if base_version is None else f"base version {base_version}"
             return Stale(
                 f"{path.display_path!r} changed since the coach read it ({was}; live version "
                 f"{None if live is None else live.version}); the request stays pending",
-                effects,
+                {} if live is None else Moved(live_version=live.version, live_hash=live.hash).model_dump(mode="json"),
             )
-        origin: dict[str, Any] = {
-            "actor": decision.actor,
-            "tool_call_id": proposal.tool_call_id,
-            "tool_name": proposal.tool,
-            "studio_session_id": proposal.session_id,
-            "studio_seq": proposal.seq,
-        }
+        origin = WriteOrigin(
+            actor=decision.actor,
+            tool_call_id=proposal.tool_call_id,
+            tool_name=proposal.tool,
+            studio_session_id=proposal.session_id,
+            studio_seq=proposal.seq,
+        )
         if proposal.action == "delete":
             assert live is not None
             embedders = notes.embedding_agents(await store.agents_of_org(org_id, lock=True), path.display_path)
             refusal = notes.embedded_refusal(path.display_path, embedders)
             if refusal is not None:
                 return refusal
-            version = await store.delete_note(org_id, path, expected_version=live.version, **origin)
+            version = await store.delete_note(org_id, path, expected_version=live.version, origin=origin)
             assert version is not None  # the row is locked FOR UPDATE at live.version
-            return Applied(f"applied; {path.display_path} is deleted", version, {"hash": None})
+            return Applied(
+                f"applied; {path.display_path} is deleted", version, Written(hash=None).model_dump(mode="json")
+            )
+        assert edit.content is not None  # only a delete writes no text
         version = await store.write_note(
             org_id,
             path,
-            payload["content"],
-            title=payload["title"] if live is None else live.title,
+            edit.content,
+            title=edit.title if live is None else live.title,
             expected_version=None if live is None else live.version,
-            **origin,
+            origin=origin,
         )
         if version is None:  # a create that lost to a concurrent one
             return Stale(f"a note was written at {path.display_path!r} meanwhile; the request stays pending")
         return Applied(
-            f"applied; {path.display_path} is now version {version}", version, {"hash": proposal.proposed_hash}
+            f"applied; {path.display_path} is now version {version}",
+            version,
+            Written(hash=proposal.proposed_hash).model_dump(mode="json"),
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from assent.api.declare import PublicRoute, RequestModel
 from assent.api.roles import Permission
@@ -60,7 +60,13 @@ class SwitchIn(RequestModel):
     routines_on: bool
 
 
-class Routine(BaseModel):
+class Answer(BaseModel):
+    """An answer of the routines routes: a value, built once and never changed."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+class Routine(Answer):
     schedule_id: str
     agent_id: str
     guild_id: str
@@ -79,13 +85,13 @@ class Routine(BaseModel):
     """The next three wake-ups in words, in the routine's time zone (none while paused or off)."""
 
 
-class Routines(BaseModel):
+class Routines(Answer):
     routines: list[Routine]
     routines_on: bool
     """Whether the agent's guild has its routines on."""
 
 
-class GuildRoutines(BaseModel):
+class GuildRoutines(Answer):
     guild_id: str
     routines_on: bool
     routines: list[Routine]

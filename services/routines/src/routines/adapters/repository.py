@@ -10,7 +10,7 @@ from sqlalchemy import and_, delete, func, select, text, true, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..domain.routine import Routine
+from ..domain.routine import Provenance, Routine
 from ..domain.timing import Timing
 from . import tables as t
 
@@ -75,16 +75,12 @@ class RoutinesRepository:
         ).scalar_one_or_none()
         return True if found is None else bool(found)
 
-    async def create(
-        self, routine: Routine, *, actor: str, session_id: str | None = None, seq: int | None = None
-    ) -> None:
-        await self.conn.execute(insert(t.routines).values(**_values(routine, actor, session_id, seq)))
+    async def create(self, routine: Routine, by: Provenance) -> None:
+        await self.conn.execute(insert(t.routines).values(**_values(routine, by)))
 
-    async def replace(
-        self, routine: Routine, *, actor: str, session_id: str | None = None, seq: int | None = None
-    ) -> None:
+    async def replace(self, routine: Routine, by: Provenance) -> None:
         """Write ``routine`` over its row (its ``version`` is the new one)."""
-        values = _values(routine, actor, session_id, seq)
+        values = _values(routine, by)
         values["updated_at"] = func.now()
         await self.conn.execute(
             update(t.routines).where(t.routines.c.schedule_id == routine.schedule_id).values(**values)
@@ -136,7 +132,8 @@ class RoutinesRepository:
         return cast("float | None", (await self.conn.execute(NEXT_WAKE)).scalar_one())
 
 
-def _values(routine: Routine, actor: str, session_id: str | None, seq: int | None) -> dict[str, Any]:
+def _values(routine: Routine, by: Provenance) -> dict[str, Any]:
+    """The row of ``routine``, written ``by`` someone, as the statement's values."""
     return {
         "schedule_id": routine.schedule_id,
         "org_id": routine.org_id,
@@ -150,7 +147,7 @@ def _values(routine: Routine, actor: str, session_id: str | None, seq: int | Non
         "paused": routine.paused,
         "next_wake_at": routine.next_wake_at,
         "version": routine.version,
-        "updated_by": actor,
-        "studio_session_id": session_id,
-        "studio_seq": seq,
+        "updated_by": by.actor,
+        "studio_session_id": by.session_id,
+        "studio_seq": by.seq,
     }

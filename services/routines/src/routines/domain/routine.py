@@ -47,21 +47,15 @@ class Routine:
     def hash(self) -> str:
         return routine_hash(self.agent_id, self.timing, self.description, self.instruction, self.paused)
 
-    def as_json(self) -> dict[str, object]:
-        return {
-            "schedule_id": self.schedule_id,
-            "agent_id": self.agent_id,
-            "guild_id": self.guild_id,
-            "description": self.description,
-            "instruction": self.instruction,
-            "cron": self.timing.cron,
-            "window": self.timing.window,
-            "timezone": self.timing.timezone,
-            "timing": self.timing.in_words(),
-            "paused": self.paused,
-            "next_wake_at": None if self.next_wake_at is None else self.next_wake_at.isoformat(),
-            "version": self.version,
-        }
+
+@dataclass(frozen=True)
+class Provenance:
+    """Who writes a routine, and the request behind the write: its Studio session and seq (none for a person's own
+    write)."""
+
+    actor: str
+    session_id: str | None = None
+    seq: int | None = None
 
 
 def routine_hash(agent_id: str, timing: Timing, description: str, instruction: str, paused: bool) -> str:

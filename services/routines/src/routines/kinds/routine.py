@@ -9,7 +9,8 @@ on the guild's stream.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Refusal, check_live_member
@@ -18,7 +19,17 @@ from assent.runtime.uow import UnitOfWork
 
 from ..adapters.repository import RoutinesRepository
 from ..changes import changed, planned
-from ..domain.routine import EditRoutine, ListRoutines, Routine, Wanted, as_text, effects, refuse, wanted_routine
+from ..domain.routine import (
+    EditRoutine,
+    ListRoutines,
+    Provenance,
+    Routine,
+    Wanted,
+    as_text,
+    effects,
+    refuse,
+    wanted_routine,
+)
 from ..domain.timing import Timing
 
 
@@ -28,6 +39,93 @@ def store(uow: UnitOfWork) -> RoutinesRepository:
 
 def new_schedule_id() -> str:
     return f"rtn_{uuid.uuid4().hex[:16]}"
+
+
+class ListedRoutine(BaseModel):
+    """A routine as ``studio_list_routines`` lists it: its timing as given and in words, and its planned next wake-up
+    (ISO 8601; None while paused)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schedule_id: str
+    agent_id: str
+    guild_id: str
+    description: str
+    instruction: str
+    cron: str | None
+    window: str | None
+    timezone: str
+    timing: str
+    paused: bool
+    next_wake_at: str | None
+    version: int
+
+
+def listed(routine: Routine) -> ListedRoutine:
+    return ListedRoutine(
+        schedule_id=routine.schedule_id,
+        agent_id=routine.agent_id,
+        guild_id=routine.guild_id,
+        description=routine.description,
+        instruction=routine.instruction,
+        cron=routine.timing.cron,
+        window=routine.timing.window,
+        timezone=routine.timing.timezone,
+        timing=routine.timing.in_words(),
+        paused=routine.paused,
+        next_wake_at=None if routine.next_wake_at is None else routine.next_wake_at.isoformat(),
+        version=routine.version,
+    )
+
+
+class RoutineList(BaseModel):
+    """``studio_list_routines``'s answer: the routines, and whether the source guild has its routines on."""
+
+    model_config = ConfigDict(frozen=True)
+
+    routines_on: bool
+    routines: list[ListedRoutine]
+
+
+class RoutineEdit(BaseModel):
+    """What applying a routine request writes (its ``payload``): the routine as wanted (``schedule_id`` None: a
+    create), of which agent in which guild and organisation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    org_id: str
+    guild_id: str
+    agent_name: str
+    schedule_id: str | None
+    description: str
+    instruction: str
+    cron: str | None
+    window: str | None
+    timezone: str
+    paused: bool
+
+
+class MovedTo(BaseModel):
+    """A stale request's routine as it is now, by its version (None: there is none any more)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    live_version: int | None
+
+
+class RoutineDeleted(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    schedule_id: str
+
+
+class RoutineWritten(BaseModel):
+    """What an applied create or edit wrote: the routine, and its next wake-up as planned (ISO 8601; None: paused)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schedule_id: str
+    next_wake_at: str | None
 
 
 class RoutineKind(ProposalKind):
@@ -52,12 +150,11 @@ class RoutineKind(ProposalKind):
             agents = await uow.workspace.agents_of_guild(call.session.source_guild_id)
             agent_ids = [a.agent_id for a in agents if a.live and a.org_id == call.session.org_id]
         routines = await store(uow).of_agents(agent_ids)
-        return Output(
-            {
-                "routines_on": await store(uow).routines_on(call.session.source_guild_id),
-                "routines": [r.as_json() for r in routines],
-            }
+        answer = RoutineList(
+            routines_on=await store(uow).routines_on(call.session.source_guild_id),
+            routines=[listed(r) for r in routines],
         )
+        return Output(answer.model_dump(mode="json"))
 
     async def propose(self, call: Call, args: EditRoutine, uow: UnitOfWork) -> Proposal | Refusal:
         session = call.session
@@ -106,26 +203,27 @@ class RoutineKind(ProposalKind):
                 ),
             ),
             effects=effects(args.action, agent.name, live, wanted, now, routines_on),
-            payload={
-                "org_id": session.org_id,
-                "guild_id": agent.guild_id,
-                "agent_name": agent.name,
-                "schedule_id": args.schedule_id,
-                "description": wanted.description,
-                "instruction": wanted.instruction,
-                "cron": wanted.timing.cron,
-                "window": wanted.timing.window,
-                "timezone": wanted.timing.timezone,
-                "paused": wanted.paused,
-            },
+            payload=RoutineEdit(
+                org_id=session.org_id,
+                guild_id=session.source_guild_id,  # the agent's: it is a live member of the session's source guild
+                agent_name=agent.name,
+                schedule_id=args.schedule_id,
+                description=wanted.description,
+                instruction=wanted.instruction,
+                cron=wanted.timing.cron,
+                window=wanted.timing.window,
+                timezone=wanted.timing.timezone,
+                paused=wanted.paused,
+            ).model_dump(mode="json"),
         )
 
     async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
-        schedule_id = proposal.payload.get("schedule_id")  # None for a create: there is no routine to show yet
-        live = None if schedule_id is None else await store(uow).get(schedule_id)
-        name = proposal.payload["agent_name"]
+        edit = RoutineEdit.model_validate(proposal.payload)
+        # schedule_id None: a create, with no routine to show yet
+        live = None if edit.schedule_id is None else await store(uow).get(edit.schedule_id)
+        name = edit.agent_name
         text = None if live is None else as_text(name, live.agent_id, live)
-        after = None if proposal.action == "delete" else as_text(name, proposal.agent_id or "", _wanted(proposal))
+        after = None if proposal.action == "delete" else as_text(name, proposal.agent_id or "", _wanted(proposal, edit))
         return LiveView(
             hash=None if live is None else live.hash,
             version=None if live is None else live.version,
@@ -135,36 +233,36 @@ class RoutineKind(ProposalKind):
     async def apply(
         self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork
     ) -> Applied | Stale | Refusal:
-        payload, repo = proposal.payload, store(uow)
+        edit, repo = RoutineEdit.model_validate(proposal.payload), store(uow)
         base_hash = proposal.base.get("hash")
-        live = None if payload["schedule_id"] is None else await repo.get(payload["schedule_id"], for_update=True)
+        live = None if edit.schedule_id is None else await repo.get(edit.schedule_id, for_update=True)
         if (None if live is None else live.hash) != base_hash:
             return Stale(
                 "the routine changed since the coach read it; the request stays pending",
-                {"live_version": None if live is None else live.version},
+                MovedTo(live_version=None if live is None else live.version).model_dump(mode="json"),
             )
         now = await repo.now()
-        provenance: dict[str, Any] = {
-            "actor": decision.actor,
-            "session_id": proposal.session_id,
-            "seq": proposal.seq,
-        }
+        by = Provenance(decision.actor, proposal.session_id, proposal.seq)
         if proposal.action == "delete":
             assert live is not None
             await repo.delete(live.schedule_id)
-            await changed(uow, live, "deleted", None, **provenance)
-            return Applied(f"deleted routine {live.schedule_id}", live.version, {"schedule_id": live.schedule_id})
-        wanted = _wanted(proposal)
+            await changed(uow, live, "deleted", None, by)
+            return Applied(
+                f"deleted routine {live.schedule_id}",
+                live.version,
+                RoutineDeleted(schedule_id=live.schedule_id).model_dump(mode="json"),
+            )
+        wanted = _wanted(proposal, edit)
         agent = await uow.workspace.agent(wanted.agent_id)
-        if agent is None or not agent.live or agent.guild_id != payload["guild_id"]:
+        if agent is None or not agent.live or agent.guild_id != edit.guild_id:
             return refuse("agent_out_of_reach", f"agent {wanted.agent_id!r} is no longer a live member of its guild")
         # A change plans the next wake-up again from the apply; an edit that keeps timing and pause keeps its plan.
         keeps_plan = live is not None and live.timing == wanted.timing and live.paused == wanted.paused
         next_wake = live.next_wake_at if keeps_plan and live is not None else planned(wanted.timing, wanted.paused, now)
         routine = Routine(
             schedule_id=live.schedule_id if live is not None else new_schedule_id(),
-            org_id=payload["org_id"],
-            guild_id=payload["guild_id"],
+            org_id=edit.org_id,
+            guild_id=edit.guild_id,
             agent_id=wanted.agent_id,
             description=wanted.description,
             instruction=wanted.instruction,
@@ -174,26 +272,24 @@ class RoutineKind(ProposalKind):
             version=1 if live is None else live.version + 1,
         )
         if live is None:
-            await repo.create(routine, actor=decision.actor, session_id=proposal.session_id, seq=proposal.seq)
+            await repo.create(routine, by)
         else:
-            await repo.replace(routine, actor=decision.actor, session_id=proposal.session_id, seq=proposal.seq)
-        await changed(uow, routine, "created" if live is None else "edited", next_wake, **provenance)
+            await repo.replace(routine, by)
+        await changed(uow, routine, "created" if live is None else "edited", next_wake, by)
         return Applied(
             f"{'created' if live is None else 'changed'} routine {routine.schedule_id}",
             routine.version,
-            {
-                "schedule_id": routine.schedule_id,
-                "next_wake_at": None if next_wake is None else next_wake.isoformat(),
-            },
+            RoutineWritten(
+                schedule_id=routine.schedule_id, next_wake_at=None if next_wake is None else next_wake.isoformat()
+            ).model_dump(mode="json"),
         )
 
 
-def _wanted(proposal: StoredProposal) -> Wanted:
-    p = proposal.payload
+def _wanted(proposal: StoredProposal, edit: RoutineEdit) -> Wanted:
     return Wanted(
         proposal.agent_id or "",
-        p["description"],
-        p["instruction"],
-        Timing(p["cron"], p["window"], p["timezone"]),
-        p["paused"],
+        edit.description,
+        edit.instruction,
+        Timing(edit.cron, edit.window, edit.timezone),
+        edit.paused,
     )
