@@ -17,7 +17,7 @@ from assent.api import Caller, routes_of, serve
 from assent.domain import Agent, Refusal
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import UnitOfWork
-from assent.runtime.walls import NotFound, agent_in, guild_in, org_in
+from assent.runtime.walls import agent_in, guild_in, org_in
 
 from .adapters.repository import AccessRepository
 from .current import current
@@ -131,10 +131,6 @@ def install(app: FastAPI, runtime: ServiceRuntime) -> None:
     router = runtime.internal_router()
     serve(router, routes_of(OWNER), AccessRoutes(runtime))
     app.include_router(router)
-
-    @app.exception_handler(NotFound)
-    async def not_found(_: Request, exc: NotFound) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
 
     @app.exception_handler(Refused)
     async def refused(_: Request, exc: Refused) -> JSONResponse:

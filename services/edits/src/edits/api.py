@@ -36,7 +36,6 @@ from fastapi.responses import JSONResponse
 from assent.api import Caller, routes_of, serve
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
-from assent.runtime.walls import NotFound
 from edits_contract import workspace as answers
 from edits_contract.collections import (
     AccessIn,
@@ -311,10 +310,6 @@ def install(app: FastAPI, runtime: ServiceRuntime, settings: EditsSettings) -> N
     router = runtime.internal_router(tags=["workspace"])
     serve(router, routes_of(OWNER), *(resource(runtime, settings) for resource in RESOURCES))
     app.include_router(router)
-
-    @app.exception_handler(NotFound)
-    async def not_found(_: Request, exc: NotFound) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
 
     @app.exception_handler(workspace.Conflict)
     async def conflict(_: Request, exc: workspace.Conflict) -> JSONResponse:

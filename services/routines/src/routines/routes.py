@@ -196,10 +196,6 @@ def install(app: FastAPI, runtime: ServiceRuntime) -> None:
     serve(router, routes_of(OWNER), RoutineRoutes(runtime))
     app.include_router(router)
 
-    @app.exception_handler(NotFound)
-    async def not_found(_: Request, exc: NotFound) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
-
     @app.exception_handler(Refused)
     async def refused(_: Request, exc: Refused) -> JSONResponse:
         return JSONResponse({"detail": exc.detail, "code": exc.code}, status_code=exc.status)

@@ -501,7 +501,7 @@ _POLL_MS = 2000
 A fetch returns as soon as a record arrives on any partition it asks for, so this costs no latency: it is how
 often an idle consumer asks for nothing. Each empty fetch cost an owner with nothing to read about 2 ms of CPU
 (every assigned partition is encoded and decoded) and the broker its share: at 500 ms an idle service spent
-4–5 ms of CPU a second on it. What it delays: a fetch rewound after a failed batch (:meth:`Offsets.rewind`) is
+4 to 5 ms of CPU a second on it. What it delays: a fetch rewound after a failed batch (:meth:`Offsets.rewind`) is
 asked again when the fetch in flight returns, up to this long after, and a metadata request queued behind it on
 the same connection."""
 
