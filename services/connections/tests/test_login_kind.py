@@ -120,7 +120,7 @@ class FakeLogins:
     async def finish_call(self, call_id: uuid.UUID) -> bool:
         return self.calls.pop(call_id, None) is not None
 
-    async def pending_requests(self, session_id: str, login_id: str) -> list[str]:
+    async def pending_proposals(self, session_id: str, login_id: str) -> list[str]:
         return [
             p.proposal_id
             for p in sorted(self.proposals.proposals.values(), key=lambda p: p.seq)

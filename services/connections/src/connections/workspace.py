@@ -280,7 +280,7 @@ async def set_grant(
         if not login.connected:
             raise Problem(409, not_connected(login).message)
         await store(uow).grant(session_id, login.login_id, actor, "popover", None, now)
-        for proposal_id in await store(uow).pending_requests(session_id, login.login_id):
+        for proposal_id in await store(uow).pending_proposals(session_id, login.login_id):
             request = await uow.proposals.get(proposal_id)
             assert request is not None
             await decide(kit, uow, session_id, proposal_id, request.seq, "grant", actor, "popover")

@@ -255,7 +255,7 @@ class LoginsRepository:
 
     # --- login requests -----------------------------------------------------------------------------------------------
 
-    async def pending_requests(self, session_id: str, login_id: str) -> list[str]:
+    async def pending_proposals(self, session_id: str, login_id: str) -> list[str]:
         """The proposal ids of the session's login requests of ``login_id`` that wait for an answer."""
         p = t.shared.proposals
         query = (

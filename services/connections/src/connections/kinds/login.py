@@ -158,7 +158,7 @@ class LoginKind(ProposalKind):
                 f"the session holds read access to {login.login_id!r} already; call its tools with "
                 "studio_call_connection_tool",
             )
-        if await store(uow).pending_requests(call.message.session_id, login.login_id):
+        if await store(uow).pending_proposals(call.message.session_id, login.login_id):
             return Refusal(
                 409, "already_requested", f"a request for read access to {login.login_id!r} waits for the operator"
             )
