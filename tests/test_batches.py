@@ -446,7 +446,7 @@ async def test_the_gateway_projects_a_batch_of_many_sessions_with_one_statement_
             pg = await driver_connection(conn)
             requests = {
                 r["tool_call_id"]: (r["status"], r["stale"], r["resolved_by"])
-                for r in await pg.fetch("SELECT tool_call_id, status, stale, resolved_by FROM gateway.requests")
+                for r in await pg.fetch("SELECT tool_call_id, status, stale, resolved_by FROM gateway.projected_proposals")
             }
             recorded = {
                 r["decision_id"]: r["outcome"]["outcome"]

@@ -44,7 +44,7 @@ class Activity(BaseModel):
 async def activity(deps: Deps, org_id: str, agent_id: str | None, limit: int) -> list[dict[str, Any]]:
     """The decisions on the organisation's requests decided on agents' pages, newest first: who, what, when, and
     links (the request, its agent, its chat unless its origin is not linked, and the commit it made, if any)."""
-    d, r = t.decisions, t.requests
+    d, r = t.decisions, t.projected_proposals
     query = (
         select(d.c.actor, d.c.decision, d.c.decided_at, d.c.outcome, d.c.outcome_at, r.c.agent_id, r.c.proposal_id)
         .add_columns(r.c.session_id, r.c.seq, r.c.kind, r.c.card, r.c.reason)

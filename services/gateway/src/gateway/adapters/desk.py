@@ -24,7 +24,7 @@ ITEM_COLUMNS = (
 SESSIONS = (
     "SELECT s.session_id, s.operator_user_id AS operator_id, s.source_guild_id,"
     " CASE WHEN s.closed_at IS NULL THEN 'open' ELSE 'closed' END AS state,"
-    f" (SELECT count(*) FROM {t.requests.fullname} AS r WHERE r.session_id = s.session_id AND r.status = 'pending')"
+    f" (SELECT count(*) FROM {t.projected_proposals.fullname} AS r WHERE r.session_id = s.session_id AND r.status = 'pending')"
     " AS waiting_on, s.opened_at, s.closed_at, count(*) OVER () AS total"
     f" FROM {t.sessions.fullname} AS s"
     " WHERE s.org_id = $1 AND ($2::text IS NULL OR (s.closed_at IS NULL) = ($2 = 'open'))"
@@ -35,7 +35,7 @@ decisions it waits on; ``total`` counts every session that matches."""
 
 PENDING_ACROSS = (
     f"SELECT {ITEM_COLUMNS}, count(*) OVER () AS total"
-    f" FROM {t.requests.fullname} AS r JOIN {t.sessions.fullname} AS s ON s.session_id = r.session_id"
+    f" FROM {t.projected_proposals.fullname} AS r JOIN {t.sessions.fullname} AS s ON s.session_id = r.session_id"
     " WHERE s.org_id = $1 AND r.status = 'pending'"
     " AND ($2::text IS NULL OR r.section = $2) AND ($3::text IS NULL OR r.agent_id = $3)"
     " ORDER BY s.opened_at DESC, r.session_id, r.seq LIMIT $4 OFFSET $5"
@@ -44,13 +44,15 @@ PENDING_ACROSS = (
 the newest session's first, each session's in seq order."""
 
 SESSION_PENDING = (
-    f"SELECT {ITEM_COLUMNS} FROM {t.requests.fullname} AS r WHERE r.session_id = $1 AND r.status = 'pending'"
+    f"SELECT {ITEM_COLUMNS} FROM {t.projected_proposals.fullname} AS r WHERE r.session_id = $1 AND r.status = 'pending'"
     " ORDER BY r.seq"
 )
 """A session's open requests, as the tray lists them."""
 
 OPEN_REQUESTS = (
-    "SELECT " + ", ".join(f"r.{column.name}" for column in t.requests.c) + f" FROM {t.requests.fullname} AS r"
+    "SELECT "
+    + ", ".join(f"r.{column.name}" for column in t.projected_proposals.c)
+    + f" FROM {t.projected_proposals.fullname} AS r"
     " WHERE r.session_id = $1 AND r.status = 'pending' ORDER BY r.seq"
 )
 """A session's open requests whole, as a decision needs them (:func:`gateway.handlers.decide`)."""

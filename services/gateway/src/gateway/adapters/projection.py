@@ -62,7 +62,7 @@ def insert_claimed_requests(n: int) -> str:
     )
     values = ", ".join(f"r.{name}::jsonb" if kind == "jsonb" else f"r.{name}" for name, kind in REQUEST_COLUMNS[1:])
     return (
-        f"INSERT INTO {t.requests.fullname} ({', '.join(names[1:])}) SELECT {values}"
+        f"INSERT INTO {t.projected_proposals.fullname} ({', '.join(names[1:])}) SELECT {values}"
         f" FROM unnest({arrays}) AS r({', '.join(names)})"
         " WHERE r.message_id IN (SELECT message_id FROM claimed) ON CONFLICT DO NOTHING"
     )
@@ -82,7 +82,7 @@ RECORD_OUTCOME = f"UPDATE {t.decisions.fullname} SET outcome = $2, outcome_at = 
 
 MARK_REQUEST_STALE = (
     f"WITH recorded AS (UPDATE {t.decisions.fullname} SET outcome = $2, outcome_at = $3 WHERE decision_id = $4)"
-    f" UPDATE {t.requests.fullname} SET stale = true WHERE proposal_id = $1 AND status = 'pending'"
+    f" UPDATE {t.projected_proposals.fullname} SET stale = true WHERE proposal_id = $1 AND status = 'pending'"
 )
 """The decision's outcome recorded, and its request marked stale while it stays pending."""
 
@@ -92,7 +92,7 @@ PAUSED = (
     f" FROM {t.turns.fullname} AS tu"
     " JOIN LATERAL jsonb_array_elements_text(tu.tool_call_ids) AS awaited(value) ON true"
     " LEFT OUTER JOIN LATERAL (SELECT seq, proposal_id, kind, target ->> 'label' AS label, status, resolved_by"
-    f" FROM {t.requests.fullname} WHERE tool_call_id = awaited.value LIMIT 1) AS r ON true"
+    f" FROM {t.projected_proposals.fullname} WHERE tool_call_id = awaited.value LIMIT 1) AS r ON true"
     " LEFT OUTER JOIN LATERAL (SELECT seq, error ->> 'code' AS error_code"
     f" FROM {t.refused_calls.fullname} WHERE tool_call_id = awaited.value LIMIT 1) AS rc ON true"
     " WHERE tu.session_id = ANY($1::text[]) AND tu.continued_at IS NULL"
@@ -110,7 +110,7 @@ RESOLVE_REQUESTS_THEN_PAUSED = (
     " WITH ORDINALITY AS o(proposal_id, outcome, resolved_by, resolved_at, result, decision_id, n)),"
     f" recorded AS (UPDATE {t.decisions.fullname} AS d SET outcome = o.result::jsonb, outcome_at = $7 FROM o"
     " WHERE d.decision_id = o.decision_id),"
-    f" resolved AS (UPDATE {t.requests.fullname} AS r SET status = o.outcome, stale = false,"
+    f" resolved AS (UPDATE {t.projected_proposals.fullname} AS r SET status = o.outcome, stale = false,"
     " resolved_by = o.resolved_by, resolved_at = o.resolved_at, result = o.result::jsonb"
     " FROM (SELECT DISTINCT ON (proposal_id) * FROM o ORDER BY proposal_id, n) AS o"
     " WHERE r.proposal_id = o.proposal_id AND r.status = 'pending') " + PAUSED.replace("$1", "$8")
@@ -132,9 +132,9 @@ SESSION_ORG = f"SELECT org_id FROM {t.sessions.fullname} WHERE session_id = $1"
 
 _REQUEST = (
     "SELECT "
-    + ", ".join(f"r.{column.name}" for column in t.requests.c)
+    + ", ".join(f"r.{column.name}" for column in t.projected_proposals.c)
     + ", s.org_id AS session_org, a.owners, a.editors"
-    f" FROM {t.requests.fullname} AS r"
+    f" FROM {t.projected_proposals.fullname} AS r"
     f" JOIN {t.sessions.fullname} AS s ON s.session_id = r.session_id"
     f" LEFT OUTER JOIN {t.agents.fullname} AS a ON a.agent_id = r.agent_id"
 )
@@ -154,7 +154,7 @@ LATEST_PAUSED_TURN = (
 )
 """The session's latest turn that paused (that waited on at least one call), continued or not."""
 
-DECIDED_OF = f"SELECT count(*) FROM {t.requests.fullname} WHERE tool_call_id = ANY($1::text[]) AND status <> 'pending'"
+DECIDED_OF = f"SELECT count(*) FROM {t.projected_proposals.fullname} WHERE tool_call_id = ANY($1::text[]) AND status <> 'pending'"
 
 COUNT_SEND = f"UPDATE {t.turns.fullname} SET sends = sends + 1 WHERE session_id = $1 AND turn_id = $2 AND step = $3"
 
@@ -162,7 +162,7 @@ DECISION_OUTCOME = f"SELECT outcome FROM {t.decisions.fullname} WHERE decision_i
 
 
 AGENTS_OF = (
-    f"SELECT proposal_id, agent_id FROM {t.requests.fullname}"
+    f"SELECT proposal_id, agent_id FROM {t.projected_proposals.fullname}"
     " WHERE proposal_id = ANY($1::text[]) AND agent_id IS NOT NULL"
 )
 
