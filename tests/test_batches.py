@@ -377,7 +377,7 @@ async def test_the_gateway_projects_a_batch_of_many_sessions_with_one_statement_
     )
     feed = _Feed()
     projection = Projection(feed)  # type: ignore[arg-type]
-    runtime.consume_in_one_statement(PROPOSALS_PROPOSED, projection.proposed_requests, after_commit=projection.proposed)
+    runtime.consume_in_one_statement(PROPOSALS_PROPOSED, projection.on_proposed, after_commit=projection.proposed)
     runtime.consume_batch(STUDIO_TURNS, projection.on_step_ended, after_commit=projection.step_ended)
     runtime.consume_batch(PROPOSALS_OUTCOMES, projection.on_outcome, after_commit=projection.outcome)
     tracer = trace.get_tracer("test")
@@ -446,7 +446,9 @@ async def test_the_gateway_projects_a_batch_of_many_sessions_with_one_statement_
             pg = await driver_connection(conn)
             requests = {
                 r["tool_call_id"]: (r["status"], r["stale"], r["resolved_by"])
-                for r in await pg.fetch("SELECT tool_call_id, status, stale, resolved_by FROM gateway.projected_proposals")
+                for r in await pg.fetch(
+                    "SELECT tool_call_id, status, stale, resolved_by FROM gateway.projected_proposals"
+                )
             }
             recorded = {
                 r["decision_id"]: r["outcome"]["outcome"]

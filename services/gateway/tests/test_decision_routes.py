@@ -169,7 +169,7 @@ class Decided:
         return {"outcome": outcome, "status": 200, "proposal_id": request["proposal_id"]}
 
 
-def request_of(kind: str) -> dict[str, Any]:
+def proposal_of(kind: str) -> dict[str, Any]:
     return {
         "kind": kind,
         "session_id": "s1",
@@ -189,13 +189,13 @@ def decided(monkeypatch: pytest.MonkeyPatch) -> Decided:
 
     async def at(deps: Any, session_id: str, seq: int, org_id: str, endpoint: str) -> dict[str, Any]:
         (kind,) = [name for name, spec in KINDS.items() if spec.endpoint == endpoint][:1]
-        return request_of(kind)
+        return proposal_of(kind)
 
     async def of(deps: Any, agent_id: str, proposal_id: str, org_id: str, endpoint: str) -> dict[str, Any]:
-        return request_of(next(name for name, spec in KINDS.items() if spec.endpoint == endpoint))
+        return proposal_of(next(name for name, spec in KINDS.items() if spec.endpoint == endpoint))
 
-    monkeypatch.setattr(handlers, "request_at", at)
-    monkeypatch.setattr(handlers, "request_of", of)
+    monkeypatch.setattr(handlers, "proposal_at", at)
+    monkeypatch.setattr(handlers, "proposal_of", of)
     monkeypatch.setattr(handlers, "decide", taken)
     return taken
 

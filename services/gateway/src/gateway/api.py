@@ -130,13 +130,13 @@ def studio_router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
         response_model=ProposalView,
         responses={404: {"model": Error, "description": "No such session, or no request at that seq"}},
     )
-    async def read_edit(session_id: PathId, seq: SeqPath, person: user) -> dict[str, Any]:
+    async def read_proposal(session_id: PathId, seq: SeqPath, person: user) -> dict[str, Any]:
         """The live side now beside the proposal, the stale flag and a unified diff per field.
 
         The owner of the request's kind tells the live side and whether the request is stale; the gateway
         shows it. ``diff`` is the whole target's diff; ``fields`` splits it where a card shows one per field.
         """
-        request = await handlers.request_at(deps, session_id, seq, person.org_id)
+        request = await handlers.proposal_at(deps, session_id, seq, person.org_id)
         live = await owners.live_card(request["kind"], request["proposal_id"], org=person.org_id)
         if live is None:
             raise OwnerUnavailable(f"the owner of {request['proposal_id']!r} does not know it")

@@ -270,7 +270,7 @@ def deciding(deps: handlers.Deps, owners: Owners, user: Any, endpoint: str) -> A
             """Decide one proposal of the agent. Answers once its owner has carried the decision out or refused it;
             the agent's page shows it then."""
             return await take(
-                await handlers.request_of(deps, agent_id, proposal_id, person.org_id, endpoint), body, person
+                await handlers.proposal_of(deps, agent_id, proposal_id, person.org_id, endpoint), body, person
             )
 
         return decide_on_page
@@ -278,7 +278,7 @@ def deciding(deps: handlers.Deps, owners: Owners, user: Any, endpoint: str) -> A
     async def decide(session_id: PathId, seq: SeqPath, body: body_model, person: user) -> JSONResponse:  # type: ignore[valid-type]
         """Decide one request. Answers once its owner has carried the decision out or refused it; the pending items
         show it then."""
-        return await take(await handlers.request_at(deps, session_id, seq, person.org_id, endpoint), body, person)
+        return await take(await handlers.proposal_at(deps, session_id, seq, person.org_id, endpoint), body, person)
 
     return decide
 

@@ -287,7 +287,7 @@ async def run_all(deps: Deps, session_id: str, person: Identity, plan_of: Any, v
         raise HTTPException(403, f"{name} needs the admin or developer role (it decides every agent's requests)")
     await handlers.check_session(deps, session_id, person.org_id)
     async with deps.engine.connect() as conn:
-        requests = await (await DeskStore.over(conn)).open_requests(session_id)
+        requests = await (await DeskStore.over(conn)).open_proposals(session_id)
     plan: rules.Plan = plan_of(requests)
     resolved: list[Resolved] = []
     stopped: Stopped | None = None

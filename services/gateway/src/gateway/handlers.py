@@ -42,12 +42,12 @@ from assent.topics import STUDIO_CONTINUATIONS
 from .adapters.notify import EventFeed
 from .adapters.projection import (
     CONTINUE_TURNS,
-    REQUEST_COLUMNS,
+    PROPOSAL_COLUMNS,
     ProjectionStore,
     SqlDecisions,
-    insert_claimed_requests,
+    insert_claimed_proposals,
 )
-from .domain.turns import RefusedCall, RequestState, continuation_text, settle
+from .domain.turns import ProposalState, RefusedCall, continuation_text, settle
 from .settings import GatewaySettings
 
 tracer = trace.get_tracer("assent.gateway")
@@ -123,7 +123,7 @@ class Projection:
     The runtime hands each handler a batch of new messages of its topic and a unit of work that already holds the
     lock of every session they name. Each statement serves the whole batch (one round trip to the database for
     many messages under load). The requests of a batch of proposals are one statement that the runtime runs with
-    the batch's claim, without a transaction around it (:meth:`proposed_requests`). A handler that can complete
+    the batch's claim, without a transaction around it (:meth:`on_proposed`). A handler that can complete
     what a paused turn waits on (an outcome, a refusal, the step's end) settles those sessions' turns in the same
     transaction: the continuation is written to the outbox in the transaction that marks its turn continued,
     exactly one per pause, and nothing is lost between two commits. The live events (``request.proposed``,
@@ -137,11 +137,11 @@ class Projection:
     async def on_session_event(self, message: SessionOpened | SessionClosed, uow: UnitOfWork) -> None:
         await uow.sessions.record(message)
 
-    def proposed_requests(self, batch: Sequence[Received], n: int) -> tuple[str, list[Any]]:
+    def on_proposed(self, batch: Sequence[Received], n: int) -> tuple[str, list[Any]]:
         """The requests of a batch of ``ProposalProposed``, as one statement (parameters from ``$n``) that the runtime
         runs with the batch's claim (:meth:`ServiceRuntime.consume_in_one_statement`): it reads nothing, and a new
         request cannot complete the turn that waits on it, so there is nothing to settle."""
-        columns: list[list[Any]] = [[] for _ in REQUEST_COLUMNS]
+        columns: list[list[Any]] = [[] for _ in PROPOSAL_COLUMNS]
         for item in batch:
             message: ProposalProposed = item.message  # type: ignore[assignment]  # the topic carries only this message type
             with item.span():  # the request keeps the trace its decision will continue
@@ -170,7 +170,7 @@ class Projection:
             )
             for column, value in zip(columns, row, strict=True):
                 column.append(value)
-        return insert_claimed_requests(n), columns
+        return insert_claimed_proposals(n), columns
 
     async def on_tool_result(self, message: ToolResult, uow: UnitOfWork) -> None:
         if message.ok:
@@ -340,19 +340,19 @@ async def _settle_turns(
     """
     events: list[dict[str, Any]] = []
     continued: list[tuple[Any, ...]] = []
-    turns: dict[tuple[str, int], tuple[list[str], dict[str, RequestState], dict[str, RefusedCall]]] = {}
+    turns: dict[tuple[str, int], tuple[list[str], dict[str, ProposalState], dict[str, RefusedCall]]] = {}
     for row in paused:
         awaited = row["awaited"]
-        waited, requests, refused = turns.setdefault(
+        waited, proposals, refused = turns.setdefault(
             (row["turn_id"], row["step"]), (list(row["tool_call_ids"]), {}, {})
         )
-        if row["request_seq"] is not None:
+        if row["proposal_seq"] is not None:
             status, resolved_by = row["status"], row["resolved_by"]
             if resolved is not None and status == "pending" and row["proposal_id"] in resolved:
                 status, resolved_by = resolved[row["proposal_id"]]
-            requests[awaited] = RequestState(
+            proposals[awaited] = ProposalState(
                 awaited,
-                row["request_seq"],
+                row["proposal_seq"],
                 row["proposal_id"],
                 row["kind"],
                 row["label"],
@@ -361,8 +361,8 @@ async def _settle_turns(
             )
         if row["refused_seq"] is not None:
             refused[awaited] = RefusedCall(awaited, row["refused_seq"], row["error_code"])
-    for (turn_id, step), (waited, requests, refused) in turns.items():
-        decisions = settle(waited, requests, refused)
+    for (turn_id, step), (waited, proposals, refused) in turns.items():
+        decisions = settle(waited, proposals, refused)
         if decisions is None:
             continue
         continuation = TurnContinuation(
@@ -405,7 +405,7 @@ async def check_session(deps: Deps, session_id: str, org_id: str) -> None:
         raise NotFound(f"session {session_id!r} does not exist")
 
 
-async def request_at(
+async def proposal_at(
     deps: Deps, session_id: str, seq: int, org_id: str | None = None, endpoint: str = "edits"
 ) -> dict[str, Any]:
     """The request at ``seq`` of a session decided at ``…/{endpoint}/{seq}``, with its agent's ``owners`` and
@@ -413,34 +413,34 @@ async def request_at(
     :class:`NotFound`, as a missing one is; so is a request of a kind decided at another endpoint (a login request is
     not at ``…/edits/{seq}``, an edit not at ``…/logins/{seq}``)."""
     async with deps.engine.connect() as conn:
-        row = await (await ProjectionStore.over(conn)).request_at(session_id, seq)
+        row = await (await ProjectionStore.over(conn)).proposal_at(session_id, seq)
     if row is None or not _at(row, endpoint) or (org_id is not None and row["session_org"] != org_id):
         if org_id is not None:
             await check_session(deps, session_id, org_id)  # tell "no session" from "no request"
         raise NotFound(f"session {session_id!r} has no request at seq {seq} decided at …/{endpoint}/{{seq}}")
-    return _request(row)
+    return _proposal(row)
 
 
-async def request_of(deps: Deps, agent_id: str, proposal_id: str, org_id: str, endpoint: str) -> dict[str, Any]:
+async def proposal_of(deps: Deps, agent_id: str, proposal_id: str, org_id: str, endpoint: str) -> dict[str, Any]:
     """The request of proposal ``proposal_id`` of agent ``agent_id`` decided at ``/api/agents/{agent_id}/{endpoint}/…``
-    (:attr:`assent.kinds.KindSpec.addressed_by`), as :func:`request_at` reads it. Another organisation's, another
+    (:attr:`assent.kinds.KindSpec.addressed_by`), as :func:`proposal_at` reads it. Another organisation's, another
     agent's, or one of a kind decided at another endpoint is :class:`NotFound`, as a missing one is."""
     async with deps.engine.connect() as conn:
-        row = await (await ProjectionStore.over(conn)).request_of(proposal_id)
+        row = await (await ProjectionStore.over(conn)).proposal_of(proposal_id)
     if row is None or row["session_org"] != org_id or row["agent_id"] != agent_id or not _at(row, endpoint):
         raise NotFound(f"agent {agent_id!r} has no proposal {proposal_id!r}")
-    return _request(row)
+    return _proposal(row)
 
 
 def _at(row: asyncpg.Record, endpoint: str) -> bool:
     return KINDS[row["kind"]].endpoint == endpoint
 
 
-def _request(row: asyncpg.Record) -> dict[str, Any]:
-    """A projected request with its agent's ``owners`` and ``editors`` as tuples (none: empty)."""
-    request = dict(row)
-    request["owners"], request["editors"] = tuple(row["owners"] or ()), tuple(row["editors"] or ())
-    return request
+def _proposal(row: asyncpg.Record) -> dict[str, Any]:
+    """A projected proposal with its agent's ``owners`` and ``editors`` as tuples (none: empty)."""
+    proposal = dict(row)
+    proposal["owners"], proposal["editors"] = tuple(row["owners"] or ()), tuple(row["editors"] or ())
+    return proposal
 
 
 async def decide(
@@ -451,7 +451,7 @@ async def decide(
     via: str,
     options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Send one decision on ``request`` (from :func:`request_at`) to its owner and return its outcome (a
+    """Send one decision on ``request`` (from :func:`proposal_at`) to its owner and return its outcome (a
     ``ProposalOutcome`` as JSON). ``options`` are the decision's choices (:attr:`assent.kinds.KindSpec.options`).
 
     Raises :class:`Refused` (already resolved: the status its kind's :attr:`~assent.kinds.Answer.answered` says; or a

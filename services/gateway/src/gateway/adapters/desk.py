@@ -24,7 +24,8 @@ ITEM_COLUMNS = (
 SESSIONS = (
     "SELECT s.session_id, s.operator_user_id AS operator_id, s.source_guild_id,"
     " CASE WHEN s.closed_at IS NULL THEN 'open' ELSE 'closed' END AS state,"
-    f" (SELECT count(*) FROM {t.projected_proposals.fullname} AS r WHERE r.session_id = s.session_id AND r.status = 'pending')"
+    f" (SELECT count(*) FROM {t.projected_proposals.fullname} AS r"
+    " WHERE r.session_id = s.session_id AND r.status = 'pending')"
     " AS waiting_on, s.opened_at, s.closed_at, count(*) OVER () AS total"
     f" FROM {t.sessions.fullname} AS s"
     " WHERE s.org_id = $1 AND ($2::text IS NULL OR (s.closed_at IS NULL) = ($2 = 'open'))"
@@ -49,7 +50,7 @@ SESSION_PENDING = (
 )
 """A session's open requests, as the tray lists them."""
 
-OPEN_REQUESTS = (
+OPEN_PROPOSALS = (
     "SELECT "
     + ", ".join(f"r.{column.name}" for column in t.projected_proposals.c)
     + f" FROM {t.projected_proposals.fullname} AS r"
@@ -114,8 +115,8 @@ class DeskStore:
     async def session_pending(self, session_id: str) -> list[dict[str, Any]]:
         return [dict(row) for row in await self.conn.fetch(SESSION_PENDING, session_id)]
 
-    async def open_requests(self, session_id: str) -> list[dict[str, Any]]:
-        return [dict(row) for row in await self.conn.fetch(OPEN_REQUESTS, session_id)]
+    async def open_proposals(self, session_id: str) -> list[dict[str, Any]]:
+        return [dict(row) for row in await self.conn.fetch(OPEN_PROPOSALS, session_id)]
 
 
 def _page(rows: list[asyncpg.Record]) -> tuple[list[dict[str, Any]], int]:

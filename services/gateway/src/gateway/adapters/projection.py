@@ -26,7 +26,7 @@ from . import tables as t
 # The projection's statements run on every round: on the asyncpg connection inside the unit of work's transaction
 # (assent.db.driver_connection), as fixed texts prepared once per connection. JSONB values go as JSON text.
 
-REQUEST_COLUMNS = (
+PROPOSAL_COLUMNS = (
     ("message_id", "uuid"),
     ("session_id", "text"),
     ("seq", "integer"),
@@ -48,19 +48,19 @@ REQUEST_COLUMNS = (
     ("card", "jsonb"),
     ("trace", "jsonb"),
 )
-"""A request's columns as :meth:`gateway.handlers.Projection.proposed_requests` passes them (one array each), the
+"""A request's columns as :meth:`gateway.handlers.Projection.on_proposed` passes them (one array each), the
 message's first."""
 
 
 @functools.cache
-def insert_claimed_requests(n: int) -> str:
+def insert_claimed_proposals(n: int) -> str:
     """The requests of the messages that the batch's claim (``claimed``) took, from the arrays ``$n``… (one per column
-    of :data:`REQUEST_COLUMNS`)."""
-    names = [name for name, _ in REQUEST_COLUMNS]
+    of :data:`PROPOSAL_COLUMNS`)."""
+    names = [name for name, _ in PROPOSAL_COLUMNS]
     arrays = ", ".join(
-        f"${n + i}::{'text' if kind == 'jsonb' else kind}[]" for i, (_, kind) in enumerate(REQUEST_COLUMNS)
+        f"${n + i}::{'text' if kind == 'jsonb' else kind}[]" for i, (_, kind) in enumerate(PROPOSAL_COLUMNS)
     )
-    values = ", ".join(f"r.{name}::jsonb" if kind == "jsonb" else f"r.{name}" for name, kind in REQUEST_COLUMNS[1:])
+    values = ", ".join(f"r.{name}::jsonb" if kind == "jsonb" else f"r.{name}" for name, kind in PROPOSAL_COLUMNS[1:])
     return (
         f"INSERT INTO {t.projected_proposals.fullname} ({', '.join(names[1:])}) SELECT {values}"
         f" FROM unnest({arrays}) AS r({', '.join(names)})"
@@ -80,14 +80,14 @@ INSERT_TURN = (
 
 RECORD_OUTCOME = f"UPDATE {t.decisions.fullname} SET outcome = $2, outcome_at = $3 WHERE decision_id = $1"
 
-MARK_REQUEST_STALE = (
+MARK_PROPOSAL_STALE = (
     f"WITH recorded AS (UPDATE {t.decisions.fullname} SET outcome = $2, outcome_at = $3 WHERE decision_id = $4)"
     f" UPDATE {t.projected_proposals.fullname} SET stale = true WHERE proposal_id = $1 AND status = 'pending'"
 )
 """The decision's outcome recorded, and its request marked stale while it stays pending."""
 
 PAUSED = (
-    "SELECT tu.session_id, tu.turn_id, tu.step, tu.tool_call_ids, awaited.value AS awaited, r.seq AS request_seq,"
+    "SELECT tu.session_id, tu.turn_id, tu.step, tu.tool_call_ids, awaited.value AS awaited, r.seq AS proposal_seq,"
     " r.proposal_id, r.kind, r.label, r.status, r.resolved_by, rc.seq AS refused_seq, rc.error_code"
     f" FROM {t.turns.fullname} AS tu"
     " JOIN LATERAL jsonb_array_elements_text(tu.tool_call_ids) AS awaited(value) ON true"
@@ -105,7 +105,7 @@ per turn, and with statistics from when the tables were small (a plan lasts as l
 next ANALYZE) a join would read every request of the table to find one or two.
 """
 
-RESOLVE_REQUESTS_THEN_PAUSED = (
+RESOLVE_PROPOSALS_THEN_PAUSED = (
     "WITH o AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[])"
     " WITH ORDINALITY AS o(proposal_id, outcome, resolved_by, resolved_at, result, decision_id, n)),"
     f" recorded AS (UPDATE {t.decisions.fullname} AS d SET outcome = o.result::jsonb, outcome_at = $7 FROM o"
@@ -130,7 +130,7 @@ CONTINUE_TURNS = update_rows(t.turns, ("session_id", "turn_id", "step"), ("conti
 
 SESSION_ORG = f"SELECT org_id FROM {t.sessions.fullname} WHERE session_id = $1"
 
-_REQUEST = (
+_PROPOSAL = (
     "SELECT "
     + ", ".join(f"r.{column.name}" for column in t.projected_proposals.c)
     + ", s.org_id AS session_org, a.owners, a.editors"
@@ -138,10 +138,10 @@ _REQUEST = (
     f" JOIN {t.sessions.fullname} AS s ON s.session_id = r.session_id"
     f" LEFT OUTER JOIN {t.agents.fullname} AS a ON a.agent_id = r.agent_id"
 )
-REQUEST_AT = _REQUEST + " WHERE r.session_id = $1 AND r.seq = $2"
+PROPOSAL_AT = _PROPOSAL + " WHERE r.session_id = $1 AND r.seq = $2"
 """The request at a session's seq, with its session's organisation and its agent's owners and editors."""
-REQUEST_OF = _REQUEST + " WHERE r.proposal_id = $1"
-"""The request of a proposal, as :data:`REQUEST_AT` reads it."""
+PROPOSAL_OF = _PROPOSAL + " WHERE r.proposal_id = $1"
+"""The request of a proposal, as :data:`PROPOSAL_AT` reads it."""
 
 INSERT_DECISION = (
     f"INSERT INTO {t.decisions.fullname} (decision_id, session_id, seq, proposal_id, decision, actor, via, message_id)"
@@ -154,7 +154,10 @@ LATEST_PAUSED_TURN = (
 )
 """The session's latest turn that paused (that waited on at least one call), continued or not."""
 
-DECIDED_OF = f"SELECT count(*) FROM {t.projected_proposals.fullname} WHERE tool_call_id = ANY($1::text[]) AND status <> 'pending'"
+DECIDED_OF = (
+    f"SELECT count(*) FROM {t.projected_proposals.fullname}"
+    " WHERE tool_call_id = ANY($1::text[]) AND status <> 'pending'"
+)
 
 COUNT_SEND = f"UPDATE {t.turns.fullname} SET sends = sends + 1 WHERE session_id = $1 AND turn_id = $2 AND step = $3"
 
@@ -197,18 +200,18 @@ class ProjectionStore:
         """An outcome that resolves nothing, on its decision; a stale one also marks its request stale."""
         outcome = json_param(message.model_dump(mode="json"))
         if message.outcome == "stale":
-            await self.conn.execute(MARK_REQUEST_STALE, message.proposal_id, outcome, at, message.decision_id)
+            await self.conn.execute(MARK_PROPOSAL_STALE, message.proposal_id, outcome, at, message.decision_id)
         else:
             await self.conn.execute(RECORD_OUTCOME, message.decision_id, outcome, at)
 
     async def resolve_then_paused(
         self, messages: Sequence[ProposalOutcome], at: datetime, session_ids: Sequence[str]
     ) -> list[asyncpg.Record]:
-        """:data:`RESOLVE_REQUESTS_THEN_PAUSED`: the outcomes resolve their requests, then the sessions' paused
+        """:data:`RESOLVE_PROPOSALS_THEN_PAUSED`: the outcomes resolve their requests, then the sessions' paused
         turns as they were before (one statement)."""
         return list(
             await self.conn.fetch(
-                RESOLVE_REQUESTS_THEN_PAUSED,
+                RESOLVE_PROPOSALS_THEN_PAUSED,
                 [m.proposal_id for m in messages],
                 [m.outcome for m in messages],
                 [m.resolved_by for m in messages],
@@ -227,11 +230,11 @@ class ProjectionStore:
     async def session_org(self, session_id: str) -> str | None:
         return cast("str | None", await self.conn.fetchval(SESSION_ORG, session_id))
 
-    async def request_at(self, session_id: str, seq: int) -> asyncpg.Record | None:
-        return await self.conn.fetchrow(REQUEST_AT, session_id, seq)
+    async def proposal_at(self, session_id: str, seq: int) -> asyncpg.Record | None:
+        return await self.conn.fetchrow(PROPOSAL_AT, session_id, seq)
 
-    async def request_of(self, proposal_id: str) -> asyncpg.Record | None:
-        return await self.conn.fetchrow(REQUEST_OF, proposal_id)
+    async def proposal_of(self, proposal_id: str) -> asyncpg.Record | None:
+        return await self.conn.fetchrow(PROPOSAL_OF, proposal_id)
 
     async def latest_paused_turn(self, session_id: str) -> asyncpg.Record | None:
         """:data:`LATEST_PAUSED_TURN`: its turn, step, awaited calls, continuation (None until continued), sends."""
