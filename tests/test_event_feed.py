@@ -29,11 +29,11 @@ async def test_own_events_arrive_once_and_other_replicas_get_them_through_redis(
     try:
         async with mine.listen("s") as here, other.listen("s") as there:
             decided = mine.expect("dec_1")
-            first = {"event": "request.decided", "session_id": "s", "outcome": {"decision_id": "dec_1"}}
-            await mine.publish([first, {"event": "request.proposed", "session_id": "s", "seq": 2}])
+            first = {"event": "proposal.decided", "session_id": "s", "outcome": {"decision_id": "dec_1"}}
+            await mine.publish([first, {"event": "proposal.proposed", "session_id": "s", "seq": 2}])
             # At once, before any round trip to Redis: the waiting decision and this replica's stream.
             assert decided.done() and decided.result() == {"decision_id": "dec_1"}
-            assert [here.get_nowait()["event"], here.get_nowait()["event"]] == ["request.decided", "request.proposed"]
+            assert [here.get_nowait()["event"], here.get_nowait()["event"]] == ["proposal.decided", "proposal.proposed"]
             # The other replica hears both through Redis, in order, without the origin tag.
             assert await _next(there) == first
             assert (await _next(there))["seq"] == 2
@@ -57,7 +57,7 @@ async def test_an_event_published_by_an_earlier_version_is_delivered(endpoints: 
     try:
         async with feed.listen("s") as here:
             decided = feed.expect("dec_old")
-            old = {"event": "request.decided", "session_id": "s", "outcome": {"decision_id": "dec_old"}}
+            old = {"event": "proposal.decided", "session_id": "s", "outcome": {"decision_id": "dec_old"}}
             await feed._redis.publish(channel, json.dumps({**old, "origin": "an-earlier-replica"}))
             assert await _next(here) == old
             assert await asyncio.wait_for(decided, 10) == {"decision_id": "dec_old"}

@@ -29,7 +29,7 @@ async def test_a_page_event_reaches_its_agents_page_only_and_a_session_event_its
     ):
         await feed.publish(
             [
-                _event("request.proposed", "agent_ada", seq=1, kind="source"),
+                _event("proposal.proposed", "agent_ada", seq=1, kind="source"),
                 _page_event("proposal.proposed", "agent_ada", "p1"),
                 _page_event("proposal.decided", "agent_ada", "p1"),
                 _page_event("proposal.proposed", "agent_bob", "p2"),
@@ -37,5 +37,5 @@ async def test_a_page_event_reaches_its_agents_page_only_and_a_session_event_its
         )
         assert drained(ada) == ["proposal.proposed", "proposal.decided"]
         assert drained(bob) == ["proposal.proposed"]
-        assert drained(session) == ["request.proposed"]
+        assert drained(session) == ["proposal.proposed"]
     await feed.stop()

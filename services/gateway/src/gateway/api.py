@@ -117,7 +117,7 @@ def studio_router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
         responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}},
     )
     async def live_events(session_id: PathId, person: user) -> StreamingResponse:
-        """Server-sent events of the session: ``request.proposed``, ``request.decided``, ``turn.step_ended``,
+        """Server-sent events of the session: ``proposal.proposed``, ``proposal.decided``, ``turn.step_ended``,
         ``turn.continued``. The first event, ``ready``, comes once the stream is listening. Events are hints
         to re-read the pending items, not a record: a client that reconnects re-reads."""
         await handlers.check_session(deps, session_id, person.org_id)

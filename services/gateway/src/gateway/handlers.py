@@ -126,9 +126,9 @@ class Projection:
     the batch's claim, without a transaction around it (:meth:`on_proposed`). A handler that can complete
     what a paused turn waits on (an outcome, a refusal, the step's end) settles those sessions' turns in the same
     transaction: the continuation is written to the outbox in the transaction that marks its turn continued,
-    exactly one per pause, and nothing is lost between two commits. The live events (``request.proposed``,
-    ``turn.step_ended``, ``request.decided``) are announced after commit for every delivery, a redelivery too:
-    they are hints (a client re-reads) and a deciding request waits for ``request.decided``.
+    exactly one per pause, and nothing is lost between two commits. The live events (``proposal.proposed``,
+    ``turn.step_ended``, ``proposal.decided``) are announced after commit for every delivery, a redelivery too:
+    they are hints (a client re-reads) and a deciding request waits for ``proposal.decided``.
     """
 
     def __init__(self, events: EventFeed) -> None:
@@ -289,7 +289,7 @@ class Projection:
     # What each handler announces after commit.
 
     async def proposed(self, message: ProposalProposed) -> None:
-        events = [_event("request.proposed", message.session_id, seq=message.seq, kind=message.kind)]
+        events = [_event("proposal.proposed", message.session_id, seq=message.seq, kind=message.kind)]
         if message.kind in PAGE_KINDS and message.agent_id is not None:
             events.append(_page_event("proposal.proposed", message.agent_id, message.proposal_id))
         await self.events.publish(events)
@@ -301,7 +301,7 @@ class Projection:
     async def outcome(self, message: ProposalOutcome) -> None:
         # The deciding HTTP request is answered once the projection holds the outcome.
         decided = _event(
-            "request.decided", message.session_id, seq=message.seq, outcome=message.model_dump(mode="json")
+            "proposal.decided", message.session_id, seq=message.seq, outcome=message.model_dump(mode="json")
         )
         await self.events.publish([decided])
 
