@@ -236,7 +236,7 @@ class BenchSession:
             url = f"{self.base}/edits/{call.seq}"
             while True:
                 name, event = await self.events.get()
-                if name == "request.proposed" and event["seq"] == call.seq:
+                if name == "proposal.proposed" and event["seq"] == call.seq:
                     break
             visible = time.perf_counter()
             await turn.result(call)

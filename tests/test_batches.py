@@ -35,6 +35,7 @@ from edits.adapters.repository import EditsRepository
 from edits.entrypoint import MIGRATIONS as EDITS_MIGRATIONS
 from edits.settings import EditsSettings
 from gateway.adapters import tables as gateway_tables
+from gateway.domain.events import LiveEvent, TurnContinuedEvent
 from gateway.entrypoint import MIGRATIONS
 from gateway.handlers import Projection
 from gateway.settings import GatewaySettings
@@ -357,17 +358,17 @@ class _Feed:
     """The gateway's live-event feed, kept in memory: what the projection announced."""
 
     def __init__(self) -> None:
-        self.published: list[dict[str, Any]] = []
+        self.published: list[LiveEvent] = []
 
-    async def publish(self, events: list[dict[str, Any]]) -> None:
+    async def publish(self, events: Sequence[LiveEvent]) -> None:
         self.published += events
 
 
 async def test_the_gateway_projects_a_batch_of_many_sessions_with_one_statement_per_step(endpoints: Endpoints) -> None:
     """A fetch of several sessions' proposals, step ends and outcomes, handled by the gateway's batch handlers
     against the real database: each turn is continued exactly once, with every decision of its step, also when
-    the outcomes that complete it arrive in one batch; of two outcomes resolving one request the first counts;
-    a stale outcome leaves its request pending; a redelivered batch changes nothing."""
+    the outcomes that complete it arrive in one batch; of two outcomes resolving one proposal the first counts;
+    a stale outcome leaves its proposal pending; a redelivered batch changes nothing."""
     database_url = await create_database(endpoints.database_url, f"projection_{uuid.uuid4().hex[:8]}")
     settings = GatewaySettings(
         database_url=database_url, kafka_bootstrap_servers=endpoints.kafka, service_key=secrets.token_urlsafe(48)
@@ -377,7 +378,7 @@ async def test_the_gateway_projects_a_batch_of_many_sessions_with_one_statement_
     )
     feed = _Feed()
     projection = Projection(feed)  # type: ignore[arg-type]
-    runtime.consume_in_one_statement(PROPOSALS_PROPOSED, projection.proposed_requests, after_commit=projection.proposed)
+    runtime.consume_in_one_statement(PROPOSALS_PROPOSED, projection.on_proposed, after_commit=projection.proposed)
     runtime.consume_batch(STUDIO_TURNS, projection.on_step_ended, after_commit=projection.step_ended)
     runtime.consume_batch(PROPOSALS_OUTCOMES, projection.on_outcome, after_commit=projection.outcome)
     tracer = trace.get_tracer("test")
@@ -446,7 +447,9 @@ async def test_the_gateway_projects_a_batch_of_many_sessions_with_one_statement_
             pg = await driver_connection(conn)
             requests = {
                 r["tool_call_id"]: (r["status"], r["stale"], r["resolved_by"])
-                for r in await pg.fetch("SELECT tool_call_id, status, stale, resolved_by FROM gateway.requests")
+                for r in await pg.fetch(
+                    "SELECT tool_call_id, status, stale, resolved_by FROM gateway.projected_proposals"
+                )
             }
             recorded = {
                 r["decision_id"]: r["outcome"]["outcome"]
@@ -476,7 +479,7 @@ async def test_the_gateway_projects_a_batch_of_many_sessions_with_one_statement_
         ("s1", [(1, "applied"), (2, "declined")]),
         ("s2", [(1, "applied")]),
     ]
-    continued = [(e["session_id"], e["turn_id"]) for e in feed.published if e["event"] == "turn.continued"]
+    continued = [(e.session_id, e.turn_id) for e in feed.published if isinstance(e, TurnContinuedEvent)]
     assert sorted(continued) == [("s1", "ts1"), ("s2", "ts2")]
 
 

@@ -244,7 +244,7 @@ async def both_agents_pending(http: httpx.AsyncClient, coach: Any, text: str) ->
 
 async def test_decisions_work_through_any_gateway_replica(stack: Stack, tmp_path: Any) -> None:
     """Two gateway replicas share one consumer group: whichever consumes an outcome, the replica that holds
-    the HTTP request answers it. The outcome travels as a ``request.decided`` event on the gateways' Redis
+    the HTTP request answers it. The outcome travels as a ``proposal.decided`` event on the gateways' Redis
     channel; the test listens there too and sees the event of every decision it got an answer to."""
     from assent_devstack.system import ServiceProcess, free_port
 
@@ -269,7 +269,7 @@ async def test_decisions_work_through_any_gateway_replica(stack: Stack, tmp_path
                 subscribed.set()
             elif message["type"] == "message":
                 for event in json.loads(message["data"])["events"]:  # what one replica announced at once
-                    if event.get("event") == "request.decided":
+                    if event.get("event") == "proposal.decided":
                         decided.append(event)
 
     listener: asyncio.Task[None] | None = None

@@ -11,14 +11,29 @@ from pathlib import Path
 
 import pytest
 
+from assent.contracts import ProposalOutcome
 from gateway.adapters.notify import EventFeed
+from gateway.domain.events import LiveEvent, ProposalDecidedEvent, ProposalProposedEvent, StepEndedEvent
 from tests.conftest import Endpoints
 
 pytestmark = pytest.mark.integration
 
 
-async def _next(queue: asyncio.Queue[dict[str, object]]) -> dict[str, object]:
+async def _next(queue: asyncio.Queue[LiveEvent]) -> LiveEvent:
     return await asyncio.wait_for(queue.get(), 10)
+
+
+def outcome(decision_id: str) -> ProposalOutcome:
+    return ProposalOutcome(
+        decision_id=decision_id,
+        proposal_id="p1",
+        session_id="s",
+        seq=1,
+        kind="memory",
+        outcome="applied",
+        status=200,
+        detail="applied",
+    )
 
 
 async def test_own_events_arrive_once_and_other_replicas_get_them_through_redis(endpoints: Endpoints) -> None:
@@ -29,19 +44,19 @@ async def test_own_events_arrive_once_and_other_replicas_get_them_through_redis(
     try:
         async with mine.listen("s") as here, other.listen("s") as there:
             decided = mine.expect("dec_1")
-            first = {"event": "request.decided", "session_id": "s", "outcome": {"decision_id": "dec_1"}}
-            await mine.publish([first, {"event": "request.proposed", "session_id": "s", "seq": 2}])
+            first = ProposalDecidedEvent(session_id="s", seq=1, outcome=outcome("dec_1"))
+            await mine.publish([first, ProposalProposedEvent(session_id="s", seq=2, kind="memory")])
             # At once, before any round trip to Redis: the waiting decision and this replica's stream.
-            assert decided.done() and decided.result() == {"decision_id": "dec_1"}
-            assert [here.get_nowait()["event"], here.get_nowait()["event"]] == ["request.decided", "request.proposed"]
+            assert decided.done() and decided.result() == first.outcome
+            assert [here.get_nowait().event, here.get_nowait().event] == ["proposal.decided", "proposal.proposed"]
             # The other replica hears both through Redis, in order, without the origin tag.
             assert await _next(there) == first
-            assert (await _next(there))["seq"] == 2
+            assert (await _next(there)).data == ProposalProposedEvent(session_id="s", seq=2, kind="memory").data
             # A marker from the other replica reaches this one through Redis after this one's own echoes would
             # have: nothing came in between, so its own events arrived exactly once.
-            await other.publish([{"event": "turn.step_ended", "session_id": "s"}])
-            assert (await _next(there))["event"] == "turn.step_ended"
-            assert (await _next(here))["event"] == "turn.step_ended"
+            await other.publish([StepEndedEvent(session_id="s", turn_id="t", step=1)])
+            assert (await _next(there)).event == "turn.step_ended"
+            assert (await _next(here)).event == "turn.step_ended"
             assert here.empty()
     finally:
         mine.forget("dec_1")
@@ -57,10 +72,29 @@ async def test_an_event_published_by_an_earlier_version_is_delivered(endpoints: 
     try:
         async with feed.listen("s") as here:
             decided = feed.expect("dec_old")
-            old = {"event": "request.decided", "session_id": "s", "outcome": {"decision_id": "dec_old"}}
-            await feed._redis.publish(channel, json.dumps({**old, "origin": "an-earlier-replica"}))
+            old = ProposalDecidedEvent(session_id="s", seq=1, outcome=outcome("dec_old"))
+            await feed._redis.publish(channel, json.dumps({**json.loads(old.data), "origin": "an-earlier-replica"}))
             assert await _next(here) == old
-            assert await asyncio.wait_for(decided, 10) == {"decision_id": "dec_old"}
+            assert await asyncio.wait_for(decided, 10) == old.outcome
+    finally:
+        feed.forget("dec_old")
+        await feed.stop()
+
+
+async def test_an_outcome_in_an_event_of_an_earlier_name_reaches_its_decision(endpoints: Endpoints) -> None:
+    """A replica of an earlier version names the session's events ``request.proposed`` and ``request.decided``:
+    no stream shows them, but the outcome one carries reaches the decision waiting on it here."""
+    channel = f"feed{uuid.uuid4().hex[:8]}:events"
+    feed = EventFeed(endpoints.redis_url, channel)
+    await feed.start()
+    try:
+        async with feed.listen("s") as here:
+            decided = feed.expect("dec_old")
+            sent = outcome("dec_old")
+            old = {"event": "request.decided", "session_id": "s", "seq": 1, "outcome": sent.model_dump(mode="json")}
+            await feed._redis.publish(channel, json.dumps({"origin": "an-earlier-replica", "events": [old]}))
+            assert await asyncio.wait_for(decided, 10) == sent
+            assert here.empty()
     finally:
         feed.forget("dec_old")
         await feed.stop()

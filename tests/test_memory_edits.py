@@ -398,14 +398,14 @@ async def test_the_live_stream_announces_each_change_of_the_session(stack: Stack
             seq = turn.calls[result.tool_call_id].seq
             await turn.end_step()
             names = []
-            while "turn.step_ended" not in names or "request.proposed" not in names:
+            while "turn.step_ended" not in names or "proposal.proposed" not in names:
                 name, event = await asyncio.wait_for(seen.get(), 15)
                 assert event["session_id"] == sid
                 names.append(name)
             answer = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "decline"})
             assert answer.status_code == 200, answer.text
             name, event = await asyncio.wait_for(seen.get(), 15)
-            assert name == "request.decided" and event["seq"] == seq and event["outcome"]["outcome"] == "declined"
+            assert name == "proposal.decided" and event["seq"] == seq and event["outcome"]["outcome"] == "declined"
             name, event = await asyncio.wait_for(seen.get(), 15)
             assert name == "turn.continued" and event["turn_id"] == turn.turn_id
         finally:

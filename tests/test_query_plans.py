@@ -1,7 +1,7 @@
 """Costs stay flat as data grows: every statement the services send on an approval round is backed by an index.
 
 The system runs with ``ASSENT_RECORD_SQL`` (each service writes down every distinct statement it sends) on a
-database preloaded with many resolved requests, decisions, turns and inbox rows. After a full round (propose,
+database preloaded with many resolved proposals, decisions, turns and inbox rows. After a full round (propose,
 refuse, end the step, read the card and the pending items, decline, apply, continue), each recorded statement
 is planned with ``EXPLAIN (GENERIC_PLAN)``, the plan it gets for any parameter values, and the test fails on a
 sequential scan of a large table.
@@ -49,7 +49,7 @@ def test_seq_scans_are_found_in_nested_plans() -> None:
     plan = {
         "Node Type": "Nested Loop",
         "Plans": [
-            {"Node Type": "Index Scan", "Relation Name": "requests", "Schema": "gateway"},
+            {"Node Type": "Index Scan", "Relation Name": "projected_proposals", "Schema": "gateway"},
             {"Node Type": "Hash", "Plans": [{"Node Type": "Seq Scan", "Relation Name": "turns", "Schema": "gateway"}]},
         ],
     }
@@ -99,7 +99,7 @@ async def test_every_statement_of_a_round_uses_an_index_on_large_tables(endpoint
                     " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r'"
                 )
             }
-            assert sizes["gateway.requests"] >= ROWS and sizes["edits.inbox"] >= ROWS  # the preload took
+            assert sizes["gateway.projected_proposals"] >= ROWS and sizes["edits.inbox"] >= ROWS  # the preload took
             # EXPLAIN runs inside a function so that the statement's $n stay unbound: a generic plan, good for
             # any values (bound values, even nulls, would let the planner fold them into a custom plan).
             await conn.execute(
@@ -117,14 +117,16 @@ async def test_every_statement_of_a_round_uses_an_index_on_large_tables(endpoint
         finally:
             await conn.close()
     # The round's own statements: the projection, the owner's proposals, both inboxes, the sessions.
-    assert any("gateway.requests" in s for s in statements) and any("edits.proposals" in s for s in statements)
+    assert any("gateway.projected_proposals" in s for s in statements) and any(
+        "edits.proposals" in s for s in statements
+    )
     assert len(statements) >= 20, sorted(statements)
     assert scans == {}, "sequential scans of large tables:\n" + "\n".join(f"{v}: {k}" for k, v in scans.items())
 
 
 async def test_settling_reads_each_awaited_call_by_index_even_while_the_tables_are_small(endpoints: Endpoints) -> None:
     """A plan is made once per connection and kept while the tables grow (until the next ANALYZE): one made when
-    a service starts must not read every request to settle a turn (a join with the awaited calls did, whose
+    a service starts must not read every proposal to settle a turn (a join with the awaited calls did, whose
     count the planner guesses at a hundred)."""
     database_url = await create_database(endpoints.database_url, f"plans_{uuid.uuid4().hex[:8]}")
     engine = create_engine(database_url)
@@ -134,7 +136,7 @@ async def test_settling_reads_each_awaited_call_by_index_even_while_the_tables_a
             await conn.run_sync(gateway_tables.metadata.create_all)
             await conn.execute(
                 text(
-                    "INSERT INTO gateway.requests (session_id, seq, proposal_id, tool_call_id, turn_id, step, tool,"
+                    "INSERT INTO gateway.projected_proposals (session_id, seq, proposal_id, tool_call_id, turn_id, step, tool,"
                     " kind, action, section, target, base, proposed_hash, lines, widens, reason, card, trace, status)"
                     " SELECT 's' || (i % 30), i, 'p' || i, 'c' || i, 't', 1, 'studio_edit_memory', 'memory', 'edit',"
                     " 'agents', '{}', '{}', 'h', '{}', false, 'r', '{}', '{}', 'applied' FROM generate_series(1, 300) i"
@@ -154,5 +156,5 @@ async def test_settling_reads_each_awaited_call_by_index_even_while_the_tables_a
     finally:
         await engine.dispose()
     plan = json.loads(explained)
-    # Every request ever made stays in the table: each awaited call's is found by its index, not by reading them all.
-    assert "gateway.requests" not in seq_scans(plan[0]["Plan"]), plan
+    # Every proposal ever made stays in the table: each awaited call's is found by its index, not by reading them all.
+    assert "gateway.projected_proposals" not in seq_scans(plan[0]["Plan"]), plan

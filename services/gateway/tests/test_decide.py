@@ -1,18 +1,20 @@
-"""Deciding a request, as a use case on fakes: what is refused before anything is sent, what is recorded and sent,
+"""Deciding a proposal, as a use case on fakes: what is refused before anything is sent, what is recorded and sent,
 and how the outcome comes back (handed over by the event feed, or read from the projection while the feed
 cannot be counted on, or not in time)."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
-from assent.contracts import DecisionMade
+from assent.contracts import Card, DecisionMade, LineCounts, ProposalBase, ProposalOutcome, ProposalTarget
+from assent.kinds import KINDS
+from gateway.domain.proposals import Proposal
 from gateway.handlers import Deps, OutcomePending, Refused, decide
 
 
@@ -21,7 +23,7 @@ class FakeDecisions:
 
     def __init__(self, then: Callable[[DecisionMade], None] = lambda _: None) -> None:
         self.recorded: list[DecisionMade] = []
-        self.outcomes: dict[str, dict[str, Any]] = {}
+        self.outcomes: dict[str, ProposalOutcome] = {}
         self.reads = 0
         self.then = then
 
@@ -29,7 +31,7 @@ class FakeDecisions:
         self.recorded.append(message)
         self.then(message)
 
-    async def outcome(self, decision_id: str) -> dict[str, Any] | None:
+    async def outcome(self, decision_id: str) -> ProposalOutcome | None:
         self.reads += 1
         return self.outcomes.get(decision_id)
 
@@ -37,11 +39,11 @@ class FakeDecisions:
 class FakeFeed:
     def __init__(self, *, reliable: bool = True) -> None:
         self.reliable = reliable
-        self.waiting: dict[str, asyncio.Future[dict[str, Any] | None]] = {}
+        self.waiting: dict[str, asyncio.Future[ProposalOutcome | None]] = {}
         self.forgotten: list[str] = []
 
-    def expect(self, decision_id: str) -> asyncio.Future[dict[str, Any] | None]:
-        future: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
+    def expect(self, decision_id: str) -> asyncio.Future[ProposalOutcome | None]:
+        future: asyncio.Future[ProposalOutcome | None] = asyncio.get_running_loop().create_future()
         self.waiting[decision_id] = future
         return future
 
@@ -50,17 +52,34 @@ class FakeFeed:
         self.waiting.pop(decision_id, None)
 
 
-def request(status: str = "pending", kind: str = "memory") -> dict[str, Any]:
-    return {
-        "session_id": "s1",
-        "seq": 3,
-        "proposal_id": "prop_1",
-        "kind": kind,
-        "status": status,
-        "resolved_by": "olga" if status != "pending" else None,
-        "resolved_at": datetime(2026, 12, 1, 12, 0, tzinfo=UTC) if status != "pending" else None,
-        "trace": {},
-    }
+def proposal(status: str = "pending", kind: str = "memory") -> Proposal:
+    spec = KINDS[kind]
+    return Proposal(
+        session_id="s1",
+        seq=3,
+        proposal_id="prop_1",
+        tool_call_id="call_1",
+        turn_id="t1",
+        step=1,
+        tool=spec.tools[0],
+        kind=kind,
+        action=next(iter(spec.actions)),
+        section=spec.section,
+        agent_id="ada",
+        target=ProposalTarget(kind=kind, label="Memory"),
+        base=ProposalBase(version=1, hash="h0"),
+        proposed_hash="h1",
+        lines=LineCounts(added=1, removed=0),
+        widens=False,
+        reason="clearer",
+        card=Card(title="Memory", apply_label="Apply edit", before="", after="x\n"),
+        trace={},
+        status=status,
+        stale=False,
+        resolved_by="olga" if status != "pending" else None,
+        resolved_at=datetime(2026, 12, 1, 12, 0, tzinfo=UTC) if status != "pending" else None,
+        proposed_at=datetime(2026, 12, 1, 11, 0, tzinfo=UTC),
+    )
 
 
 def deps(decisions: FakeDecisions, feed: FakeFeed, timeout: float = 5.0) -> Deps:
@@ -68,28 +87,40 @@ def deps(decisions: FakeDecisions, feed: FakeFeed, timeout: float = 5.0) -> Deps
     return Deps(runtime=None, settings=settings, events=feed, decisions=decisions)  # type: ignore[arg-type]  # fakes
 
 
-def outcome_of(message: DecisionMade) -> dict[str, Any]:
-    return {"decision_id": message.decision_id, "outcome": "applied", "status": 200}
+def outcome_of(message: DecisionMade) -> ProposalOutcome:
+    """The owner's outcome of ``message`` (the same each time it is asked for)."""
+    return ProposalOutcome(
+        id=uuid.uuid5(uuid.NAMESPACE_OID, message.decision_id),
+        ts=datetime(2026, 12, 1, 12, 0, tzinfo=UTC),
+        decision_id=message.decision_id,
+        proposal_id=message.proposal_id,
+        session_id=message.session_id,
+        seq=message.seq,
+        kind=message.kind,
+        outcome="applied",
+        status=200,
+        detail="applied",
+    )
 
 
 @pytest.mark.parametrize(
     ("given", "decision", "status", "refusal"),
     [
-        (request("applied"), "apply", 422, "this request was already applied by olga at 2026-12-01 12:00:00 UTC"),
+        (proposal("applied"), "apply", 422, "this request was already applied by olga at 2026-12-01 12:00:00 UTC"),
         # The status of an answered request is its kind's (Answer.answered): the seed's …/logins/{seq} says 409.
         (
-            request("granted", "login"),
+            proposal("granted", "login"),
             "grant",
             409,
             "this request was already granted by olga at 2026-12-01 12:00:00 UTC",
         ),
-        (request(), "grant", 422, "a memory request is decided with apply or decline, not 'grant'"),
-        (request(kind="login"), "apply", 422, "a login request is decided with grant or decline, not 'apply'"),
-        (request(kind="source"), "apply", 422, "a source request is decided with approve or discard, not 'apply'"),
+        (proposal(), "grant", 422, "a memory request is decided with apply or decline, not 'grant'"),
+        (proposal(kind="login"), "apply", 422, "a login request is decided with grant or decline, not 'apply'"),
+        (proposal(kind="source"), "apply", 422, "a source request is decided with approve or discard, not 'apply'"),
     ],
 )
 async def test_a_decision_that_does_not_fit_is_refused_before_anything_is_sent(
-    given: dict[str, Any], decision: str, status: int, refusal: str
+    given: Proposal, decision: str, status: int, refusal: str
 ) -> None:
     decisions, feed = FakeDecisions(), FakeFeed()
     with pytest.raises(Refused) as refused:
@@ -102,7 +133,7 @@ async def test_the_outcome_handed_over_by_the_feed_answers_the_decision() -> Non
     feed = FakeFeed()
     decisions = FakeDecisions(then=lambda m: feed.waiting[m.decision_id].set_result(outcome_of(m)))
 
-    answer = await decide(deps(decisions, feed), request(), "apply", "olga", "card", {"note": "x"})
+    answer = await decide(deps(decisions, feed), proposal(), "apply", "olga", "card", {"note": "x"})
 
     [sent] = decisions.recorded
     assert (sent.proposal_id, sent.session_id, sent.seq, sent.kind) == ("prop_1", "s1", 3, "memory")
@@ -122,7 +153,7 @@ async def test_without_a_reliable_feed_the_outcome_is_read_from_the_projection(h
             feed.waiting[message.decision_id].set_result(None)  # the feed's word that it cannot be counted on
 
     decisions = FakeDecisions(then=answered)
-    answer = await decide(deps(decisions, feed), request(), "decline", "olga", "card")
+    answer = await decide(deps(decisions, feed), proposal(), "decline", "olga", "card")
     [sent] = decisions.recorded
     assert answer == outcome_of(sent) and decisions.reads == 1
 
@@ -130,7 +161,7 @@ async def test_without_a_reliable_feed_the_outcome_is_read_from_the_projection(h
 async def test_an_outcome_that_does_not_come_in_time_leaves_the_decision_standing() -> None:
     decisions, feed = FakeDecisions(), FakeFeed()
     with pytest.raises(OutcomePending) as late:
-        await decide(deps(decisions, feed, timeout=0.01), request(), "apply", "olga", "card")
+        await decide(deps(decisions, feed, timeout=0.01), proposal(), "apply", "olga", "card")
     [sent] = decisions.recorded
     assert late.value.decision_id == sent.decision_id
     assert feed.forgotten == [sent.decision_id]

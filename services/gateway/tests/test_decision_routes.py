@@ -13,8 +13,10 @@ import pytest
 from fastapi import Depends, FastAPI, Header
 
 from assent.api import Identity, RequestModel
+from assent.contracts import Card, LineCounts, ProposalBase, ProposalOutcome, ProposalTarget
 from assent.kinds import KINDS, PAGE_KINDS, Answer, KindSpec, Options, decisions_at
 from gateway import decisions, handlers
+from gateway.domain.proposals import Proposal
 
 S = "/api/studio/sessions/{session_id}"
 AG = "/api/agents/{agent_id}"
@@ -52,18 +54,20 @@ def test_a_kinds_options_are_fields_of_its_decision_body() -> None:
 
 
 @pytest.mark.parametrize(
-    ("request_", "path"),
+    ("kind", "seq", "agent_id", "proposal_id", "path"),
     [
-        ({"kind": "memory", "session_id": "s1", "seq": 3, "agent_id": "ada", "proposal_id": "p1"}, "/edits/3"),
-        ({"kind": "login", "session_id": "s1", "seq": 4, "agent_id": None, "proposal_id": "p2"}, "/logins/4"),
-        ({"kind": "draft", "session_id": "s1", "seq": 5, "agent_id": "ada", "proposal_id": "p3"}, "/drafts/5"),
-        ({"kind": "source", "session_id": "s1", "seq": 6, "agent_id": "ada", "proposal_id": "p4"}, "ada/p4"),
+        ("memory", 3, "ada", "p1", "/edits/3"),
+        ("login", 4, None, "p2", "/logins/4"),
+        ("draft", 5, "ada", "p3", "/drafts/5"),
+        ("source", 6, "ada", "p4", "ada/p4"),
     ],
 )
-def test_a_request_is_decided_at_its_kinds_address(request_: dict[str, Any], path: str) -> None:
-    where = decisions.decision_path(request_)
-    if request_["kind"] in PAGE_KINDS:
-        assert where == f"/api/agents/ada/{KINDS[request_['kind']].endpoint}/p4"
+def test_a_proposal_is_decided_at_its_kinds_address(
+    kind: str, seq: int, agent_id: str | None, proposal_id: str, path: str
+) -> None:
+    where = decisions.decision_path(proposal_of(kind, seq=seq, agent_id=agent_id, proposal_id=proposal_id))
+    if kind in PAGE_KINDS:
+        assert where == f"/api/agents/ada/{KINDS[kind].endpoint}/p4"
     else:
         assert where == f"/api/studio/sessions/s1{path}"
 
@@ -162,40 +166,68 @@ class Decided:
         self.taken: list[tuple[str, str, str, dict[str, Any]]] = []
 
     async def __call__(
-        self, deps: Any, request: dict[str, Any], decision: str, actor: str, via: str, options: dict[str, Any]
-    ) -> dict[str, Any]:
-        self.taken.append((request["proposal_id"], decision, via, options))
-        outcome = KINDS[request["kind"]].decisions[decision]
-        return {"outcome": outcome, "status": 200, "proposal_id": request["proposal_id"]}
+        self, deps: Any, proposal: Proposal, decision: str, actor: str, via: str, options: dict[str, Any]
+    ) -> ProposalOutcome:
+        self.taken.append((proposal.proposal_id, decision, via, options))
+        outcome = KINDS[proposal.kind].decisions[decision]
+        return ProposalOutcome(
+            decision_id="dec_1",
+            proposal_id=proposal.proposal_id,
+            session_id=proposal.session_id,
+            seq=proposal.seq,
+            kind=proposal.kind,
+            outcome=outcome,
+            status=200,
+            detail=outcome,
+        )
 
 
-def request_of(kind: str) -> dict[str, Any]:
-    return {
-        "kind": kind,
-        "session_id": "s1",
-        "seq": 3,
-        "agent_id": "ada",
-        "proposal_id": f"p_{kind}",
-        "owners": ("own",),
-        "editors": (),
-        "status": "pending",
-        "resolved_at": datetime.now(UTC),
-    }
+def proposal_of(kind: str, *, seq: int = 3, agent_id: str | None = "ada", proposal_id: str | None = None) -> Proposal:
+    """A pending proposal of ``kind`` whose agent is owned by ``own``."""
+    spec = KINDS[kind]
+    return Proposal(
+        session_id="s1",
+        seq=seq,
+        proposal_id=proposal_id or f"p_{kind}",
+        tool_call_id=f"c{seq}",
+        turn_id="t1",
+        step=1,
+        tool=spec.tools[0],
+        kind=kind,
+        action=next(iter(spec.actions)),
+        section=spec.section,
+        agent_id=agent_id,
+        target=ProposalTarget(kind=kind, label=kind),
+        base=ProposalBase(),
+        proposed_hash="h1",
+        lines=LineCounts(added=1, removed=0),
+        widens=False,
+        reason="clearer",
+        card=Card(title=kind, apply_label="Apply", before="", after="x\n"),
+        trace={},
+        status="pending",
+        stale=False,
+        resolved_by=None,
+        resolved_at=None,
+        proposed_at=datetime.now(UTC),
+        owners=("own",),
+        editors=(),
+    )
 
 
 @pytest.fixture
 def decided(monkeypatch: pytest.MonkeyPatch) -> Decided:
     taken = Decided()
 
-    async def at(deps: Any, session_id: str, seq: int, org_id: str, endpoint: str) -> dict[str, Any]:
+    async def at(deps: Any, session_id: str, seq: int, org_id: str, endpoint: str) -> Proposal:
         (kind,) = [name for name, spec in KINDS.items() if spec.endpoint == endpoint][:1]
-        return request_of(kind)
+        return proposal_of(kind)
 
-    async def of(deps: Any, agent_id: str, proposal_id: str, org_id: str, endpoint: str) -> dict[str, Any]:
-        return request_of(next(name for name, spec in KINDS.items() if spec.endpoint == endpoint))
+    async def of(deps: Any, agent_id: str, proposal_id: str, org_id: str, endpoint: str) -> Proposal:
+        return proposal_of(next(name for name, spec in KINDS.items() if spec.endpoint == endpoint))
 
-    monkeypatch.setattr(handlers, "request_at", at)
-    monkeypatch.setattr(handlers, "request_of", of)
+    monkeypatch.setattr(handlers, "proposal_at", at)
+    monkeypatch.setattr(handlers, "proposal_of", of)
     monkeypatch.setattr(handlers, "decide", taken)
     return taken
 

@@ -74,8 +74,8 @@ class World:
         async def keys() -> AsyncIterator[MemoryKeys]:
             yield self.keys
 
-        async def late(body: dict[str, Any]) -> tuple[int, bytes] | None:
-            assert body["decision_id"] == "dec_1"
+        async def late(decision_id: str) -> tuple[int, bytes] | None:
+            assert decision_id == "dec_1"
             return self.arrived
 
         routes = [re.compile(r"^/api/studio/sessions/[^/]+/edits/[^/]+$")]

@@ -4,18 +4,18 @@ their events before it talks to Redis; the send to Redis fails here, unheard).""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import json
 
 from gateway.adapters.notify import EventFeed
-from gateway.handlers import _event, _page_event
+from gateway.domain.events import LiveEvent, PageEvent, ProposalProposedEvent, read_event
 
 NOWHERE = "redis://127.0.0.1:9/0"
 
 
-def drained(queue: asyncio.Queue[dict[str, Any]]) -> list[str]:
+def drained(queue: asyncio.Queue[LiveEvent]) -> list[str]:
     events = []
     while not queue.empty():
-        events.append(queue.get_nowait()["event"])
+        events.append(queue.get_nowait().event)
     return events
 
 
@@ -29,13 +29,27 @@ async def test_a_page_event_reaches_its_agents_page_only_and_a_session_event_its
     ):
         await feed.publish(
             [
-                _event("request.proposed", "agent_ada", seq=1, kind="source"),
-                _page_event("proposal.proposed", "agent_ada", "p1"),
-                _page_event("proposal.decided", "agent_ada", "p1"),
-                _page_event("proposal.proposed", "agent_bob", "p2"),
+                ProposalProposedEvent(session_id="agent_ada", seq=1, kind="source"),
+                PageEvent(event="proposal.proposed", agent_id="agent_ada", proposal_id="p1"),
+                PageEvent(event="proposal.decided", agent_id="agent_ada", proposal_id="p1"),
+                PageEvent(event="proposal.proposed", agent_id="agent_bob", proposal_id="p2"),
             ]
         )
         assert drained(ada) == ["proposal.proposed", "proposal.decided"]
         assert drained(bob) == ["proposal.proposed"]
-        assert drained(session) == ["request.proposed"]
+        assert drained(session) == ["proposal.proposed"]
     await feed.stop()
+
+
+def test_an_event_is_sent_with_the_fields_it_always_had_and_read_back_as_itself() -> None:
+    session = ProposalProposedEvent(session_id="s1", seq=1, kind="memory")
+    page = PageEvent(event="proposal.decided", agent_id="ada", proposal_id="p1")
+    assert json.loads(session.data) == {"event": "proposal.proposed", "session_id": "s1", "seq": 1, "kind": "memory"}
+    assert json.loads(page.data) == {
+        "event": "proposal.decided",
+        "stream": "proposals",
+        "agent_id": "ada",
+        "proposal_id": "p1",
+    }
+    assert read_event(json.loads(session.data)) == session and read_event(json.loads(page.data)) == page
+    assert read_event({"event": "something.else", "session_id": "s1"}) is None

@@ -1,4 +1,4 @@
-"""Data that a year of use leaves behind, loaded straight into a system's database: resolved requests of
+"""Data that a year of use leaves behind, loaded straight into a system's database: resolved proposals of
 finished sessions, their decisions and turns, and the inbox rows of their messages, in the gateway's projection
 and in the owner's tables. The benchmark (``--preload``) and the query-plan test use it to show that costs stay
 flat as data grows."""
@@ -11,14 +11,14 @@ import asyncpg
 from sqlalchemy.engine import make_url
 
 PRELOAD = {
-    # Resolved requests of finished sessions, their decisions and turns, and the inbox rows of their messages,
+    # Resolved proposals of finished sessions, their decisions and turns, and the inbox rows of their messages,
     # in the gateway's projection and in the owner's tables: what a year of use leaves behind.
     "gateway.sessions": """
         INSERT INTO gateway.sessions (session_id, org_id, source_guild_id, operator_user_id, closed_at)
         SELECT 'old-' || s, 'old-org-' || (s % 100), 'old-guild', 'someone', now()
         FROM generate_series(0, :n / 10 - 1) AS s""",
-    "gateway.requests": """
-        INSERT INTO gateway.requests (session_id, seq, proposal_id, tool_call_id, turn_id, step, tool,
+    "gateway.projected_proposals": """
+        INSERT INTO gateway.projected_proposals (session_id, seq, proposal_id, tool_call_id, turn_id, step, tool,
             kind, action, section, agent_id, target, base, proposed_hash, lines, widens, reason, card, trace,
             status, resolved_by, resolved_at, result)
         SELECT 'old-' || (i / 10), i % 10, 'old-p-' || i, 'old-c-' || i, 'old-t-' || i, 1, 'studio_edit_memory',
@@ -59,7 +59,7 @@ PRELOAD = {
 
 
 async def preload(database_url: str, n: int) -> float:
-    """Load ``n`` resolved requests, decisions, turns and inbox rows per service; returns the seconds it took.
+    """Load ``n`` resolved proposals, decisions, turns and inbox rows per service; returns the seconds it took.
 
     Each table is then vacuumed and analysed, and (where the role may) a checkpoint written, as a year's data
     would be by then: otherwise autovacuum's first pass over the fresh rows, and the checkpoint of their WAL,

@@ -30,9 +30,14 @@ DECISION_ANSWERS: dict[int | str, dict[str, Any]] = {
     502: {"model": ProposalOutcome, "description": "The owner failed to carry the decision out"},
     504: {"model": Error, "description": "The owner has not answered yet; the decision stands (``decision_id``)"},
 }
-"""What deciding a request answers (``/edits/{seq}``, ``/proposals/{id}``): the outcome, with its status."""
+"""What deciding a proposal answers (``/edits/{seq}``, ``/proposals/{id}``): the outcome, with its status."""
 
 
-def decided(outcome: dict[str, Any]) -> JSONResponse:
-    """A decision's answer: its outcome, with the outcome's status (502 when the owner failed)."""
-    return JSONResponse(outcome, status_code=outcome["status"] if outcome["outcome"] != "failed" else 502)
+def status_of(outcome: ProposalOutcome) -> int:
+    """The status a decision answers with: its outcome's (502 when the owner failed to carry it out)."""
+    return 502 if outcome.outcome == "failed" else outcome.status
+
+
+def decided(outcome: ProposalOutcome) -> JSONResponse:
+    """A decision's answer: its outcome, with the status :func:`status_of` says."""
+    return JSONResponse(outcome.model_dump(mode="json"), status_code=status_of(outcome))

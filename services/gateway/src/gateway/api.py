@@ -8,8 +8,8 @@ kind registry, the owners' routes from :data:`assent.api.ROUTES`.
 """
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Request
@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 
 from assent.api import ROUTES, Error, Identity, Permission
+from assent.contracts import DecisionSummary, LineCounts, ProposalBase, ProposalTarget
 from assent.hashing import unified_diff
 from assent.http import RETRY_AFTER_SECONDS, PathId
 from assent.kinds import KINDS
@@ -26,6 +27,8 @@ from . import activity, decisions, handlers, owner_routes
 from .adapters.owners import Owners, OwnerUnavailable
 from .answers import PERSON_ERRORS
 from .auth import AgentNotFound, Authenticator, Gate
+from .domain.events import Stream
+from .domain.proposals import Proposal
 from .handlers import Deps
 
 SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
@@ -43,13 +46,30 @@ class FieldDiff(BaseModel):
     live: str | None
     proposal: str | None
     diff: str
-    lines: dict[str, int]
+    lines: LineCounts
 
 
 class Resolution(BaseModel):
+    """How a proposal was resolved: its outcome, by whom, when."""
+
     status: str
     resolved_by: str | None
-    resolved_at: Any
+    resolved_at: datetime | None
+
+
+class LiveSide(BaseModel):
+    """The target as its owner holds it now: its text (None: it does not exist), version and hash."""
+
+    text: str | None
+    version: int | None
+    hash: str | None
+
+
+class ProposedSide(BaseModel):
+    """The target as the proposal would leave it: its text and hash."""
+
+    text: str
+    hash: str
 
 
 class ProposalView(BaseModel):
@@ -62,14 +82,14 @@ class ProposalView(BaseModel):
     action: str
     status: str
     stale: bool
-    target: dict[str, Any]
-    base: dict[str, Any]
-    lines: dict[str, int]
+    target: ProposalTarget
+    base: ProposalBase
+    lines: LineCounts
     reason: str
     apply_label: str
     decline_label: str
-    live: dict[str, Any]
-    proposal: dict[str, Any]
+    live: LiveSide
+    proposal: ProposedSide
     diff: str
     fields: list[FieldDiff]
     notes: list[str]
@@ -84,13 +104,16 @@ class Continued(BaseModel):
     session_id: str
     turn_id: str
     step: int
-    decisions: list[dict[str, Any]]
+    decisions: list[DecisionSummary]
     text: str
     sends: int
 
 
-def _resolution(request: dict[str, Any]) -> dict[str, Any]:
-    return {"status": request["status"], "resolved_by": request["resolved_by"], "resolved_at": request["resolved_at"]}
+def _resolution(proposal: Proposal) -> Resolution | None:
+    """How ``proposal`` was resolved (None while it is pending)."""
+    if proposal.status == "pending":
+        return None
+    return Resolution(status=proposal.status, resolved_by=proposal.resolved_by, resolved_at=proposal.resolved_at)
 
 
 def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
@@ -117,7 +140,7 @@ def studio_router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
         responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}},
     )
     async def live_events(session_id: PathId, person: user) -> StreamingResponse:
-        """Server-sent events of the session: ``request.proposed``, ``request.decided``, ``turn.step_ended``,
+        """Server-sent events of the session: ``proposal.proposed``, ``proposal.decided``, ``turn.step_ended``,
         ``turn.continued``. The first event, ``ready``, comes once the stream is listening. Events are hints
         to re-read the pending items, not a record: a client that reconnects re-reads."""
         await handlers.check_session(deps, session_id, person.org_id)
@@ -130,17 +153,17 @@ def studio_router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
         response_model=ProposalView,
         responses={404: {"model": Error, "description": "No such session, or no request at that seq"}},
     )
-    async def read_edit(session_id: PathId, seq: SeqPath, person: user) -> dict[str, Any]:
+    async def read_proposal(session_id: PathId, seq: SeqPath, person: user) -> ProposalView:
         """The live side now beside the proposal, the stale flag and a unified diff per field.
 
-        The owner of the request's kind tells the live side and whether the request is stale; the gateway
+        The owner of the proposal's kind tells the live side and whether the proposal is stale; the gateway
         shows it. ``diff`` is the whole target's diff; ``fields`` splits it where a card shows one per field.
         """
-        request = await handlers.request_at(deps, session_id, seq, person.org_id)
-        live = await owners.live_card(request["kind"], request["proposal_id"], org=person.org_id)
+        proposal = await handlers.proposal_at(deps, session_id, seq, person.org_id)
+        live = await owners.live_card(proposal.kind, proposal.proposal_id, org=person.org_id)
         if live is None:
-            raise OwnerUnavailable(f"the owner of {request['proposal_id']!r} does not know it")
-        return card(session_id, seq, request, live)
+            raise OwnerUnavailable(f"the owner of {proposal.proposal_id!r} does not know it")
+        return card(proposal, live)
 
     @studio.post(
         "/{session_id}/continue",
@@ -150,12 +173,13 @@ def studio_router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
             409: {"model": Error, "description": "The turn still waits on decisions"},
         },
     )
-    async def continue_turn(session_id: PathId, person: user) -> dict[str, Any]:
+    async def continue_turn(session_id: PathId, person: user) -> JSONResponse:
         """Send the latest paused turn's continuation again (the coach drops a copy it already has)."""
         if not person.may(Permission.CHANGE_WORKSPACE):
             raise HTTPException(403, Permission.CHANGE_WORKSPACE.refusal)
         await handlers.check_session(deps, session_id, person.org_id)
-        return await handlers.resend_continuation(deps, session_id)
+        continuation, sends = await handlers.resend_continuation(deps, session_id)
+        return JSONResponse({**continuation.model_dump(mode="json"), "sends": sends})
 
     return studio
 
@@ -188,7 +212,7 @@ def proposal_events_router(deps: Deps, user: Any) -> APIRouter:
     return router
 
 
-async def event_stream(deps: Deps, session_id: str, stream: str = "session") -> AsyncIterator[str]:
+async def event_stream(deps: Deps, session_id: str, stream: Stream = "session") -> AsyncIterator[str]:
     """A session's live events (or, with ``stream="proposals"``, an agent's Proposals page's) as server-sent events,
     ``ready`` first, a keep-alive comment when nothing happens."""
     # The server ends the stream when the client goes: under ASGI 2.3 (uvicorn) the response cancels it at
@@ -206,49 +230,49 @@ async def event_stream(deps: Deps, session_id: str, stream: str = "session") -> 
             chunk = [event]
             while not queue.empty():  # what arrived meanwhile goes in the same write
                 chunk.append(queue.get_nowait())
-            yield "".join(f"event: {event['event']}\ndata: {json.dumps(event, default=str)}\n\n" for event in chunk)
+            yield "".join(f"event: {event.event}\ndata: {event.data}\n\n" for event in chunk)
 
 
-def card(session_id: str, seq: int, request: dict[str, Any], live: LiveCard) -> dict[str, Any]:
-    """A request's card: the projected proposal beside the owner's live side now, with the diffs between them.
+def card(proposal: Proposal, live: LiveCard) -> ProposalView:
+    """A proposal's card: the projected proposal beside the owner's live side now, with the diffs between them.
 
     Each field's line counts are :attr:`~assent.contracts.CardField.lines`, the count the owner summed into the
-    request's ``lines`` (the tray's) when it proposed: while the target is as read, the fields' counts add up to it.
+    proposal's ``lines`` (the tray's) when it proposed: while the target is as read, the fields' counts add up to it.
     """
-    card = request["card"]
+    proposed = proposal.card
     fields = [
         FieldDiff(
             name=field.name,
             live=field.before,
             proposal=field.after,
             diff=unified_diff(field.before or "", field.after or "", field.name),
-            lines=field.lines.model_dump(),
+            lines=field.lines,
         )
         for field in live.fields
     ]
     live_text = "".join(field.before or "" for field in live.fields) if live.live_hash is not None else None
-    return {
-        "session_id": session_id,
-        "seq": seq,
-        "proposal_id": request["proposal_id"],
-        "kind": request["kind"],
-        "action": request["action"],
-        "status": request["status"],
-        "stale": live.stale,
-        "target": request["target"],
-        "base": request["base"],
-        "lines": request["lines"],
-        "reason": request["reason"],
-        "apply_label": card["apply_label"],
-        "decline_label": KINDS[request["kind"]].decline_label,
-        "live": {"text": live_text, "version": live.live_version, "hash": live.live_hash},
-        "proposal": {"text": card["after"], "hash": request["proposed_hash"]},
-        "diff": unified_diff(live_text or "", card["after"], request["target"]["label"]),
-        "fields": fields,
-        "notes": list(live.notes),
-        "effects": list(card.get("effects", [])),
-        "resolution": None if request["status"] == "pending" else _resolution(request),
-    }
+    return ProposalView(
+        session_id=proposal.session_id,
+        seq=proposal.seq,
+        proposal_id=proposal.proposal_id,
+        kind=proposal.kind,
+        action=proposal.action,
+        status=proposal.status,
+        stale=live.stale,
+        target=proposal.target,
+        base=proposal.base,
+        lines=proposal.lines,
+        reason=proposal.reason,
+        apply_label=proposed.apply_label,
+        decline_label=KINDS[proposal.kind].decline_label,
+        live=LiveSide(text=live_text, version=live.live_version, hash=live.live_hash),
+        proposal=ProposedSide(text=proposed.after, hash=proposal.proposed_hash),
+        diff=unified_diff(live_text or "", proposed.after, proposal.target.label),
+        fields=fields,
+        notes=list(live.notes),
+        effects=list(proposed.effects),
+        resolution=_resolution(proposal),
+    )
 
 
 def errors(app: FastAPI) -> None:

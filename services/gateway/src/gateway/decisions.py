@@ -1,16 +1,17 @@
-"""The decisions on requests: one route for each endpoint of the kind registry (:attr:`assent.kinds.KindSpec.endpoint`),
-at the address its kinds are decided by (:attr:`~assent.kinds.KindSpec.addressed_by`, :data:`ADDRESSES`): a session's
+"""The decisions on proposals: one route for each endpoint of the kind registry
+(:attr:`assent.kinds.KindSpec.endpoint`), at the address its kinds are decided by
+(:attr:`~assent.kinds.KindSpec.addressed_by`, :data:`ADDRESSES`): a session's
 ``POST /api/studio/sessions/{session_id}/{endpoint}/{seq}``, or an agent's page's
 ``POST /api/agents/{agent_id}/{endpoint}/{proposal_id}``.
 
 Each route takes the decisions of the kinds decided at its endpoint (:func:`assent.kinds.decisions_at`; another is
 422), and the choices they declare besides (:attr:`~assent.kinds.KindSpec.options`: the fields of the owner's declared
-model, sent as ``DecisionMade.options``; with a decision that takes none, 422). It answers 404 for a request of a kind
-decided elsewhere, as for a missing one. Deciding needs the admin or developer role, or to own or edit the request's
-agent; a kind whose row says so takes its decline from anyone who may review feedback too
+model, sent as ``DecisionMade.options``; with a decision that takes none, 422). It answers 404 for a proposal of a
+kind decided elsewhere, as for a missing one. Deciding needs the admin or developer role, or to own or edit the
+proposal's agent; a kind whose row says so takes its decline from anyone who may review feedback too
 (:attr:`~assent.kinds.KindSpec.reviewers_decline`). Every decision goes the one way (:func:`gateway.handlers.decide`):
 recorded with who and when, ``DecisionMade`` to the owner, and an answer once the owner's ``ProposalOutcome`` is in the
-projection, so the pending items show it at once (a late one is 504 and the decision stands). A request resolved
+projection, so the pending items show it at once (a late one is 504 and the decision stands). A proposal resolved
 already answers its kind's :attr:`~assent.kinds.Answer.answered`. When the endpoint's kinds name an owner's route
 (:attr:`assent.kinds.Answer.route`), a decision the owner took answers with that route's answer beside the outcome (a
 login request's: the session's logins).
@@ -36,13 +37,14 @@ from assent.kinds import KINDS, Addressed, Answer, KindSpec, Options, decisions_
 from . import handlers
 from .adapters.owners import Owners, OwnerUnavailable, segment
 from .answers import DECISION_ANSWERS, PERSON_ERRORS, decided
+from .domain.proposals import Located, Proposal
 
 SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
 
 
 @dataclass(frozen=True)
 class Address:
-    """How the decision routes of the endpoints decided by one :data:`~assent.kinds.Addressed` name a request."""
+    """How the decision routes of the endpoints decided by one :data:`~assent.kinds.Addressed` name a proposal."""
 
     path: str
     """The route's path; ``<endpoint>`` stands for the endpoint."""
@@ -105,14 +107,19 @@ def address_of(endpoint: str) -> Address:
     return ADDRESSES[alike(endpoint, "addressed_by")]
 
 
-ADDRESSED_BY = ("session_id", "seq", "agent_id", "proposal_id")
-"""What a request is named by at one address or another (:data:`ADDRESSES`)."""
-
-
-def decision_path(request: Mapping[str, Any]) -> str:
-    """Where a client sends a decision on ``request`` (a projected request or a pending item)."""
-    endpoint = KINDS[request["kind"]].endpoint
-    return address_of(endpoint).at(endpoint).format(**{name: request.get(name) for name in ADDRESSED_BY})
+def decision_path(proposal: Located) -> str:
+    """Where a client sends a decision on ``proposal`` (a projected proposal, a pending item)."""
+    endpoint = KINDS[proposal.kind].endpoint
+    return (
+        address_of(endpoint)
+        .at(endpoint)
+        .format(
+            session_id=proposal.session_id,
+            seq=proposal.seq,
+            agent_id=proposal.agent_id,
+            proposal_id=proposal.proposal_id,
+        )
+    )
 
 
 def answer_route(endpoint: str) -> PublicRoute | None:
@@ -150,7 +157,7 @@ def decision_body(endpoint: str) -> type[RequestModel]:
     return create_model(
         f"{endpoint.title()}Decision",
         __base__=RequestModel,
-        __doc__=f"A decision on a request decided at …/{endpoint}/…: {' or '.join(decisions_at(endpoint))}"
+        __doc__=f"A decision on a proposal decided at …/{endpoint}/…: {' or '.join(decisions_at(endpoint))}"
         + (f"; {' and '.join(fields)} go with {' or '.join(options.decisions)} only." if options else "."),
         decision=(Literal[decisions_at(endpoint)], ...),  # type: ignore[arg-type]  # the values come from the registry
         via=(Literal[address.via], address.via[0]),  # type: ignore[arg-type]  # one address's places
@@ -165,7 +172,7 @@ DECISION_BODIES: dict[str, type[RequestModel]] = {endpoint: decision_body(endpoi
 def refusal(
     person: Identity, spec: KindSpec, decision: str, owners: tuple[str, ...], editors: tuple[str, ...]
 ) -> str | None:
-    """Why ``person`` may not take ``decision`` on a request of ``spec`` whose agent has ``owners`` and ``editors``
+    """Why ``person`` may not take ``decision`` on a proposal of ``spec`` whose agent has ``owners`` and ``editors``
     (None: they may)."""
     if spec.reviewers_decline and decision == spec.decline:
         if person.may_review_feedback(owners, editors):
@@ -247,8 +254,8 @@ def deciding(deps: handlers.Deps, owners: Owners, user: Any, endpoint: str) -> A
     """The handler of ``endpoint``'s decision route, with the path parameters of its address."""
     body_model, route, options = DECISION_BODIES[endpoint], answer_route(endpoint), options_at(endpoint)
 
-    async def take(request: dict[str, Any], body: Any, person: Identity) -> JSONResponse:
-        why = refusal(person, KINDS[request["kind"]], body.decision, request["owners"], request["editors"])
+    async def take(proposal: Proposal, body: Any, person: Identity) -> JSONResponse:
+        why = refusal(person, KINDS[proposal.kind], body.decision, proposal.owners, proposal.editors)
         if why is not None:
             raise HTTPException(403, why)
         chosen: dict[str, Any] = {}
@@ -258,11 +265,11 @@ def deciding(deps: handlers.Deps, owners: Owners, user: Any, endpoint: str) -> A
                 raise HTTPException(
                     422, f"{' and '.join(chosen)} go with {' or '.join(options.decisions)} only, not {body.decision}"
                 )
-        outcome = await handlers.decide(deps, request, body.decision, person.user_id, body.via, chosen)
-        if route is None or outcome["status"] != 200 or outcome["outcome"] == "failed":
+        outcome = await handlers.decide(deps, proposal, body.decision, person.user_id, body.via, chosen)
+        if route is None or outcome.status != 200 or outcome.outcome == "failed":
             return decided(outcome)
-        answer = await owner_answer(owners, route, person, request["session_id"], request["seq"])
-        return JSONResponse({**outcome, "answer": answer})
+        answer = await owner_answer(owners, route, person, proposal.session_id, proposal.seq)
+        return JSONResponse({**outcome.model_dump(mode="json"), "answer": answer})
 
     if address_of(endpoint) is ADDRESSES["agent"]:
 
@@ -270,15 +277,15 @@ def deciding(deps: handlers.Deps, owners: Owners, user: Any, endpoint: str) -> A
             """Decide one proposal of the agent. Answers once its owner has carried the decision out or refused it;
             the agent's page shows it then."""
             return await take(
-                await handlers.request_of(deps, agent_id, proposal_id, person.org_id, endpoint), body, person
+                await handlers.proposal_of(deps, agent_id, proposal_id, person.org_id, endpoint), body, person
             )
 
         return decide_on_page
 
     async def decide(session_id: PathId, seq: SeqPath, body: body_model, person: user) -> JSONResponse:  # type: ignore[valid-type]
-        """Decide one request. Answers once its owner has carried the decision out or refused it; the pending items
+        """Decide one proposal. Answers once its owner has carried the decision out or refused it; the pending items
         show it then."""
-        return await take(await handlers.request_at(deps, session_id, seq, person.org_id, endpoint), body, person)
+        return await take(await handlers.proposal_at(deps, session_id, seq, person.org_id, endpoint), body, person)
 
     return decide
 

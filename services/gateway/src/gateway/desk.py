@@ -2,16 +2,15 @@
 header tray, Apply all and Decline all, and ``Idempotency-Key`` on every decision (:mod:`gateway.idempotency`).
 
 Every route is walled by the caller's organisation (another organisation's session is 404, as a missing one is).
-Apply all and Decline all resolve a session's open requests one after the other through the same path as a single
+Apply all and Decline all resolve a session's open proposals one after the other through the same path as a single
 decision (:func:`gateway.handlers.decide`), so the owners see the same ``DecisionMade`` and the turn barrier the
-same outcomes: the continuation goes out by itself when the last request is decided. Which requests they take and
+same outcomes: the continuation goes out by itself when the last proposal is decided. Which proposals they take and
 what they send comes from the kind registry (:mod:`gateway.domain.desk`).
 """
 
 import contextlib
-import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query
@@ -25,9 +24,11 @@ from assent.kinds import KINDS, SECTIONS
 
 from . import decisions, handlers
 from .adapters.desk import DeskStore, KeyStore
-from .answers import PERSON_ERRORS
+from .answers import PERSON_ERRORS, status_of
 from .auth import Authenticator, Gate
 from .domain import desk as rules
+from .domain.desk import SessionRow, Skipped, Stopped, TrayItem
+from .domain.proposals import Proposal
 from .handlers import Deps, OutcomePending, Refused
 from .idempotency import HEADER, KEY_PATTERN, Idempotency
 
@@ -37,8 +38,8 @@ NO_SESSION: dict[int | str, dict[str, Any]] = {
 PageNumber = Annotated[int, Query(ge=1, le=100_000, description="The page, from 1")]
 PageSize = Annotated[int, Query(ge=1, le=200, description="Items per page")]
 BULK_NEEDS = Permission.CHANGE_WORKSPACE
-"""Apply all and Decline all decide requests of every agent of a session at once: the admin or developer role (an
-agent's owner or editor decides its requests one by one)."""
+"""Apply all and Decline all decide proposals of every agent of a session at once: the admin or developer role (an
+agent's owner or editor decides its proposals one by one)."""
 
 
 def decision_routes() -> list[re.Pattern[str]]:
@@ -56,16 +57,6 @@ def decision_routes() -> list[re.Pattern[str]]:
 PATH_PARAMETER = re.compile(r"\{\w+\}")
 
 
-class SessionRow(BaseModel):
-    session_id: str
-    operator_id: str
-    source_guild_id: str
-    state: Literal["open", "closed"]
-    waiting_on: int
-    opened_at: Any
-    closed_at: Any
-
-
 class SessionsPage(BaseModel):
     """A page of the organisation's sessions, newest first."""
 
@@ -75,35 +66,8 @@ class SessionsPage(BaseModel):
     total: int
 
 
-class TrayItem(BaseModel):
-    """An open request as the tray shows it: its target, its kind's labels and decision words, where to send them,
-    whether Apply all leaves it to its own apply (``decided_alone``), and the agent tab that holds it."""
-
-    session_id: str
-    seq: int
-    proposal_id: str
-    turn_id: str
-    kind: str
-    action: str
-    section: str
-    agent_id: str | None
-    agent_tab: str | None
-    target: dict[str, Any]
-    base: dict[str, Any]
-    lines: dict[str, int]
-    widens: bool
-    decided_alone: bool
-    stale: bool
-    apply_label: str
-    decline_label: str
-    decisions: dict[str, str]
-    decision_path: str
-    reason: str
-    proposed_at: Any
-
-
 class Tray(BaseModel):
-    """Every open request of a session, with counts per section (each section of the registry, zero included) and
+    """Every open proposal of a session, with counts per section (each section of the registry, zero included) and
     per agent, and "Waiting on N decisions"."""
 
     session_id: str
@@ -115,7 +79,7 @@ class Tray(BaseModel):
 
 
 class PendingPage(BaseModel):
-    """A page of the open requests across the organisation's sessions."""
+    """A page of the open proposals across the organisation's sessions."""
 
     items: list[TrayItem]
     page: int
@@ -129,25 +93,9 @@ class Resolved(BaseModel):
     outcome: str
 
 
-class Skipped(BaseModel):
-    seq: int
-    kind: str
-    reason: str
-
-
-class Stopped(BaseModel):
-    """The decision that stopped the rest: its status (409 stale, 422 refused, 502 failed, 504 late) and why."""
-
-    seq: int
-    kind: str
-    status: int
-    detail: str
-    decision_id: str | None = None
-
-
 class AllDone(BaseModel):
-    """What Apply all or Decline all did: each request it resolved, each it left to its own apply, the decision
-    that stopped the rest (if any), how many requests it left open, and a sentence that says so."""
+    """What Apply all or Decline all did: each proposal it resolved, each it left to its own apply, the decision
+    that stopped the rest (if any), how many proposals it left open, and a sentence that says so."""
 
     resolved: list[Resolved]
     skipped: list[Skipped]
@@ -168,12 +116,11 @@ def install(app: FastAPI, deps: Deps) -> None:
         async with deps.engine.begin() as conn:
             yield KeyStore(await driver_connection(conn))
 
-    async def late(body: dict[str, Any]) -> tuple[int, bytes] | None:
-        decision_id = body.get("decision_id")
-        outcome = await deps.decided.outcome(decision_id) if isinstance(decision_id, str) else None
+    async def late(decision_id: str) -> tuple[int, bytes] | None:
+        outcome = await deps.decided.outcome(decision_id)
         if outcome is None:
             return None
-        return (outcome["status"] if outcome["outcome"] != "failed" else 502), json.dumps(outcome).encode()
+        return status_of(outcome), outcome.model_dump_json().encode()
 
     # Appended, so it runs inside the guards that every service installs first (Starlette builds the list in order).
     app.user_middleware.append(
@@ -224,12 +171,12 @@ def router(deps: Deps, user: Any) -> APIRouter:
         state: Annotated[Literal["open", "closed"] | None, Query(description="Only open or closed ones")] = None,
         page: PageNumber = 1,
         page_size: PageSize = 50,
-    ) -> dict[str, Any]:
+    ) -> SessionsPage:
         """The organisation's sessions, newest first: operator, source guild, state, and how many decisions each
         waits on."""
         async with store() as s:
             items, total = await s.sessions(person.org_id, state, page_size, (page - 1) * page_size)
-        return {"items": items, "page": page, "page_size": page_size, "total": total}
+        return SessionsPage(items=items, page=page, page_size=page_size, total=total)
 
     @desk.get("/api/studio/pending", response_model=PendingPage)
     async def pending_across(
@@ -238,23 +185,31 @@ def router(deps: Deps, user: Any) -> APIRouter:
         agent_id: Annotated[Identifier | None, Query(description="Only this agent's")] = None,
         page: PageNumber = 1,
         page_size: PageSize = 50,
-    ) -> dict[str, Any]:
-        """The open requests across the organisation's sessions (the newest session's first, each in seq order),
+    ) -> PendingPage:
+        """The open proposals across the organisation's sessions (the newest session's first, each in seq order),
         filtered by section and agent, as the tray shows them with their ``session_id``."""
         async with store() as s:
             rows, total = await s.pending_across(person.org_id, section, agent_id, page_size, (page - 1) * page_size)
         items = [rules.item_view(row, decisions.decision_path) for row in rows]
-        return {"items": items, "page": page, "page_size": page_size, "total": total}
+        return PendingPage(items=items, page=page, page_size=page_size, total=total)
 
     @desk.get("/api/studio/sessions/{session_id}/pending", response_model=Tray, responses=NO_SESSION)
-    async def tray(session_id: PathId, person: user) -> dict[str, Any]:
-        """The header tray: every open request of the session grouped by section with its kind's labels and
+    async def tray(session_id: PathId, person: user) -> Tray:
+        """The header tray: every open proposal of the session grouped by section with its kind's labels and
         decision words, counts per section and per agent, and "Waiting on N decisions"."""
         await handlers.check_session(deps, session_id, person.org_id)
         async with store() as s:
             rows = await s.session_pending(session_id)
         items = [rules.item_view(row, decisions.decision_path) for row in rows]
-        return {"session_id": session_id, **rules.counts(items), "items": items}
+        counts = rules.counts(items)
+        return Tray(
+            session_id=session_id,
+            waiting_on=counts.waiting_on,
+            summary=counts.summary,
+            sections=counts.sections,
+            agents=counts.agents,
+            items=items,
+        )
 
     all_answers: dict[int | str, dict[str, Any]] = {
         **NO_SESSION,
@@ -265,49 +220,55 @@ def router(deps: Deps, user: Any) -> APIRouter:
 
     @desk.post("/api/studio/sessions/{session_id}/apply-all", responses=all_answers)
     async def apply_all(session_id: PathId, person: user) -> AllDone:
-        """Apply the session's open requests in seq order. Never grants a login nor applies a request that widens
+        """Apply the session's open proposals in seq order. Never grants a login nor applies a proposal that widens
         what an agent can do (each is ``skipped`` with the reason, to its own apply); a refused apply (a stale one,
         409) stops the rest and is ``stopped``. Takes an ``Idempotency-Key``."""
         return await run_all(deps, session_id, person, rules.plan_apply_all, "Applied", "apply_all")
 
     @desk.post("/api/studio/sessions/{session_id}/decline-all", responses=all_answers)
     async def decline_all(session_id: PathId, person: user) -> AllDone:
-        """Decline every open request of the session in seq order with its kind's ``decline`` decision (a draft is
+        """Decline every open proposal of the session in seq order with its kind's ``decline`` decision (a draft is
         discarded, a login declined). A refused one stops the rest. Takes an ``Idempotency-Key``."""
         return await run_all(deps, session_id, person, rules.plan_decline_all, "Declined", "decline_all")
 
     return desk
 
 
-async def run_all(deps: Deps, session_id: str, person: Identity, plan_of: Any, verb: str, via: str) -> AllDone:
+async def run_all(
+    deps: Deps,
+    session_id: str,
+    person: Identity,
+    plan_of: Callable[[Sequence[Proposal]], rules.Plan],
+    verb: str,
+    via: str,
+) -> AllDone:
     """Send a plan's decisions one after the other, as one operator's single decisions would go; stop at the first
-    that does not resolve its request."""
+    that does not resolve its proposal."""
     if not person.may(BULK_NEEDS):
         name = via.replace("_", " ").capitalize()
         raise HTTPException(403, f"{name} needs the admin or developer role (it decides every agent's requests)")
     await handlers.check_session(deps, session_id, person.org_id)
     async with deps.engine.connect() as conn:
-        requests = await (await DeskStore.over(conn)).open_requests(session_id)
-    plan: rules.Plan = plan_of(requests)
+        proposals = await (await DeskStore.over(conn)).open_proposals(session_id)
+    plan = plan_of(proposals)
     resolved: list[Resolved] = []
     stopped: Stopped | None = None
     for step in plan.steps:
-        seq, kind = step.item["seq"], step.item["kind"]
+        seq, kind = step.proposal.seq, step.proposal.kind
         try:
-            outcome = await handlers.decide(deps, dict(step.item), step.decision, person.user_id, via)
+            outcome = await handlers.decide(deps, step.proposal, step.decision, person.user_id, via)
         except Refused as exc:
             stopped = Stopped(seq=seq, kind=kind, status=exc.status, detail=exc.detail)
         except OutcomePending as exc:
             late = "the decision was sent; its outcome has not arrived yet"
             stopped = Stopped(seq=seq, kind=kind, status=504, detail=late, decision_id=exc.decision_id)
         else:
-            if outcome["outcome"] in KINDS[kind].decisions.values():
-                resolved.append(Resolved(seq=seq, kind=kind, outcome=outcome["outcome"]))
+            if outcome.outcome in KINDS[kind].decisions.values():
+                resolved.append(Resolved(seq=seq, kind=kind, outcome=outcome.outcome))
                 continue
-            status = outcome["status"] if outcome["outcome"] != "failed" else 502
-            stopped = Stopped(seq=seq, kind=kind, status=status, detail=outcome["detail"])
+            stopped = Stopped(seq=seq, kind=kind, status=status_of(outcome), detail=outcome.detail)
         break
-    left = len(requests) - len(resolved)
-    skipped = [Skipped(**skip) for skip in plan.skipped]
-    message = rules.summary(verb, len(resolved), len(skipped), None if stopped is None else stopped.model_dump(), left)
+    left = len(proposals) - len(resolved)
+    skipped = list(plan.skipped)
+    message = rules.summary(verb, len(resolved), len(skipped), stopped, left)
     return AllDone(resolved=resolved, skipped=skipped, stopped=stopped, left=left, message=message)

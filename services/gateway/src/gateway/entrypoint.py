@@ -29,8 +29,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     deps = handlers.Deps(runtime, settings, events)
     projection = handlers.Projection(events)
     runtime.consume(STUDIO_SESSIONS, projection.on_session_event)
-    runtime.consume_in_one_statement(PROPOSALS_PROPOSED, projection.proposed_requests, after_commit=projection.proposed)
-    # Only refused calls matter to the turn barrier; accepted requests arrive as ProposalProposed.
+    runtime.consume_in_one_statement(PROPOSALS_PROPOSED, projection.on_proposed, after_commit=projection.proposed)
+    # Only refused calls matter to the turn barrier; accepted ones arrive as ProposalProposed.
     runtime.consume(TOOL_RESULTS, projection.on_tool_result, when=lambda result: not result.ok)
     runtime.consume_batch(PROPOSALS_OUTCOMES, projection.on_outcome, after_commit=projection.outcome)
     runtime.consume_batch(STUDIO_TURNS, projection.on_step_ended, after_commit=projection.step_ended)

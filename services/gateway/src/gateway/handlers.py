@@ -1,11 +1,11 @@
-"""The gateway's use cases: keep the projection of requests, turns and decisions from the topics, settle
+"""The gateway's use cases: keep the projection of proposals, turns and decisions from the topics, settle
 paused turns, and carry an operator's decision to the owning service and its outcome back.
 
 Projection handlers get a unit of work from the runtime (which claimed the envelope id in the inbox, so a
 redelivery changes nothing, and took the session's lock) and settle the session's turns in the same
 transaction; what they announce live follows once it has committed. The continuation of a turn is written
 to the outbox in the transaction that marks the turn continued: exactly one per pause. The gateway knows no
-kind: which decisions a request takes comes from the kind registry.
+kind: which decisions a proposal takes comes from the kind registry.
 """
 
 from __future__ import annotations
@@ -42,12 +42,21 @@ from assent.topics import STUDIO_CONTINUATIONS
 from .adapters.notify import EventFeed
 from .adapters.projection import (
     CONTINUE_TURNS,
-    REQUEST_COLUMNS,
+    PROPOSAL_COLUMNS,
     ProjectionStore,
     SqlDecisions,
-    insert_claimed_requests,
+    insert_claimed_proposals,
 )
-from .domain.turns import RefusedCall, RequestState, continuation_text, settle
+from .domain.events import (
+    LiveEvent,
+    PageEvent,
+    ProposalDecidedEvent,
+    ProposalProposedEvent,
+    StepEndedEvent,
+    TurnContinuedEvent,
+)
+from .domain.proposals import Proposal
+from .domain.turns import ProposalState, RefusedCall, continuation_text, settle
 from .settings import GatewaySettings
 
 tracer = trace.get_tracer("assent.gateway")
@@ -60,17 +69,17 @@ class Decisions(Protocol):
         """Record the decision and send ``message`` to its owner (through the outbox), together or not at all."""
         ...
 
-    async def outcome(self, decision_id: str) -> dict[str, Any] | None:
+    async def outcome(self, decision_id: str) -> ProposalOutcome | None:
         """The decision's outcome once the projection holds it, else None."""
         ...
 
 
 class OutcomeFeed(Protocol):
-    """Where a deciding request hears its outcome (:class:`~gateway.adapters.notify.EventFeed`)."""
+    """Where a deciding HTTP request hears its outcome (:class:`~gateway.adapters.notify.EventFeed`)."""
 
     @property
     def reliable(self) -> bool: ...
-    def expect(self, decision_id: str) -> asyncio.Future[dict[str, Any] | None]: ...
+    def expect(self, decision_id: str) -> asyncio.Future[ProposalOutcome | None]: ...
     def forget(self, decision_id: str) -> None: ...
 
 
@@ -122,13 +131,13 @@ class Projection:
 
     The runtime hands each handler a batch of new messages of its topic and a unit of work that already holds the
     lock of every session they name. Each statement serves the whole batch (one round trip to the database for
-    many messages under load). The requests of a batch of proposals are one statement that the runtime runs with
-    the batch's claim, without a transaction around it (:meth:`proposed_requests`). A handler that can complete
-    what a paused turn waits on (an outcome, a refusal, the step's end) settles those sessions' turns in the same
-    transaction: the continuation is written to the outbox in the transaction that marks its turn continued,
-    exactly one per pause, and nothing is lost between two commits. The live events (``request.proposed``,
-    ``turn.step_ended``, ``request.decided``) are announced after commit for every delivery, a redelivery too:
-    they are hints (a client re-reads) and a deciding request waits for ``request.decided``.
+    many messages under load). A batch of proposals is one statement that the runtime runs with the batch's claim,
+    without a transaction around it (:meth:`on_proposed`). A handler that can complete what a paused turn waits on
+    (an outcome, a refusal, the step's end) settles those sessions' turns in the same transaction: the continuation
+    is written to the outbox in the transaction that marks its turn continued, exactly one per pause, and nothing is
+    lost between two commits. The live events (``proposal.proposed``, ``turn.step_ended``, ``proposal.decided``;
+    :mod:`gateway.domain.events`) are announced after commit for every delivery, a redelivery too: they are hints (a
+    client re-reads) and a deciding HTTP request waits for ``proposal.decided``.
     """
 
     def __init__(self, events: EventFeed) -> None:
@@ -137,14 +146,14 @@ class Projection:
     async def on_session_event(self, message: SessionOpened | SessionClosed, uow: UnitOfWork) -> None:
         await uow.sessions.record(message)
 
-    def proposed_requests(self, batch: Sequence[Received], n: int) -> tuple[str, list[Any]]:
-        """The requests of a batch of ``ProposalProposed``, as one statement (parameters from ``$n``) that the runtime
+    def on_proposed(self, batch: Sequence[Received], n: int) -> tuple[str, list[Any]]:
+        """The proposals of a batch of ``ProposalProposed``, as one statement (parameters from ``$n``) that the runtime
         runs with the batch's claim (:meth:`ServiceRuntime.consume_in_one_statement`): it reads nothing, and a new
-        request cannot complete the turn that waits on it, so there is nothing to settle."""
-        columns: list[list[Any]] = [[] for _ in REQUEST_COLUMNS]
+        proposal cannot complete the turn that waits on it, so there is nothing to settle."""
+        columns: list[list[Any]] = [[] for _ in PROPOSAL_COLUMNS]
         for item in batch:
             message: ProposalProposed = item.message  # type: ignore[assignment]  # the topic carries only this message type
-            with item.span():  # the request keeps the trace its decision will continue
+            with item.span():  # the proposal keeps the trace its decision will continue
                 carrier = current_carrier()
             row = (
                 message.id,
@@ -170,11 +179,11 @@ class Projection:
             )
             for column, value in zip(columns, row, strict=True):
                 column.append(value)
-        return insert_claimed_requests(n), columns
+        return insert_claimed_proposals(n), columns
 
     async def on_tool_result(self, message: ToolResult, uow: UnitOfWork) -> None:
         if message.ok:
-            return  # requests arrive as ProposalProposed; plain outputs are the coach's business
+            return  # proposals arrive as ProposalProposed; plain outputs are the coach's business
         assert message.error is not None
         await (await _store(uow)).record_refused_call(
             message.tool_call_id,
@@ -196,7 +205,7 @@ class Projection:
                     message.turn_id,
                     message.step,
                     json_param(list(message.tool_call_ids)),
-                    # A step that made no request does not pause the turn: nothing to continue.
+                    # A step that proposed nothing does not pause the turn: nothing to continue.
                     None if message.tool_call_ids else now,
                 )
             )
@@ -207,13 +216,14 @@ class Projection:
 
     async def on_outcome(self, batch: Sequence[Received], uow: UnitOfWork) -> None:
         store = await _store(uow)
-        # The page of each agent whose request of a kind decided there got an outcome hears of it (the outcome
-        # does not name the agent: its request does).
+        # The page of each agent whose proposal of a kind decided there got an outcome hears of it (the outcome
+        # does not name the agent: its proposal does).
         outcomes = [item.message for item in batch]
         on_page = [m.proposal_id for m in outcomes if isinstance(m, ProposalOutcome) and m.kind in PAGE_KINDS]
         if on_page:
             pages = await store.agents_of(on_page)
-            self._announce(uow, [_page_event("proposal.decided", agent, proposal) for proposal, agent in pages])
+            decided = [PageEvent(event="proposal.decided", agent_id=agent, proposal_id=p) for p, agent in pages]
+            self._announce(uow, decided)
         now = datetime.now(UTC)
         resolving = []
         for item in batch:
@@ -221,17 +231,17 @@ class Projection:
             if message.outcome in RESOLVED_OUTCOMES:
                 resolving.append(item)
                 continue
-            # The decision's outcome and its request's new state go in one statement. (Whether these run before
-            # or after the batch's resolutions changes nothing: each changes only a request still pending, and a
+            # The decision's outcome and its proposal's new state go in one statement. (Whether these run before
+            # or after the batch's resolutions changes nothing: each changes only a proposal still pending, and a
             # resolution clears the stale flag.)
             with item.span():
                 await store.record_outcome(message, now)
         if not resolving:
             return
-        # Resolve the requests and read their sessions' paused turns in one statement. The read sees the tables
-        # as they were before the update, so each request is taken as resolved here when it was still pending (no
+        # Resolve the proposals and read their sessions' paused turns in one statement. The read sees the tables
+        # as they were before the update, so each proposal is taken as resolved here when it was still pending (no
         # other transaction resolves it meanwhile: they all hold the sessions' locks). Of two outcomes that
-        # resolve one request, the first counts, as if they had come one after the other.
+        # resolve one proposal, the first counts, as if they had come one after the other.
         resolved: dict[str, tuple[str, str | None]] = {}
         for item in resolving:
             message = item.message  # type: ignore[assignment]  # the topic carries only this message type
@@ -242,7 +252,7 @@ class Projection:
             await self._settle(uow, resolving, paused, resolved)
 
     async def settle(self, uow: UnitOfWork, session_id: str) -> None:
-        """Continue every paused turn of the session whose requests are all decided (under the session lock,
+        """Continue every paused turn of the session whose proposals are all decided (under the session lock,
         which the runtime took for this message), and announce it once the transaction commits."""
         await uow.lock_session(session_id)
         store = await _store(uow)
@@ -258,13 +268,13 @@ class Projection:
         paused: Sequence[asyncpg.Record],
         resolved: dict[str, tuple[str, str | None]] | None = None,
     ) -> None:
-        """Settle the paused turns of the sessions of ``batch`` from ``paused`` (rows of :data:`_PAUSED`), each
+        """Settle the paused turns of the sessions of ``batch`` from ``paused`` (rows of :data:`PAUSED`), each
         session's continuation in the trace of its last message of the batch, and announce them after commit."""
         rows_of: dict[str, list[asyncpg.Record]] = {}
         for row in paused:
             rows_of.setdefault(row["session_id"], []).append(row)
         last = {item.message.session_id: item for item in batch}  # type: ignore[attr-defined]  # the topic carries only this message type
-        events: list[dict[str, Any]] = []
+        events: list[LiveEvent] = []
         continued: list[tuple[Any, ...]] = []
         for session_id, rows in rows_of.items():
             with last[session_id].span():
@@ -277,7 +287,7 @@ class Projection:
             await _sql(uow).outbox.write_last(_sql(uow).conn, CONTINUE_TURNS, rows)
         self._announce(uow, events)
 
-    def _announce(self, uow: UnitOfWork, events: list[dict[str, Any]]) -> None:
+    def _announce(self, uow: UnitOfWork, events: Sequence[LiveEvent]) -> None:
         """Announce ``events`` once the transaction commits."""
         if events:
 
@@ -289,21 +299,25 @@ class Projection:
     # What each handler announces after commit.
 
     async def proposed(self, message: ProposalProposed) -> None:
-        events = [_event("request.proposed", message.session_id, seq=message.seq, kind=message.kind)]
+        events: list[LiveEvent] = [
+            ProposalProposedEvent(session_id=message.session_id, seq=message.seq, kind=message.kind)
+        ]
         if message.kind in PAGE_KINDS and message.agent_id is not None:
-            events.append(_page_event("proposal.proposed", message.agent_id, message.proposal_id))
+            events.append(
+                PageEvent(event="proposal.proposed", agent_id=message.agent_id, proposal_id=message.proposal_id)
+            )
         await self.events.publish(events)
 
     async def step_ended(self, message: StepEnded) -> None:
-        ended = _event("turn.step_ended", message.session_id, turn_id=message.turn_id, step=message.step)
-        await self.events.publish([ended])
+        await self.events.publish(
+            [StepEndedEvent(session_id=message.session_id, turn_id=message.turn_id, step=message.step)]
+        )
 
     async def outcome(self, message: ProposalOutcome) -> None:
         # The deciding HTTP request is answered once the projection holds the outcome.
-        decided = _event(
-            "request.decided", message.session_id, seq=message.seq, outcome=message.model_dump(mode="json")
+        await self.events.publish(
+            [ProposalDecidedEvent(session_id=message.session_id, seq=message.seq, outcome=message)]
         )
-        await self.events.publish([decided])
 
 
 def _sql(uow: UnitOfWork) -> SqlUnitOfWork:
@@ -315,44 +329,35 @@ async def _store(uow: UnitOfWork) -> ProjectionStore:
     return await ProjectionStore.over(_sql(uow).conn)
 
 
-def _event(name: str, session_id: str, **fields: Any) -> dict[str, Any]:
-    return {"event": name, "session_id": session_id, **fields}
-
-
-def _page_event(name: str, agent_id: str, proposal_id: str) -> dict[str, Any]:
-    """An event of an agent's Proposals page stream (:data:`gateway.adapters.notify.STREAMS`)."""
-    return {"event": name, "stream": "proposals", "agent_id": agent_id, "proposal_id": proposal_id}
-
-
 async def _settle_turns(
     uow: SqlUnitOfWork,
     session_id: str,
     paused: Sequence[asyncpg.Record],
     resolved: dict[str, tuple[str, str | None]] | None = None,
-) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
+) -> tuple[list[LiveEvent], list[tuple[Any, ...]]]:
     """Settle the session's paused turns in ``uow`` (which holds the session lock): emits each continuation, and
-    returns the live events to announce once its transaction commits and the arguments of :data:`_CONTINUE_TURN`
+    returns the live events to announce once its transaction commits and the arguments of :data:`CONTINUE_TURN`
     for each turn continued (the caller runs them, for all its sessions at once).
 
-    ``paused`` are the session's rows of :data:`_PAUSED` (each paused turn with what it waits on, each awaited
-    call's request or refusal beside it). ``resolved`` (by proposal id: status, by whom) are requests this
+    ``paused`` are the session's rows of :data:`PAUSED` (each paused turn with what it waits on, each awaited
+    call's proposal or refusal beside it). ``resolved`` (by proposal id: status, by whom) are proposals this
     transaction resolved after those rows were read: a row that still shows one pending is taken as resolved so.
     """
-    events: list[dict[str, Any]] = []
+    events: list[LiveEvent] = []
     continued: list[tuple[Any, ...]] = []
-    turns: dict[tuple[str, int], tuple[list[str], dict[str, RequestState], dict[str, RefusedCall]]] = {}
+    turns: dict[tuple[str, int], tuple[list[str], dict[str, ProposalState], dict[str, RefusedCall]]] = {}
     for row in paused:
         awaited = row["awaited"]
-        waited, requests, refused = turns.setdefault(
+        waited, proposals, refused = turns.setdefault(
             (row["turn_id"], row["step"]), (list(row["tool_call_ids"]), {}, {})
         )
-        if row["request_seq"] is not None:
+        if row["proposal_seq"] is not None:
             status, resolved_by = row["status"], row["resolved_by"]
             if resolved is not None and status == "pending" and row["proposal_id"] in resolved:
                 status, resolved_by = resolved[row["proposal_id"]]
-            requests[awaited] = RequestState(
+            proposals[awaited] = ProposalState(
                 awaited,
-                row["request_seq"],
+                row["proposal_seq"],
                 row["proposal_id"],
                 row["kind"],
                 row["label"],
@@ -361,8 +366,8 @@ async def _settle_turns(
             )
         if row["refused_seq"] is not None:
             refused[awaited] = RefusedCall(awaited, row["refused_seq"], row["error_code"])
-    for (turn_id, step), (waited, requests, refused) in turns.items():
-        decisions = settle(waited, requests, refused)
+    for (turn_id, step), (waited, proposals, refused) in turns.items():
+        decisions = settle(waited, proposals, refused)
         if decisions is None:
             continue
         continuation = TurnContinuation(
@@ -376,7 +381,7 @@ async def _settle_turns(
         continued.append(
             (session_id, turn_id, step, datetime.now(UTC), json_param(continuation.model_dump(mode="json")))
         )
-        events.append(_event("turn.continued", session_id, turn_id=turn_id, step=step))
+        events.append(TurnContinuedEvent(session_id=session_id, turn_id=turn_id, step=step))
     return events, continued
 
 
@@ -405,67 +410,56 @@ async def check_session(deps: Deps, session_id: str, org_id: str) -> None:
         raise NotFound(f"session {session_id!r} does not exist")
 
 
-async def request_at(
+async def proposal_at(
     deps: Deps, session_id: str, seq: int, org_id: str | None = None, endpoint: str = "edits"
-) -> dict[str, Any]:
-    """The request at ``seq`` of a session decided at ``…/{endpoint}/{seq}``, with its agent's ``owners`` and
+) -> Proposal:
+    """The proposal at ``seq`` of a session decided at ``…/{endpoint}/{seq}``, with its agent's ``owners`` and
     ``editors`` (from the workspace copy), in one read. With ``org_id``, another organisation's session is
-    :class:`NotFound`, as a missing one is; so is a request of a kind decided at another endpoint (a login request is
-    not at ``…/edits/{seq}``, an edit not at ``…/logins/{seq}``)."""
+    :class:`NotFound`, as a missing one is; so is a proposal of a kind decided at another endpoint (a login request
+    is not at ``…/edits/{seq}``, an edit not at ``…/logins/{seq}``)."""
     async with deps.engine.connect() as conn:
-        row = await (await ProjectionStore.over(conn)).request_at(session_id, seq)
-    if row is None or not _at(row, endpoint) or (org_id is not None and row["session_org"] != org_id):
+        found = await (await ProjectionStore.over(conn)).proposal_at(session_id, seq)
+    if found is None or not _at(found[0], endpoint) or (org_id is not None and found[1] != org_id):
         if org_id is not None:
-            await check_session(deps, session_id, org_id)  # tell "no session" from "no request"
+            await check_session(deps, session_id, org_id)  # tell "no session" from "no proposal"
         raise NotFound(f"session {session_id!r} has no request at seq {seq} decided at …/{endpoint}/{{seq}}")
-    return _request(row)
+    return found[0]
 
 
-async def request_of(deps: Deps, agent_id: str, proposal_id: str, org_id: str, endpoint: str) -> dict[str, Any]:
-    """The request of proposal ``proposal_id`` of agent ``agent_id`` decided at ``/api/agents/{agent_id}/{endpoint}/…``
-    (:attr:`assent.kinds.KindSpec.addressed_by`), as :func:`request_at` reads it. Another organisation's, another
+async def proposal_of(deps: Deps, agent_id: str, proposal_id: str, org_id: str, endpoint: str) -> Proposal:
+    """Proposal ``proposal_id`` of agent ``agent_id`` decided at ``/api/agents/{agent_id}/{endpoint}/…``
+    (:attr:`assent.kinds.KindSpec.addressed_by`), as :func:`proposal_at` reads it. Another organisation's, another
     agent's, or one of a kind decided at another endpoint is :class:`NotFound`, as a missing one is."""
     async with deps.engine.connect() as conn:
-        row = await (await ProjectionStore.over(conn)).request_of(proposal_id)
-    if row is None or row["session_org"] != org_id or row["agent_id"] != agent_id or not _at(row, endpoint):
+        found = await (await ProjectionStore.over(conn)).proposal_of(proposal_id)
+    if found is None or found[1] != org_id or found[0].agent_id != agent_id or not _at(found[0], endpoint):
         raise NotFound(f"agent {agent_id!r} has no proposal {proposal_id!r}")
-    return _request(row)
+    return found[0]
 
 
-def _at(row: asyncpg.Record, endpoint: str) -> bool:
-    return KINDS[row["kind"]].endpoint == endpoint
-
-
-def _request(row: asyncpg.Record) -> dict[str, Any]:
-    """A projected request with its agent's ``owners`` and ``editors`` as tuples (none: empty)."""
-    request = dict(row)
-    request["owners"], request["editors"] = tuple(row["owners"] or ()), tuple(row["editors"] or ())
-    return request
+def _at(proposal: Proposal, endpoint: str) -> bool:
+    return KINDS[proposal.kind].endpoint == endpoint
 
 
 async def decide(
     deps: Deps,
-    request: dict[str, Any],
+    proposal: Proposal,
     decision: str,
     actor: str,
     via: str,
     options: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Send one decision on ``request`` (from :func:`request_at`) to its owner and return its outcome (a
-    ``ProposalOutcome`` as JSON). ``options`` are the decision's choices (:attr:`assent.kinds.KindSpec.options`).
+) -> ProposalOutcome:
+    """Send one decision on ``proposal`` (from :func:`proposal_at`) to its owner and return its outcome.
+    ``options`` are the decision's choices (:attr:`assent.kinds.KindSpec.options`), as JSON.
 
     Raises :class:`Refused` (already resolved: the status its kind's :attr:`~assent.kinds.Answer.answered` says; or a
     decision that does not fit: 422), or :class:`OutcomePending` when the owner has not answered within the configured
     time.
     """
-    session_id, seq = request["session_id"], request["seq"]
-    if request["status"] != "pending":
-        raise Refused(
-            KINDS[request["kind"]].answer.answered,
-            f"this request was already {request['status']} by {request['resolved_by']} at "
-            f"{request['resolved_at']:%Y-%m-%d %H:%M:%S} UTC",
-        )
-    spec = KINDS[request["kind"]]
+    spec = KINDS[proposal.kind]
+    if proposal.status != "pending":
+        at = "" if proposal.resolved_at is None else f" at {proposal.resolved_at:%Y-%m-%d %H:%M:%S} UTC"
+        raise Refused(spec.answer.answered, f"this request was already {proposal.status} by {proposal.resolved_by}{at}")
     if decision not in spec.decisions:
         accepted = " or ".join(spec.decisions)
         raise Refused(422, f"a {spec.name} request is decided with {accepted}, not {decision!r}")
@@ -476,18 +470,18 @@ async def decide(
         # The decision continues the proposal's trace, so one trace spans tool call to outcome; the HTTP
         # request's own span is linked.
         http_span = trace.get_current_span().get_span_context()
-        token = attach_carrier(request["trace"])
+        token = attach_carrier(proposal.trace)
         try:
             with tracer.start_as_current_span(
-                f"decide {request['kind']} {decision}", links=[trace.Link(http_span)] if http_span.is_valid else []
+                f"decide {proposal.kind} {decision}", links=[trace.Link(http_span)] if http_span.is_valid else []
             ):
                 await deps.decided.record(
                     DecisionMade(
                         decision_id=decision_id,
-                        proposal_id=request["proposal_id"],
-                        session_id=session_id,
-                        seq=seq,
-                        kind=request["kind"],
+                        proposal_id=proposal.proposal_id,
+                        session_id=proposal.session_id,
+                        seq=proposal.seq,
+                        kind=proposal.kind,
                         decision=decision,
                         actor=actor,
                         via=via,
@@ -506,14 +500,14 @@ async def _await_outcome(
     feed: OutcomeFeed,
     timeout: float,
     decision_id: str,
-    answered: asyncio.Future[dict[str, Any] | None],
-) -> dict[str, Any]:
+    answered: asyncio.Future[ProposalOutcome | None],
+) -> ProposalOutcome:
     """The outcome of ``decision_id``: handed over by the event feed (``answered``), or read from the projection
     while the feed cannot be counted on. Raises :class:`OutcomePending` after ``timeout`` seconds."""
     within = asyncio.timeout(timeout)
     try:
         async with within:
-            # Awaited directly, so the hand-over resumes this request at once, ahead of what the same outcome
+            # Awaited directly, so the hand-over resumes this HTTP request at once, ahead of what the same outcome
             # wakes besides (live streams, the publish to the other replicas).
             outcome = await answered if feed.reliable else None
             while outcome is None:  # the feed lost Redis (now or before): read the projection
@@ -531,8 +525,9 @@ PROJECTION_POLL_SECONDS = 0.25
 """How often a waiting decision reads the projection while the event feed cannot be counted on."""
 
 
-async def resend_continuation(deps: Deps, session_id: str) -> dict[str, Any]:
-    """Continue: publish the latest paused turn's continuation again (same envelope id)."""
+async def resend_continuation(deps: Deps, session_id: str) -> tuple[TurnContinuation, int]:
+    """Continue: publish the latest paused turn's continuation again (same envelope id). Returns it, and how often
+    it was sent now."""
     async with deps.runtime.unit_of_work() as uow:
         await uow.lock_session(session_id)
         store = await ProjectionStore.over(uow.conn)
@@ -546,4 +541,4 @@ async def resend_continuation(deps: Deps, session_id: str) -> dict[str, Any]:
         continuation = TurnContinuation.model_validate(turn["continuation"])
         await uow.emit(STUDIO_CONTINUATIONS, session_id, continuation)
         await store.count_send(session_id, turn["turn_id"], turn["step"])
-    return {**turn["continuation"], "sends": turn["sends"] + 1}
+    return continuation, turn["sends"] + 1

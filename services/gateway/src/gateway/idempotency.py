@@ -39,8 +39,9 @@ ABANDONED_SECONDS = 600.0
 """A key whose request has not answered after this long (its gateway stopped meanwhile) may be claimed again."""
 KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
 
-Late = Callable[[dict[str, Any]], Awaitable[tuple[int, bytes] | None]]
-"""Given a kept 504's body, the decision's answer (status, JSON body) once its outcome has arrived, else None."""
+Late = Callable[[str], Awaitable[tuple[int, bytes] | None]]
+"""Given the ``decision_id`` a kept 504 names, the decision's answer (status, JSON body) once its outcome has arrived,
+else None."""
 
 
 class Keys(Protocol):
@@ -101,7 +102,7 @@ class Idempotency:
             return
         key = raw_key.decode("latin-1")
         if not KEY_PATTERN.match(key):
-            await _json(send, 422, {"detail": f"the {HEADER} header must be 1 to 255 visible ASCII characters"})
+            await _refuse(send, 422, f"the {HEADER} header must be 1 to 255 visible ASCII characters")
             return
         who = await self._person(headers.get("authorization"))
         if who is None:
@@ -172,22 +173,24 @@ class Idempotency:
 
     async def _replay(self, send: Send, who: tuple[str, str], key: str, print_: str, held: Any) -> None:
         if held is None:  # released meanwhile (its request met an outage): the client may simply retry
-            await _json(send, 409, {"detail": f"the request with this {HEADER} did not finish; retry", "retry": True})
+            await _refuse(send, 409, f"the request with this {HEADER} did not finish; retry", retry=True)
             return
         if held["fingerprint"] != print_:
-            await _json(send, 422, {"detail": f"this {HEADER} was used for a different request"})
+            await _refuse(send, 422, f"this {HEADER} was used for a different request")
             return
         if held["status"] is None:
-            await _json(
+            await _refuse(
                 send,
                 409,
-                {"detail": f"the request with this {HEADER} is still being answered; retry shortly", "retry": True},
-                [(b"retry-after", b"1")],
+                f"the request with this {HEADER} is still being answered; retry shortly",
+                retry=True,
+                headers=[(b"retry-after", b"1")],
             )
             return
         status, content_type, body = held["status"], held["content_type"], bytes(held["body"])
-        if status == 504:
-            arrived = await self.late(json.loads(body))
+        decision_id = _decision_of(body) if status == 504 else None
+        if decision_id is not None:
+            arrived = await self.late(decision_id)
             if arrived is not None:
                 status, body = arrived
                 async with self.keys() as keys:
@@ -218,8 +221,20 @@ async def _read_body(receive: Receive) -> tuple[bytes, Message | None]:
             return b"".join(chunks), None
 
 
-async def _json(send: Send, status: int, body: dict[str, Any], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
-    payload = json.dumps(body).encode()
+def _decision_of(body: bytes) -> str | None:
+    """The ``decision_id`` a 504's body names (the decision was sent; its outcome was late)."""
+    try:
+        decision_id = json.loads(body).get("decision_id")
+    except (ValueError, AttributeError):
+        return None
+    return decision_id if isinstance(decision_id, str) else None
+
+
+async def _refuse(
+    send: Send, status: int, detail: str, *, retry: bool = False, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    """Answer with an :class:`~assent.api.Error` body (``retry``: trying again shortly may succeed)."""
+    payload = json.dumps({"detail": detail, "retry": True} if retry else {"detail": detail}).encode()
     length = (b"content-length", str(len(payload)).encode())
     await send(
         {

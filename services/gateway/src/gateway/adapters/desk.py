@@ -6,14 +6,20 @@ Fixed statement texts run on an asyncpg connection (prepared once per connection
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
 import asyncpg
+from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from assent.db import driver_connection
 
+from ..domain.desk import Item, SessionRow
+from ..domain.proposals import Proposal
 from . import tables as t
+from .projection import READ_COLUMNS, read_proposal
+
+Row = TypeVar("Row", bound=BaseModel)
 
 ITEM_COLUMNS = (
     "r.session_id, r.seq, r.proposal_id, r.turn_id, r.kind, r.action, r.section, r.agent_id, r.target, r.base,"
@@ -24,7 +30,8 @@ ITEM_COLUMNS = (
 SESSIONS = (
     "SELECT s.session_id, s.operator_user_id AS operator_id, s.source_guild_id,"
     " CASE WHEN s.closed_at IS NULL THEN 'open' ELSE 'closed' END AS state,"
-    f" (SELECT count(*) FROM {t.requests.fullname} AS r WHERE r.session_id = s.session_id AND r.status = 'pending')"
+    f" (SELECT count(*) FROM {t.projected_proposals.fullname} AS r"
+    " WHERE r.session_id = s.session_id AND r.status = 'pending')"
     " AS waiting_on, s.opened_at, s.closed_at, count(*) OVER () AS total"
     f" FROM {t.sessions.fullname} AS s"
     " WHERE s.org_id = $1 AND ($2::text IS NULL OR (s.closed_at IS NULL) = ($2 = 'open'))"
@@ -35,25 +42,25 @@ decisions it waits on; ``total`` counts every session that matches."""
 
 PENDING_ACROSS = (
     f"SELECT {ITEM_COLUMNS}, count(*) OVER () AS total"
-    f" FROM {t.requests.fullname} AS r JOIN {t.sessions.fullname} AS s ON s.session_id = r.session_id"
+    f" FROM {t.projected_proposals.fullname} AS r JOIN {t.sessions.fullname} AS s ON s.session_id = r.session_id"
     " WHERE s.org_id = $1 AND r.status = 'pending'"
     " AND ($2::text IS NULL OR r.section = $2) AND ($3::text IS NULL OR r.agent_id = $3)"
     " ORDER BY s.opened_at DESC, r.session_id, r.seq LIMIT $4 OFFSET $5"
 )
-"""A page of an organisation's open requests across its sessions (by section ``$2`` and agent ``$3`` when given):
+"""A page of an organisation's open proposals across its sessions (by section ``$2`` and agent ``$3`` when given):
 the newest session's first, each session's in seq order."""
 
 SESSION_PENDING = (
-    f"SELECT {ITEM_COLUMNS} FROM {t.requests.fullname} AS r WHERE r.session_id = $1 AND r.status = 'pending'"
+    f"SELECT {ITEM_COLUMNS} FROM {t.projected_proposals.fullname} AS r WHERE r.session_id = $1 AND r.status = 'pending'"
     " ORDER BY r.seq"
 )
-"""A session's open requests, as the tray lists them."""
+"""A session's open proposals, as the tray lists them."""
 
-OPEN_REQUESTS = (
-    "SELECT " + ", ".join(f"r.{column.name}" for column in t.requests.c) + f" FROM {t.requests.fullname} AS r"
+OPEN_PROPOSALS = (
+    "SELECT " + ", ".join(f"r.{name}" for name in READ_COLUMNS) + f" FROM {t.projected_proposals.fullname} AS r"
     " WHERE r.session_id = $1 AND r.status = 'pending' ORDER BY r.seq"
 )
-"""A session's open requests whole, as a decision needs them (:func:`gateway.handlers.decide`)."""
+"""A session's open proposals whole, as a decision needs them (:func:`gateway.handlers.decide`)."""
 
 CLAIM_KEY = (
     f"INSERT INTO {t.idempotency_keys.fullname} AS k (org_id, user_id, key, fingerprint) VALUES ($1, $2, $3, $4)"
@@ -63,7 +70,7 @@ CLAIM_KEY = (
     " OR (k.answered_at IS NULL AND k.claimed_at < now() - make_interval(secs => $6))"
     " RETURNING true"
 )
-"""Claim a person's key for a request: a new key, one kept longer than its time to live (``$5`` s), or one whose
+"""Claim a person's key for an HTTP request: a new key, one kept longer than its time to live (``$5`` s), or one whose
 request never answered within ``$6`` s (its gateway stopped meanwhile). Returns a row when claimed."""
 
 READ_KEY = (
@@ -89,40 +96,39 @@ class DeskStore:
     async def over(cls, conn: AsyncConnection) -> DeskStore:
         return cls(await driver_connection(conn))
 
-    async def sessions(
-        self, org_id: str, state: str | None, limit: int, offset: int
-    ) -> tuple[list[dict[str, Any]], int]:
+    async def sessions(self, org_id: str, state: str | None, limit: int, offset: int) -> tuple[list[SessionRow], int]:
         """:data:`SESSIONS`: the page's sessions, and how many match in all."""
         rows = await self.conn.fetch(SESSIONS, org_id, state, limit, offset)
         if rows or offset == 0:
-            return _page(rows)
+            return _page(SessionRow, rows)
         first = await self.conn.fetchrow(SESSIONS, org_id, state, 1, 0)  # a page past the end carries no total
         return [], 0 if first is None else int(first["total"])
 
     async def pending_across(
         self, org_id: str, section: str | None, agent_id: str | None, limit: int, offset: int
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[list[Item], int]:
         """:data:`PENDING_ACROSS`: the page's items, and how many match in all."""
         rows = await self.conn.fetch(PENDING_ACROSS, org_id, section, agent_id, limit, offset)
         if rows or offset == 0:
-            return _page(rows)
+            return _page(Item, rows)
         first = await self.conn.fetchrow(PENDING_ACROSS, org_id, section, agent_id, 1, 0)
         return [], 0 if first is None else int(first["total"])
 
-    async def session_pending(self, session_id: str) -> list[dict[str, Any]]:
-        return [dict(row) for row in await self.conn.fetch(SESSION_PENDING, session_id)]
+    async def session_pending(self, session_id: str) -> list[Item]:
+        return [Item.model_validate(dict(row)) for row in await self.conn.fetch(SESSION_PENDING, session_id)]
 
-    async def open_requests(self, session_id: str) -> list[dict[str, Any]]:
-        return [dict(row) for row in await self.conn.fetch(OPEN_REQUESTS, session_id)]
+    async def open_proposals(self, session_id: str) -> list[Proposal]:
+        return [read_proposal(row) for row in await self.conn.fetch(OPEN_PROPOSALS, session_id)]
 
 
-def _page(rows: list[asyncpg.Record]) -> tuple[list[dict[str, Any]], int]:
+def _page(model: type[Row], rows: list[asyncpg.Record]) -> tuple[list[Row], int]:
+    """The rows of a page as ``model`` (each row's ``total`` left out), and the ``total`` they carry."""
     total = int(rows[0]["total"]) if rows else 0
-    return [{k: v for k, v in dict(row).items() if k != "total"} for row in rows], total
+    return [model.model_validate(dict(row)) for row in rows], total
 
 
 class KeyStore:
-    """The first answer to each request a person sent with an ``Idempotency-Key``, over one asyncpg connection
+    """The first answer to each HTTP request a person sent with an ``Idempotency-Key``, over one asyncpg connection
     (each statement commits on its own)."""
 
     def __init__(self, conn: asyncpg.Connection) -> None:
@@ -131,7 +137,7 @@ class KeyStore:
     async def claim(
         self, who: tuple[str, str], key: str, fingerprint: str, keep_seconds: float, abandon_seconds: float
     ) -> bool:
-        """Whether this request now holds the key (:data:`CLAIM_KEY`)."""
+        """Whether this HTTP request now holds the key (:data:`CLAIM_KEY`)."""
         return bool(await self.conn.fetchval(CLAIM_KEY, *who, key, fingerprint, keep_seconds, abandon_seconds))
 
     async def read(self, who: tuple[str, str], key: str) -> asyncpg.Record | None:
@@ -142,5 +148,5 @@ class KeyStore:
         await self.conn.execute(ANSWER_KEY, *who, key, status, content_type, body)
 
     async def release(self, who: tuple[str, str], key: str) -> None:
-        """Forget the key: its request changed nothing that a retry must not redo (an outage)."""
+        """Forget the key: its HTTP request changed nothing that a retry must not redo (an outage)."""
         await self.conn.execute(RELEASE_KEY, *who, key)

@@ -1,6 +1,6 @@
 """The gateway's pending decisions as a Prometheus gauge, read from its projection at each scrape.
 
-``assent_pending_decisions{org, section}``: the requests waiting for a person's decision, per organisation and
+``assent_pending_decisions{org, section}``: the proposals waiting for a person's decision, per organisation and
 section. ``org`` is :func:`org_label` of the organisation's id, never the id or the name: organisations choose
 their ids (``acme``), and a monitoring stack is read by people who serve every organisation, so a label that
 names a customer would tell them who uses Assent and how much. Every replica reports the whole count (it is read
@@ -19,7 +19,7 @@ from . import tables
 
 PENDING_DECISIONS = Gauge(
     "assent_pending_decisions",
-    "Requests waiting for a person's decision, by organisation (a hash of its id) and section",
+    "Proposals waiting for a person's decision, by organisation (a hash of its id) and section",
     ["org", "section"],
 )
 
@@ -35,18 +35,18 @@ def org_label(org_id: str) -> str:
 
 
 class PendingDecisions:
-    """Sets :data:`PENDING_DECISIONS` from the projection: one grouped count over the pending requests (a partial
+    """Sets :data:`PENDING_DECISIONS` from the projection: one grouped count over the pending proposals (a partial
     index holds only those), and removes the series of what is no longer pending anywhere."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.reported: set[tuple[str, str]] = set()
-        requests, sessions = tables.requests, tables.sessions
+        proposals, sessions = tables.projected_proposals, tables.sessions
         self.query = (
-            select(sessions.c.org_id, requests.c.section, func.count())
-            .select_from(requests.join(sessions, sessions.c.session_id == requests.c.session_id))
-            .where(requests.c.status == "pending")
-            .group_by(sessions.c.org_id, requests.c.section)
+            select(sessions.c.org_id, proposals.c.section, func.count())
+            .select_from(proposals.join(sessions, sessions.c.session_id == proposals.c.session_id))
+            .where(proposals.c.status == "pending")
+            .group_by(sessions.c.org_id, proposals.c.section)
         )
 
     async def refresh(self) -> None:

@@ -1,4 +1,4 @@
-"""The gateway's projection in PostgreSQL: requests, refused calls, turns, decisions and sessions.
+"""The gateway's projection in PostgreSQL: proposals, refused calls, turns, decisions and sessions.
 
 The statements run on every round: on the asyncpg connection inside the unit of work's transaction, or on a
 connection of their own (:func:`assent.db.driver_connection`), as fixed texts prepared once per connection. JSONB
@@ -21,12 +21,13 @@ from assent.db import driver_connection, json_param, update_rows
 from assent.outbox import Outbox
 from assent.topics import decisions_of
 
+from ..domain.proposals import Proposal
 from . import tables as t
 
 # The projection's statements run on every round: on the asyncpg connection inside the unit of work's transaction
 # (assent.db.driver_connection), as fixed texts prepared once per connection. JSONB values go as JSON text.
 
-REQUEST_COLUMNS = (
+PROPOSAL_COLUMNS = (
     ("message_id", "uuid"),
     ("session_id", "text"),
     ("seq", "integer"),
@@ -48,21 +49,21 @@ REQUEST_COLUMNS = (
     ("card", "jsonb"),
     ("trace", "jsonb"),
 )
-"""A request's columns as :meth:`gateway.handlers.Projection.proposed_requests` passes them (one array each), the
+"""A proposal's columns as :meth:`gateway.handlers.Projection.on_proposed` passes them (one array each), the
 message's first."""
 
 
 @functools.cache
-def insert_claimed_requests(n: int) -> str:
-    """The requests of the messages that the batch's claim (``claimed``) took, from the arrays ``$n``… (one per column
-    of :data:`REQUEST_COLUMNS`)."""
-    names = [name for name, _ in REQUEST_COLUMNS]
+def insert_claimed_proposals(n: int) -> str:
+    """The proposals of the messages that the batch's claim (``claimed``) took, from the arrays ``$n``… (one per column
+    of :data:`PROPOSAL_COLUMNS`)."""
+    names = [name for name, _ in PROPOSAL_COLUMNS]
     arrays = ", ".join(
-        f"${n + i}::{'text' if kind == 'jsonb' else kind}[]" for i, (_, kind) in enumerate(REQUEST_COLUMNS)
+        f"${n + i}::{'text' if kind == 'jsonb' else kind}[]" for i, (_, kind) in enumerate(PROPOSAL_COLUMNS)
     )
-    values = ", ".join(f"r.{name}::jsonb" if kind == "jsonb" else f"r.{name}" for name, kind in REQUEST_COLUMNS[1:])
+    values = ", ".join(f"r.{name}::jsonb" if kind == "jsonb" else f"r.{name}" for name, kind in PROPOSAL_COLUMNS[1:])
     return (
-        f"INSERT INTO {t.requests.fullname} ({', '.join(names[1:])}) SELECT {values}"
+        f"INSERT INTO {t.projected_proposals.fullname} ({', '.join(names[1:])}) SELECT {values}"
         f" FROM unnest({arrays}) AS r({', '.join(names)})"
         " WHERE r.message_id IN (SELECT message_id FROM claimed) ON CONFLICT DO NOTHING"
     )
@@ -80,43 +81,43 @@ INSERT_TURN = (
 
 RECORD_OUTCOME = f"UPDATE {t.decisions.fullname} SET outcome = $2, outcome_at = $3 WHERE decision_id = $1"
 
-MARK_REQUEST_STALE = (
+MARK_PROPOSAL_STALE = (
     f"WITH recorded AS (UPDATE {t.decisions.fullname} SET outcome = $2, outcome_at = $3 WHERE decision_id = $4)"
-    f" UPDATE {t.requests.fullname} SET stale = true WHERE proposal_id = $1 AND status = 'pending'"
+    f" UPDATE {t.projected_proposals.fullname} SET stale = true WHERE proposal_id = $1 AND status = 'pending'"
 )
-"""The decision's outcome recorded, and its request marked stale while it stays pending."""
+"""The decision's outcome recorded, and its proposal marked stale while it stays pending."""
 
 PAUSED = (
-    "SELECT tu.session_id, tu.turn_id, tu.step, tu.tool_call_ids, awaited.value AS awaited, r.seq AS request_seq,"
+    "SELECT tu.session_id, tu.turn_id, tu.step, tu.tool_call_ids, awaited.value AS awaited, r.seq AS proposal_seq,"
     " r.proposal_id, r.kind, r.label, r.status, r.resolved_by, rc.seq AS refused_seq, rc.error_code"
     f" FROM {t.turns.fullname} AS tu"
     " JOIN LATERAL jsonb_array_elements_text(tu.tool_call_ids) AS awaited(value) ON true"
     " LEFT OUTER JOIN LATERAL (SELECT seq, proposal_id, kind, target ->> 'label' AS label, status, resolved_by"
-    f" FROM {t.requests.fullname} WHERE tool_call_id = awaited.value LIMIT 1) AS r ON true"
+    f" FROM {t.projected_proposals.fullname} WHERE tool_call_id = awaited.value LIMIT 1) AS r ON true"
     " LEFT OUTER JOIN LATERAL (SELECT seq, error ->> 'code' AS error_code"
     f" FROM {t.refused_calls.fullname} WHERE tool_call_id = awaited.value LIMIT 1) AS rc ON true"
     " WHERE tu.session_id = ANY($1::text[]) AND tu.continued_at IS NULL"
     " ORDER BY tu.session_id, tu.ended_at, tu.turn_id, tu.step"
 )
-"""The paused turns of the sessions ``$1``, one row per awaited call, with that call's request or refusal (if any).
+"""The paused turns of the sessions ``$1``, one row per awaited call, with that call's proposal or refusal (if any).
 
 Each awaited call is looked up on its own (a lateral subquery, so by index): the planner guesses a hundred calls
 per turn, and with statistics from when the tables were small (a plan lasts as long as its connection, until the
-next ANALYZE) a join would read every request of the table to find one or two.
+next ANALYZE) a join would read every proposal of the table to find one or two.
 """
 
-RESOLVE_REQUESTS_THEN_PAUSED = (
+RESOLVE_PROPOSALS_THEN_PAUSED = (
     "WITH o AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[])"
     " WITH ORDINALITY AS o(proposal_id, outcome, resolved_by, resolved_at, result, decision_id, n)),"
     f" recorded AS (UPDATE {t.decisions.fullname} AS d SET outcome = o.result::jsonb, outcome_at = $7 FROM o"
     " WHERE d.decision_id = o.decision_id),"
-    f" resolved AS (UPDATE {t.requests.fullname} AS r SET status = o.outcome, stale = false,"
+    f" resolved AS (UPDATE {t.projected_proposals.fullname} AS r SET status = o.outcome, stale = false,"
     " resolved_by = o.resolved_by, resolved_at = o.resolved_at, result = o.result::jsonb"
     " FROM (SELECT DISTINCT ON (proposal_id) * FROM o ORDER BY proposal_id, n) AS o"
     " WHERE r.proposal_id = o.proposal_id AND r.status = 'pending') " + PAUSED.replace("$1", "$8")
 )
 """Each outcome (the arrays ``$1``..``$6``, one element each: proposal, outcome, by whom, when, the outcome as JSON,
-decision) recorded on its decision and resolving its request (unless another decision resolved it first; of two
+decision) recorded on its decision and resolving its proposal (unless another decision resolved it first; of two
 here, the first), then :data:`PAUSED` of the sessions ``$8``, in one statement (the read sees the tables as they
 were before the updates)."""
 
@@ -130,18 +131,20 @@ CONTINUE_TURNS = update_rows(t.turns, ("session_id", "turn_id", "step"), ("conti
 
 SESSION_ORG = f"SELECT org_id FROM {t.sessions.fullname} WHERE session_id = $1"
 
-_REQUEST = (
-    "SELECT "
-    + ", ".join(f"r.{column.name}" for column in t.requests.c)
-    + ", s.org_id AS session_org, a.owners, a.editors"
-    f" FROM {t.requests.fullname} AS r"
+READ_COLUMNS = tuple(column.name for column in t.projected_proposals.c if column.name in Proposal.model_fields)
+"""The columns a :class:`~gateway.domain.proposals.Proposal` is read from (``result`` is its outcome's, which the
+decisions hold)."""
+
+_PROPOSAL = (
+    "SELECT " + ", ".join(f"r.{name}" for name in READ_COLUMNS) + ", s.org_id AS session_org, a.owners, a.editors"
+    f" FROM {t.projected_proposals.fullname} AS r"
     f" JOIN {t.sessions.fullname} AS s ON s.session_id = r.session_id"
     f" LEFT OUTER JOIN {t.agents.fullname} AS a ON a.agent_id = r.agent_id"
 )
-REQUEST_AT = _REQUEST + " WHERE r.session_id = $1 AND r.seq = $2"
-"""The request at a session's seq, with its session's organisation and its agent's owners and editors."""
-REQUEST_OF = _REQUEST + " WHERE r.proposal_id = $1"
-"""The request of a proposal, as :data:`REQUEST_AT` reads it."""
+PROPOSAL_AT = _PROPOSAL + " WHERE r.session_id = $1 AND r.seq = $2"
+"""The proposal at a session's seq, with its session's organisation and its agent's owners and editors."""
+PROPOSAL_OF = _PROPOSAL + " WHERE r.proposal_id = $1"
+"""A proposal by its id, as :data:`PROPOSAL_AT` reads it."""
 
 INSERT_DECISION = (
     f"INSERT INTO {t.decisions.fullname} (decision_id, session_id, seq, proposal_id, decision, actor, via, message_id)"
@@ -154,7 +157,10 @@ LATEST_PAUSED_TURN = (
 )
 """The session's latest turn that paused (that waited on at least one call), continued or not."""
 
-DECIDED_OF = f"SELECT count(*) FROM {t.requests.fullname} WHERE tool_call_id = ANY($1::text[]) AND status <> 'pending'"
+DECIDED_OF = (
+    f"SELECT count(*) FROM {t.projected_proposals.fullname}"
+    " WHERE tool_call_id = ANY($1::text[]) AND status <> 'pending'"
+)
 
 COUNT_SEND = f"UPDATE {t.turns.fullname} SET sends = sends + 1 WHERE session_id = $1 AND turn_id = $2 AND step = $3"
 
@@ -162,7 +168,7 @@ DECISION_OUTCOME = f"SELECT outcome FROM {t.decisions.fullname} WHERE decision_i
 
 
 AGENTS_OF = (
-    f"SELECT proposal_id, agent_id FROM {t.requests.fullname}"
+    f"SELECT proposal_id, agent_id FROM {t.projected_proposals.fullname}"
     " WHERE proposal_id = ANY($1::text[]) AND agent_id IS NOT NULL"
 )
 
@@ -178,7 +184,7 @@ class ProjectionStore:
         return cls(await driver_connection(conn))
 
     async def agents_of(self, proposal_ids: list[str]) -> list[tuple[str, str]]:
-        """``(proposal_id, agent_id)`` of each projected request of ``proposal_ids`` that names an agent."""
+        """``(proposal_id, agent_id)`` of each projected proposal of ``proposal_ids`` that names an agent."""
         rows = await self.conn.fetch(AGENTS_OF, proposal_ids)
         return [(row["proposal_id"], row["agent_id"]) for row in rows]
 
@@ -190,25 +196,25 @@ class ProjectionStore:
         await self.conn.executemany(INSERT_TURN, rows)
 
     async def paused(self, session_ids: Sequence[str]) -> list[asyncpg.Record]:
-        """:data:`PAUSED`: the sessions' paused turns, a row per awaited call with its request or refusal."""
+        """:data:`PAUSED`: the sessions' paused turns, a row per awaited call with its proposal or refusal."""
         return list(await self.conn.fetch(PAUSED, list(session_ids)))
 
     async def record_outcome(self, message: ProposalOutcome, at: datetime) -> None:
-        """An outcome that resolves nothing, on its decision; a stale one also marks its request stale."""
+        """An outcome that resolves nothing, on its decision; a stale one also marks its proposal stale."""
         outcome = json_param(message.model_dump(mode="json"))
         if message.outcome == "stale":
-            await self.conn.execute(MARK_REQUEST_STALE, message.proposal_id, outcome, at, message.decision_id)
+            await self.conn.execute(MARK_PROPOSAL_STALE, message.proposal_id, outcome, at, message.decision_id)
         else:
             await self.conn.execute(RECORD_OUTCOME, message.decision_id, outcome, at)
 
     async def resolve_then_paused(
         self, messages: Sequence[ProposalOutcome], at: datetime, session_ids: Sequence[str]
     ) -> list[asyncpg.Record]:
-        """:data:`RESOLVE_REQUESTS_THEN_PAUSED`: the outcomes resolve their requests, then the sessions' paused
+        """:data:`RESOLVE_PROPOSALS_THEN_PAUSED`: the outcomes resolve their proposals, then the sessions' paused
         turns as they were before (one statement)."""
         return list(
             await self.conn.fetch(
-                RESOLVE_REQUESTS_THEN_PAUSED,
+                RESOLVE_PROPOSALS_THEN_PAUSED,
                 [m.proposal_id for m in messages],
                 [m.outcome for m in messages],
                 [m.resolved_by for m in messages],
@@ -227,18 +233,20 @@ class ProjectionStore:
     async def session_org(self, session_id: str) -> str | None:
         return cast("str | None", await self.conn.fetchval(SESSION_ORG, session_id))
 
-    async def request_at(self, session_id: str, seq: int) -> asyncpg.Record | None:
-        return await self.conn.fetchrow(REQUEST_AT, session_id, seq)
+    async def proposal_at(self, session_id: str, seq: int) -> tuple[Proposal, str] | None:
+        """:data:`PROPOSAL_AT`: the proposal, and its session's organisation."""
+        return _walled(await self.conn.fetchrow(PROPOSAL_AT, session_id, seq))
 
-    async def request_of(self, proposal_id: str) -> asyncpg.Record | None:
-        return await self.conn.fetchrow(REQUEST_OF, proposal_id)
+    async def proposal_of(self, proposal_id: str) -> tuple[Proposal, str] | None:
+        """:data:`PROPOSAL_OF`: the proposal, and its session's organisation."""
+        return _walled(await self.conn.fetchrow(PROPOSAL_OF, proposal_id))
 
     async def latest_paused_turn(self, session_id: str) -> asyncpg.Record | None:
         """:data:`LATEST_PAUSED_TURN`: its turn, step, awaited calls, continuation (None until continued), sends."""
         return await self.conn.fetchrow(LATEST_PAUSED_TURN, session_id)
 
     async def decided_of(self, tool_call_ids: Sequence[str]) -> int:
-        """How many of the requests made by ``tool_call_ids`` are no longer pending."""
+        """How many of the proposals made by ``tool_call_ids`` are no longer pending."""
         return cast(int, await self.conn.fetchval(DECIDED_OF, list(tool_call_ids)))
 
     async def count_send(self, session_id: str, turn_id: str, step: int) -> None:
@@ -270,9 +278,22 @@ class SqlDecisions:
                 conn, INSERT_DECISION, row, [(decisions_of(message.kind), message.session_id, message)]
             )
 
-    async def outcome(self, decision_id: str) -> dict[str, Any] | None:
+    async def outcome(self, decision_id: str) -> ProposalOutcome | None:
         """The decision's outcome as the projection holds it (None until it arrived)."""
         async with self.engine.connect() as conn:
-            return cast(
-                "dict[str, Any] | None", await (await driver_connection(conn)).fetchval(DECISION_OUTCOME, decision_id)
-            )
+            outcome = await (await driver_connection(conn)).fetchval(DECISION_OUTCOME, decision_id)
+        return None if outcome is None else ProposalOutcome.model_validate(outcome)
+
+
+def read_proposal(row: asyncpg.Record) -> Proposal:
+    """A row of :data:`READ_COLUMNS` as a :class:`~gateway.domain.proposals.Proposal`, with its agent's ``owners``
+    and ``editors`` where the row joins them (none: empty)."""
+    values = dict(row)
+    for people in ("owners", "editors"):
+        if people in values:
+            values[people] = tuple(values[people] or ())
+    return Proposal.model_validate(values)
+
+
+def _walled(row: asyncpg.Record | None) -> tuple[Proposal, str] | None:
+    return None if row is None else (read_proposal(row), row["session_org"])

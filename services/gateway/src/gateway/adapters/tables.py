@@ -1,4 +1,4 @@
-"""The gateway's tables, in its own schema ``gateway``: a projection of the requests, turns and decisions
+"""The gateway's tables, in its own schema ``gateway``: a projection of the proposals, turns and decisions
 built from the topics, plus its inbox and outbox."""
 
 from sqlalchemy import (
@@ -25,8 +25,8 @@ metadata, shared = service_metadata(SCHEMA)
 inbox, outbox, sessions = shared.inbox, shared.outbox, shared.sessions
 agents = shared.agents
 
-requests = Table(
-    "requests",
+projected_proposals = Table(
+    "projected_proposals",
     metadata,
     Column("session_id", Text, nullable=False),
     Column("seq", Integer, nullable=False),
@@ -54,8 +54,8 @@ requests = Table(
     Column("result", JSONB),
     Column("proposed_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     PrimaryKeyConstraint("session_id", "seq"),
-    # A session's open requests (``GET …/pending``): only those are in it.
-    Index("ix_requests_pending", "session_id", "seq", postgresql_where=text("status = 'pending'")),
+    # A session's open proposals (``GET …/pending``): only those are in it (migration 0002, renamed by 0005).
+    Index("ix_projected_proposals_pending", "session_id", "seq", postgresql_where=text("status = 'pending'")),
 )
 
 refused_calls = Table(

@@ -18,15 +18,15 @@ client id and the scope (public data only); the page reads the endpoints from th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict
 
-from assent.kinds import KINDS, SECTIONS
+from assent.kinds import KINDS, SECTIONS, Addressed
 
 from ..settings import GatewaySettings
 
@@ -60,43 +60,82 @@ def origin_of(issuer: str) -> str:
     return origin
 
 
-def config(settings: GatewaySettings | None) -> dict[str, Any]:
+class Issuer(BaseModel):
+    """The issuer the console signs people in with: its URL, its name as the button shows it, the console's client id
+    there and the scope it asks for."""
+
+    model_config = ConfigDict(frozen=True)
+
+    issuer: str
+    name: str
+    client_id: str
+    scope: str
+
+
+class ConsoleConfig(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    oidc: Issuer | None
+
+
+class ConsoleKind(BaseModel):
+    """A kind as the console decides it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    section: str
+    endpoint: str
+    addressed_by: Addressed
+    apply: str
+    decline: str
+    decline_label: str
+    decided_alone: bool
+
+
+class ConsoleKinds(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    sections: list[str]
+    kinds: dict[str, ConsoleKind]
+
+
+def config(settings: GatewaySettings | None) -> ConsoleConfig:
     """What the page needs to offer signing in with the issuer (``oidc`` null when the console has no client id):
     public data only, served without a token."""
     if settings is None or not settings.oidc_console_client_id:
-        return {"oidc": None}
+        return ConsoleConfig(oidc=None)
     if not settings.oidc_issuer:
         raise ValueError("ASSENT_OIDC_CONSOLE_CLIENT_ID needs ASSENT_OIDC_ISSUER")
     origin = origin_of(settings.oidc_issuer)
-    return {
-        "oidc": {
-            "issuer": settings.oidc_issuer,
-            "name": urlsplit(origin).netloc,
-            "client_id": settings.oidc_console_client_id,
-            "scope": settings.oidc_console_scope,
-        }
-    }
+    return ConsoleConfig(
+        oidc=Issuer(
+            issuer=settings.oidc_issuer,
+            name=urlsplit(origin).netloc,
+            client_id=settings.oidc_console_client_id,
+            scope=settings.oidc_console_scope,
+        )
+    )
 
 
-def kinds() -> dict[str, Any]:
+def kinds() -> ConsoleKinds:
     """The registry as the console decides with it: per kind its section, the endpoint that decides it and whether
     by session or on the agent's page, the decision that applies (the one that is not ``decline``), the one that
     declines, and whether Apply all skips it."""
-    return {
-        "sections": list(SECTIONS),
-        "kinds": {
-            name: {
-                "section": spec.section,
-                "endpoint": spec.endpoint,
-                "addressed_by": spec.addressed_by,
-                "apply": next(d for d in spec.decisions if d != spec.decline),
-                "decline": spec.decline,
-                "decline_label": spec.decline_label,
-                "decided_alone": spec.decided_alone,
-            }
+    return ConsoleKinds(
+        sections=list(SECTIONS),
+        kinds={
+            name: ConsoleKind(
+                section=spec.section,
+                endpoint=spec.endpoint,
+                addressed_by=spec.addressed_by,
+                apply=next(d for d in spec.decisions if d != spec.decline),
+                decline=spec.decline,
+                decline_label=spec.decline_label,
+                decided_alone=spec.decided_alone,
+            )
             for name, spec in KINDS.items()
         },
-    }
+    )
 
 
 def mount(app: FastAPI, settings: GatewaySettings | None = None) -> None:
@@ -107,7 +146,7 @@ def mount(app: FastAPI, settings: GatewaySettings | None = None) -> None:
     """
     registry = kinds()
     public = config(settings)
-    issuer = public["oidc"]["issuer"] if public["oidc"] else None
+    issuer = public.oidc.issuer if public.oidc else None
     headers = {
         "Content-Security-Policy": policy(origin_of(issuer) if issuer else None),
         "Cache-Control": "no-cache",
@@ -118,11 +157,11 @@ def mount(app: FastAPI, settings: GatewaySettings | None = None) -> None:
         return FileResponse(STATIC / "index.html", media_type="text/html", headers=headers)
 
     @app.get("/console/kinds.json", include_in_schema=False)
-    async def console_kinds() -> dict[str, Any]:
+    async def console_kinds() -> ConsoleKinds:
         return registry
 
     @app.get("/console/config.json", include_in_schema=False)
-    async def console_config() -> dict[str, Any]:
+    async def console_config() -> ConsoleConfig:
         return public
 
     @app.get("/", include_in_schema=False)

@@ -1,23 +1,139 @@
-"""The operator's desk, as rules with no I/O: how a pending item shows in the header tray, which open requests
+"""The operator's desk, as rules with no I/O: how a pending item shows in the header tray, which open proposals
 Apply all takes and why it leaves one, what Decline all sends, and what the answer says.
 
 Everything kind-specific comes from the kind registry (:data:`assent.kinds.KINDS`: section, labels, decisions,
-endpoint, ``decided_alone``) and from the request itself (``widens``, as its owner judged it when proposing), so a
+endpoint, ``decided_alone``) and from the proposal itself (``widens``, as its owner judged it when proposing), so a
 kind added later shows up here with no change.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Literal
 
+from pydantic import BaseModel, ConfigDict
+
+from assent.contracts import LineCounts, ProposalBase, ProposalTarget
 from assent.kinds import KINDS, SECTIONS, KindSpec
 
+from .proposals import Proposal
+
 AGENT_SECTION = "Agents"
-"""The section whose requests land on one agent's tab (its Memory, Routines or Draft tab); an item of another
+"""The section whose proposals land on one agent's tab (its Memory, Routines or Draft tab); an item of another
 section lands on a section's own view (State, Tools, the overview, the Logins popover) even when it names an agent."""
+
+
+class SessionRow(BaseModel):
+    """A session as the desk lists it: who runs it, where, whether it is open, and how many decisions it waits on."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    operator_id: str
+    source_guild_id: str
+    state: Literal["open", "closed"]
+    waiting_on: int
+    opened_at: datetime
+    closed_at: datetime | None
+
+
+class Item(BaseModel):
+    """A pending proposal as the desk reads it from the projection (the columns the tray shows)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    seq: int
+    proposal_id: str
+    turn_id: str
+    kind: str
+    action: str
+    section: str
+    agent_id: str | None
+    target: ProposalTarget
+    base: ProposalBase
+    lines: LineCounts
+    widens: bool
+    stale: bool
+    apply_label: str | None
+    """Its card's label for the apply button (None: its kind's for its action)."""
+    reason: str
+    proposed_at: datetime
+
+
+class DecisionWords(BaseModel):
+    """The decisions a client sends for a kind's two buttons."""
+
+    model_config = ConfigDict(frozen=True)
+
+    apply: str
+    decline: str
+
+
+class TrayItem(BaseModel):
+    """An open proposal as the tray shows it: its target, its kind's labels and decision words, where to send them,
+    whether Apply all leaves it to its own apply (``decided_alone``), and the agent tab that holds it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    seq: int
+    proposal_id: str
+    turn_id: str
+    kind: str
+    action: str
+    section: str
+    agent_id: str | None
+    agent_tab: str | None
+    target: ProposalTarget
+    base: ProposalBase
+    lines: LineCounts
+    widens: bool
+    decided_alone: bool
+    stale: bool
+    apply_label: str
+    decline_label: str
+    decisions: DecisionWords
+    decision_path: str
+    reason: str
+    proposed_at: datetime
+
+
+class Counts(BaseModel):
+    """The tray's counts: every section of the registry (zero included, in the registry's order), each agent with an
+    open proposal, and the chat header's line ("Waiting on N decisions")."""
+
+    model_config = ConfigDict(frozen=True)
+
+    waiting_on: int
+    summary: str
+    sections: dict[str, int]
+    agents: dict[str, int]
+
+
+class Skipped(BaseModel):
+    """A proposal Apply all left to its own apply, and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    kind: str
+    reason: str
+
+
+class Stopped(BaseModel):
+    """The decision that stopped the rest: its status (409 stale, 422 refused, 502 failed, 504 late) and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    kind: str
+    status: int
+    detail: str
+    decision_id: str | None = None
 
 
 def apply_decision(spec: KindSpec) -> str:
@@ -25,27 +141,27 @@ def apply_decision(spec: KindSpec) -> str:
     return next(decision for decision in spec.decisions if decision != spec.decline)
 
 
-def decision_words(spec: KindSpec) -> dict[str, str]:
+def decision_words(spec: KindSpec) -> DecisionWords:
     """The decision words a client sends for the kind's two buttons."""
-    return {"apply": apply_decision(spec), "decline": spec.decline}
+    return DecisionWords(apply=apply_decision(spec), decline=spec.decline)
 
 
-def agent_tab(item: Mapping[str, Any]) -> str | None:
+def agent_tab(item: Item) -> str | None:
     """The agent whose tab holds the item (it carries the tab's dot), or None when it lands elsewhere."""
-    return item.get("agent_id") if item["section"] == AGENT_SECTION else None
+    return item.agent_id if item.section == AGENT_SECTION else None
 
 
-def skip_reason(item: Mapping[str, Any]) -> str | None:
-    """Why Apply all leaves this open request to its own apply, or None when it takes it.
+def skip_reason(proposal: Proposal) -> str | None:
+    """Why Apply all leaves this open proposal to its own apply, or None when it takes it.
 
-    A kind the registry marks ``decided_alone`` (a login grant) is never applied by Apply all, nor is a request that
+    A kind the registry marks ``decided_alone`` (a login grant) is never applied by Apply all, nor is a proposal that
     widens what an agent can do (an access change that gives back a tool): each needs its own apply.
     """
-    spec = KINDS[item["kind"]]
-    label = item["target"].get("label") or item["kind"]
+    spec = KINDS[proposal.kind]
+    label = proposal.target.label or proposal.kind
     if spec.decided_alone:
-        return f"{label}: a {spec.name} request is decided on its own ({spec.actions.get(item['action'], 'apply')})"
-    if item["widens"]:
+        return f"{label}: a {spec.name} request is decided on its own ({spec.actions.get(proposal.action, 'apply')})"
+    if proposal.widens:
         return f"{label}: it widens what the agent can do, so it is decided on its own"
     return None
 
@@ -54,77 +170,91 @@ def skip_reason(item: Mapping[str, Any]) -> str | None:
 class Step:
     """One decision Apply all or Decline all sends, in turn."""
 
-    item: Mapping[str, Any]
+    proposal: Proposal
     decision: str
 
 
 @dataclass(frozen=True)
 class Plan:
     steps: tuple[Step, ...]
-    skipped: tuple[dict[str, Any], ...]
-    """``{"seq", "kind", "reason"}`` of each request left to its own apply."""
+    skipped: tuple[Skipped, ...]
+    """Each proposal left to its own apply."""
 
 
-def plan_apply_all(items: Sequence[Mapping[str, Any]]) -> Plan:
-    """What Apply all does with a session's open requests: in seq order, each kind's apply decision on every one it
+def plan_apply_all(proposals: Sequence[Proposal]) -> Plan:
+    """What Apply all does with a session's open proposals: in seq order, each kind's apply decision on every one it
     may take, and the rest left with the reason."""
     steps, skipped = [], []
-    for item in sorted(items, key=lambda i: i["seq"]):
-        reason = skip_reason(item)
+    for proposal in sorted(proposals, key=lambda p: p.seq):
+        reason = skip_reason(proposal)
         if reason is None:
-            steps.append(Step(item, apply_decision(KINDS[item["kind"]])))
+            steps.append(Step(proposal, apply_decision(KINDS[proposal.kind])))
         else:
-            skipped.append({"seq": item["seq"], "kind": item["kind"], "reason": reason})
+            skipped.append(Skipped(seq=proposal.seq, kind=proposal.kind, reason=reason))
     return Plan(tuple(steps), tuple(skipped))
 
 
-def plan_decline_all(items: Sequence[Mapping[str, Any]]) -> Plan:
+def plan_decline_all(proposals: Sequence[Proposal]) -> Plan:
     """What Decline all does: in seq order, each kind's ``decline`` decision (a draft discarded, a login declined)
-    on every open request; it leaves none."""
-    return Plan(tuple(Step(item, KINDS[item["kind"]].decline) for item in sorted(items, key=lambda i: i["seq"])), ())
+    on every open proposal; it leaves none."""
+    ordered = sorted(proposals, key=lambda p: p.seq)
+    return Plan(tuple(Step(proposal, KINDS[proposal.kind].decline) for proposal in ordered), ())
 
 
-def counts(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The tray's counts: every section of the registry (zero included, in the registry's order), each agent with
-    an open request, and the chat header's line ("Waiting on N decisions")."""
-    by_section = Counter(item["section"] for item in items)
+def counts(items: Sequence[TrayItem]) -> Counts:
+    """The tray's counts of ``items``."""
+    by_section = Counter(item.section for item in items)
     n = len(items)
-    return {
-        "waiting_on": n,
-        "summary": f"Waiting on {n} decision{'s' if n != 1 else ''}",
-        "sections": {section: by_section.get(section, 0) for section in SECTIONS},
-        "agents": dict(Counter(item["agent_id"] for item in items if item.get("agent_id"))),
-    }
+    return Counts(
+        waiting_on=n,
+        summary=f"Waiting on {n} decision{'s' if n != 1 else ''}",
+        sections={section: by_section.get(section, 0) for section in SECTIONS},
+        agents=dict(Counter(item.agent_id for item in items if item.agent_id)),
+    )
 
 
-DecisionPath = Callable[[Mapping[str, Any]], str]
+DecisionPath = Callable[[Item], str]
 
 
-def item_view(item: Mapping[str, Any], decision_path: DecisionPath) -> dict[str, Any]:
-    """A pending item as the tray shows it: the projected request with its kind's labels, the decision words of
+def item_view(item: Item, decision_path: DecisionPath) -> TrayItem:
+    """A pending item as the tray shows it: the projected proposal with its kind's labels, the decision words of
     its two buttons, where to send them (``decision_path``), whether Apply all leaves it, and its agent tab."""
-    spec = KINDS[item["kind"]]
-    return {
-        **item,
-        "apply_label": item.get("apply_label") or spec.actions.get(item["action"], ""),
-        "decline_label": spec.decline_label,
-        "decisions": decision_words(spec),
-        "decision_path": decision_path(item),
-        "decided_alone": spec.decided_alone or bool(item["widens"]),
-        "agent_tab": agent_tab(item),
-    }
+    spec = KINDS[item.kind]
+    return TrayItem(
+        session_id=item.session_id,
+        seq=item.seq,
+        proposal_id=item.proposal_id,
+        turn_id=item.turn_id,
+        kind=item.kind,
+        action=item.action,
+        section=item.section,
+        agent_id=item.agent_id,
+        agent_tab=agent_tab(item),
+        target=item.target,
+        base=item.base,
+        lines=item.lines,
+        widens=item.widens,
+        decided_alone=spec.decided_alone or item.widens,
+        stale=item.stale,
+        apply_label=item.apply_label or spec.actions.get(item.action, ""),
+        decline_label=spec.decline_label,
+        decisions=decision_words(spec),
+        decision_path=decision_path(item),
+        reason=item.reason,
+        proposed_at=item.proposed_at,
+    )
 
 
 def _n(count: int, word: str) -> str:
     return f"{count} {word}{'s' if count != 1 else ''}"
 
 
-def summary(verb: str, resolved: int, skipped: int, stopped: Mapping[str, Any] | None, left: int) -> str:
+def summary(verb: str, resolved: int, skipped: int, stopped: Stopped | None, left: int) -> str:
     """What Apply all or Decline all says: how many it resolved, how many it left and why."""
     parts = [f"{verb} {_n(resolved, 'request')}"]
     if skipped:
         parts.append(f"left {_n(skipped, 'request')} to be decided on {'its' if skipped == 1 else 'their'} own")
     if stopped is not None:
-        parts.append(f"stopped at seq {stopped['seq']} ({stopped['status']}: {stopped['detail']})")
+        parts.append(f"stopped at seq {stopped.seq} ({stopped.status}: {stopped.detail})")
     parts.append(f"{_n(left, 'request')} still open")
     return "; ".join(parts) + "."

@@ -1,4 +1,4 @@
-"""The turn barrier: a paused turn continues once, after every request of its step is decided, or replaced by a
+"""The turn barrier: a paused turn continues once, after every proposal of its step is decided, or replaced by a
 later proposal of its kind (superseded: it needs no answer)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ RESOLVED = frozenset(RESOLVED_OUTCOMES)
 
 
 @dataclass(frozen=True)
-class RequestState:
-    """What the gateway knows of one request of a turn."""
+class ProposalState:
+    """What the gateway knows of one proposal of a turn."""
 
     tool_call_id: str
     seq: int
@@ -35,17 +35,17 @@ class RefusedCall:
 
 
 def settle(
-    waited: Sequence[str], requests: Mapping[str, RequestState], refused: Mapping[str, RefusedCall]
+    waited: Sequence[str], proposals: Mapping[str, ProposalState], refused: Mapping[str, RefusedCall]
 ) -> list[DecisionSummary] | None:
     """The decisions of the turn, in the order the step named them, or None while any is still open.
 
-    A request the gateway has not heard of yet counts as open: its proposal may still be on its way. A call
-    that is both a request and refused (a re-sent copy of the call got an error) is the request: only a
-    call that made no request at all is "refused when proposed".
+    A proposal the gateway has not heard of yet counts as open: it may still be on its way. A call that is both a
+    proposal and refused (a re-sent copy of the call got an error) is the proposal: only a call that proposed
+    nothing at all is "refused when proposed".
     """
     decisions: list[DecisionSummary] = []
     for call_id in waited:
-        if call_id in refused and call_id not in requests:
+        if call_id in refused and call_id not in proposals:
             call = refused[call_id]
             decisions.append(
                 DecisionSummary(
@@ -58,25 +58,25 @@ def settle(
                 )
             )
             continue
-        request = requests.get(call_id)
-        if request is None or request.status not in RESOLVED:
+        proposal = proposals.get(call_id)
+        if proposal is None or proposal.status not in RESOLVED:
             return None
         decisions.append(
             DecisionSummary(
                 tool_call_id=call_id,
-                seq=request.seq,
-                proposal_id=request.proposal_id,
-                kind=request.kind,
-                target=request.target,
-                outcome=request.status,
-                resolved_by=request.resolved_by,
+                seq=proposal.seq,
+                proposal_id=proposal.proposal_id,
+                kind=proposal.kind,
+                target=proposal.target,
+                outcome=proposal.status,
+                resolved_by=proposal.resolved_by,
             )
         )
     return decisions
 
 
 def continuation_text(decisions: Sequence[DecisionSummary]) -> str:
-    """The one message that resumes the coach: a line per decision, and per request a later one replaced."""
+    """The one message that resumes the coach: a line per decision, and per proposal a later one replaced."""
     replaced = sum(d.outcome == SUPERSEDED for d in decisions)
     decided = len(decisions) - replaced
     head = f"The operator decided {decided} request{'s' if decided != 1 else ''}"
