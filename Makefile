@@ -42,10 +42,10 @@ test-integration: install ## Run the integration tests only (real Kafka, Postgre
 # Every service's sources and its contract's, found by pattern: a new service needs no line here.
 TYPED_PATH := $(subst $(eval) ,:,shared/src deploy/devstack/src cli/src $(wildcard services/*/src services/*/contract/src))
 
-lint: install ## Check style and lint with ruff, read the types of shared/, the CLI, every service and every contract with mypy, check the Dockerfiles with hadolint
+lint: install ## Check style and lint with ruff, read the types of shared/, the CLI, the devstack, every service and every contract with mypy (strict), check the Dockerfiles with hadolint
 	@$(UV) run --frozen ruff check .
 	@$(UV) run --frozen ruff format --check .
-	@MYPYPATH=$(TYPED_PATH) $(UV) run --frozen mypy -p assent -p assent_cli $(addprefix -p ,$(SERVICES) $(CONTRACTS))
+	@MYPYPATH=$(TYPED_PATH) $(UV) run --frozen mypy -p assent -p assent_cli -p assent_devstack $(addprefix -p ,$(SERVICES) $(CONTRACTS))
 	@$(UV) run --frozen hadolint $(wildcard services/*/Dockerfile deploy/containers/images/*/Dockerfile)
 
 format: install ## Format the code with ruff

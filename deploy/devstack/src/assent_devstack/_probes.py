@@ -48,7 +48,12 @@ def probe(kind: Kind, endpoint: str, timeout: float = 5.0, **client_kwargs: Any)
     # server is still booting.
     if port is None or not port_open(port, timeout):
         return False
-    check = {"kafka": functools.partial(_kafka, **client_kwargs), "postgres": _postgres, "redis": _redis}[kind]
+    checks: dict[str, Callable[[str, float], Awaitable[bool]]] = {
+        "kafka": functools.partial(_kafka, **client_kwargs),
+        "postgres": _postgres,
+        "redis": _redis,
+    }
+    check = checks[kind]
     try:
         return run_async(lambda: asyncio.wait_for(check(endpoint, timeout), timeout))
     except Exception:

@@ -213,7 +213,8 @@ _PR_SET_PDEATHSIG = 1
 
 def _load_prctl() -> Callable[..., int] | None:
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]  # ctypes does not type C functions
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl  # ctypes does not type C functions
+        return prctl
     except (OSError, AttributeError):  # not Linux: no lifeline, the clean-up alone stops the children
         return None
 
@@ -238,7 +239,7 @@ def _forker_thread() -> ThreadPoolExecutor:
         return _forker[1]
 
 
-def start_tied(args: list[str], *, death_signal: int = signal.SIGKILL, **popen_kwargs: Any) -> subprocess.Popen[bytes]:
+def start_tied(args: list[str], *, death_signal: int = signal.SIGKILL, **popen_kwargs: Any) -> subprocess.Popen[Any]:
     """`subprocess.Popen(args, **popen_kwargs)` whose process ends with this one.
 
     The child asks the kernel (`prctl(PR_SET_PDEATHSIG)`, after any change of user that `user=` makes, so
@@ -257,7 +258,10 @@ def start_tied(args: list[str], *, death_signal: int = signal.SIGKILL, **popen_k
         if os.getppid() != parent:  # this process ended before the request was made
             os._exit(1)
 
-    return _forker_thread().submit(subprocess.Popen, args, preexec_fn=tie, **popen_kwargs).result()
+    def start() -> subprocess.Popen[Any]:
+        return subprocess.Popen(args, preexec_fn=tie, **popen_kwargs)
+
+    return _forker_thread().submit(start).result()
 
 
 def run_tied(
