@@ -1,7 +1,8 @@
 """A decided proposal stays readable, against the real services: ``GET …/{endpoint}/{seq}`` answers 200 with its card
 as it was proposed (the live side when proposed, not now) and its resolution (the outcome and its reason, every
 decision taken on it, a stale attempt too, and what the coach was told); a login request at ``…/logins/{seq}`` and a
-Task draft at its owner's ``…/drafts/{seq}`` alike; another organisation's caller gets 404 at each."""
+Task draft at its owner's ``…/drafts/{seq}`` alike; another organisation's caller gets 404 at each; the CLI's
+``show`` prints it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import OPERATOR, Stack, as_admin_of, new_world
+from tests.test_cli import REFUSED, assent, token_of
 from tests.test_connections import create_login, ids, open_session
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 from tests.test_task_drafts import draft, read_task
@@ -91,6 +93,16 @@ async def test_an_applied_and_a_declined_edit_show_as_proposed_with_their_decisi
         as_admin_of(stranger, f"org_other_{world.org_id}")
         assert (await stranger.get(edit)).status_code == 404
         assert (await http.get(f"/api/studio/sessions/{sid}/logins/{first}")).status_code == 404
+
+        # The CLI's show: the decision, the outcome and its reason, what the coach was told (still exit 6: it is not
+        # open, as the line on stderr says).
+        env = {"ASSENT_URL": stack.gateway_url, "ASSENT_TOKEN": token_of(http)}
+        shown = await assent("show", sid, str(first), env=env)
+        assert shown.code == REFUSED and "is no longer open: it was applied by" in shown.err, shown.err
+        assert f"apply by {OPERATOR} (card): applied — {answer.json()['detail']}" in shown.out, shown.out
+        assert f"outcome: applied by {OPERATOR}" in shown.out and answer.json()["detail"] in shown.out
+        assert "the coach was told" in shown.out and f"seq {first}: Memory of Ada: applied by {OPERATOR}" in shown.out
+        assert "+Quote the order." in shown.out
 
 
 async def test_a_stale_attempt_shows_before_the_apply_that_resolved_it(stack: Stack) -> None:
