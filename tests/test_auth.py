@@ -464,6 +464,9 @@ LISTED = [
     # The message at seq is a Memory request, decided at …/edits/{seq}: another endpoint does not know it (404 to
     # every caller of the organisation, before any role is asked).
     Endpoint(
+        "GET", f"{S}/logins/{{seq}}", lambda s: f"/api/studio/sessions/{s.session_id}/logins/{s.seq}", "read", None, 404
+    ),
+    Endpoint(
         "POST",
         f"{S}/logins/{{seq}}",
         lambda s: f"/api/studio/sessions/{s.session_id}/logins/{s.seq}",

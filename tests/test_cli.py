@@ -1,7 +1,7 @@
 """``assent`` against the real services: a read with ``--json``, show's diff, apply, apply-all, the exit code of a
 stale apply (and of a stale request stopping Apply all), of a missing session, a bad token and no gateway; the config
 file and the environment. What a new user meets first: a decision on a request decided already (the API's refusal),
-``show`` of one (how it was decided), a URL without a scheme or with a path, no token or a refused one (each says what
+``show`` of one (how it was decided, and what became of it), a URL without a scheme or with a path, no token or a refused one (each says what
 to do), counts in the singular; the table of exit codes. The installed command runs as a process for a read, the
 stale apply and a few first errors; the rest run in this process (Click's runner, in a thread), which costs no
 interpreter start each."""
@@ -260,11 +260,12 @@ async def test_a_decision_on_a_decided_request_is_the_apis_refusal_and_show_says
 
         shown = await assent("show", sid, str(edit), env=env)
         label = card["target"]["label"]
-        assert (shown.code, shown.out, shown.err) == (
+        assert (shown.code, shown.err) == (
             REFUSED,
-            "",
             f"error: seq {edit} of session {sid} ({label}) is no longer open: it was applied by {OPERATOR} at {at}\n",
         )
+        detail = card["resolution"]["detail"]
+        assert f"outcome: applied by {OPERATOR} at {at} — {detail}\n" in shown.out, shown.out  # what became of it
         as_json = await assent("show", sid, str(edit), "--json", env=env)
         assert as_json.code == REFUSED and as_json.json()["item"] is None
         assert as_json.json()["card"]["resolution"] == card["resolution"]
@@ -281,9 +282,15 @@ async def test_a_decision_on_a_decided_request_is_the_apis_refusal_and_show_says
         for command in ("show", "apply", "decline"):
             ran = await assent(command, sid, str(missing), env=env)
             assert (ran.code, ran.out, ran.err) == (NOT_FOUND, "", nothing), command
-        # No route reads a login request by seq: show of an answered one can only say it is not open.
+        # A login request is read by seq at …/logins/{seq}: show of an answered one says how it was answered.
         login_shown = await assent("show", sid, str(login), env=env)
-        assert (login_shown.code, login_shown.err) == (NOT_FOUND, nothing.replace(f"seq {missing}:", f"seq {login}:"))
+        assert login_shown.code == REFUSED, login_shown.err
+        assert re.fullmatch(
+            f"error: seq {login} of session {sid} \\(.*\\) is no longer open: it was granted by {re.escape(OPERATOR)} "
+            f"at {MOMENT}\n",
+            login_shown.err,
+        ), login_shown.err
+        assert f"grant by {OPERATOR} (card): granted" in login_shown.out, login_shown.out
         assert (await assent("show", sid, str(note), env=env)).code == OK  # the open one shows as ever
 
         # Apply all and Decline all with nothing open resolve nothing, and say so.

@@ -1,6 +1,6 @@
 """The web console in a real headless Chromium (Debian's, driven by Playwright) against the real services: sign in,
 the tray and its counts, a card's diff, a decision that vanishes from a second page, the Logins popover, Apply all,
-a source proposal approved onto a new branch, and the API docs, with no request leaving the gateway; signing in
+a decided card (who decided, the outcome, what the coach was told), a source proposal approved onto a new branch, and the API docs, with no request leaving the gateway; signing in
 with the suite's OpenID Connect issuer (the only other host the page reaches), and with a token where no issuer is
 configured. axe-core checks each page (no serious or critical violation); each page's screenshot is saved
 (:data:`SCREENSHOTS`)."""
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -360,6 +361,22 @@ async def test_decline_all_declines_every_request_with_its_kinds_word(stack: Sta
         pending = (await http.get(f"/api/studio/sessions/{sid}/pending")).json()
         assert (pending["waiting_on"], pending["items"]) == (0, [])
         await axe(tab)
+
+        # A decided card: who decided and the outcome, what the coach was told, and no button to decide it again.
+        await tab.get_by_role("link", name=f"seq {memory} (memory): declined").click()
+        happened = tab.get_by_role("region", name="What happened")
+        await expect(happened.locator(".outcome")).to_contain_text(f"Declined by {OPERATOR}")
+        await expect(happened.get_by_role("list", name="Decisions").get_by_role("listitem")).to_have_text(
+            [re.compile(f"^decline by {re.escape(OPERATOR)} \\(decline_all\\) · .*: declined")]
+        )
+        await expect(happened.get_by_label("What the coach was told")).to_have_text(continuation.text)
+        await expect(tab.get_by_role("button", name=re.compile("Apply|Decline"))).to_have_count(0)
+        await axe(tab)
+        await tab.goto(f"/console#/sessions/{sid}/logins/{access}")  # a login request's card, read at …/logins/
+        await expect(tab.get_by_role("region", name="What happened").locator(".outcome")).to_contain_text(
+            f"Declined by {OPERATOR}"
+        )
+        await expect(tab.get_by_role("button", name=re.compile("Grant|Decline"))).to_have_count(0)
         assert elsewhere == []
         await context.close()
 

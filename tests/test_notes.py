@@ -296,8 +296,9 @@ async def test_delete_lists_embedding_tasks_and_applies_once_none_embeds(stack: 
         assert_recorded(log["revisions"][1], "delete", 2, result.tool_call_id, sid, seq)
         assert log["revisions"][1]["hash"] is None
         assert_recorded(log["file_changes"][1], "delete", 2, result.tool_call_id, sid, seq)
-        card = (await http.get(card_url(sid, seq))).json()
-        assert card["status"] == "applied" and card["live"]["text"] is None
+        card = (await http.get(card_url(sid, seq))).json()  # decided: as proposed, the note's text when it was read
+        assert (card["status"], card["live"]["text"], card["proposal"]["text"]) == ("applied", "Warm.\nShort.\n", "")
+        assert [d["outcome"] for d in card["resolution"]["decisions"]] == ["refused", "applied"]
 
 
 REFUSALS = [

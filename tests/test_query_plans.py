@@ -2,9 +2,9 @@
 
 The system runs with ``ASSENT_RECORD_SQL`` (each service writes down every distinct statement it sends) on a
 database preloaded with many resolved proposals, decisions, turns and inbox rows. After a full round (propose,
-refuse, end the step, read the card and the pending items, decline, apply, continue), each recorded statement
-is planned with ``EXPLAIN (GENERIC_PLAN)``, the plan it gets for any parameter values, and the test fails on a
-sequential scan of a large table.
+refuse, end the step, read the card and the pending items, decline, apply, continue, read the decided cards), each
+recorded statement is planned with ``EXPLAIN (GENERIC_PLAN)``, the plan it gets for any parameter values, and the test
+fails on a sequential scan of a large table.
 """
 
 from __future__ import annotations
@@ -77,6 +77,9 @@ async def test_every_statement_of_a_round_uses_an_index_on_large_tables(endpoint
                 answer = await http.post(url, json={"decision": decision})
                 assert answer.status_code == 200, answer.text
             await turn.continuation()
+            for result in (declined, applied):  # decided: their history, from the projection alone
+                url = f"/api/studio/sessions/{sid}/edits/{turn.calls[result.tool_call_id].seq}"
+                assert (await http.get(url)).json()["resolution"]["told"] is not None
             assert (await http.post(f"/api/studio/sessions/{sid}/continue")).status_code == 200
             await turn.continuation()
             await wait_pending(http, sid, 0)

@@ -181,6 +181,9 @@ async def test_an_agent_proposes_and_an_admin_approves_onto_the_hosted_source(st
         shown = await page(http, world.agent_id)
         assert shown["counts"] == {"waiting": 0, "decided": 1}
         assert shown["decided"][0]["commit"] == commit and shown["decided"][0]["resolved_by"] == OPERATOR
+        one = await http.get(f"/api/agents/{world.agent_id}/proposals/{pid}")  # decided, still read at its address
+        assert one.status_code == 200, one.text
+        assert (one.json()["status"], one.json()["resolved_by"], one.json()["commit"]) == ("approved", OPERATOR, commit)
 
         again = await decide(http, world.agent_id, pid, "discard")
         assert again.status_code == 422, again.text

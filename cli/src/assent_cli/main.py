@@ -8,9 +8,10 @@ A decision names its request by session and seq; the CLI finds it among the sess
 says where to send it and the words of its buttons). A request that is not open any more is still decided at the
 API, which answers as it does for any client (a request applied already: 422, "already applied by ... at ...", exit
 6): the CLI finds where (the card routes by seq, ``GET …/{endpoint}/{seq}``, of the endpoints of
-``/console/kinds.json``) and sends the decision there. ``show`` of such a request says how it was decided, by whom
-and when, as its card tells it. Where no route tells of the seq, the CLI says plainly that the session has no open
-request there, and how to list the open ones.
+``/console/kinds.json``) and sends the decision there. ``show`` of such a request prints its card as it was proposed
+and what became of it: every decision taken on it, the outcome with its reason, and what the coach was told (as far
+as its card tells); it says on stderr how it was decided, by whom and when, and exits 6. Where no route tells of the
+seq, the CLI says plainly that the session has no open request there, and how to list the open ones.
 """
 
 from __future__ import annotations
@@ -164,16 +165,16 @@ def pending(
 def show(state: State, session_id: str, seq: int, as_json: bool) -> None:
     """One pending request: its card with a coloured diff per field (where its kind has a card), else its item.
 
-    A request decided already is not shown: the command says how it was decided, by whom and when (its card, with
-    ``--json``) and exits 6; a seq with no open request, 4."""
+    A request decided already shows as it was proposed, with every decision taken on it, the outcome and its reason,
+    and what the coach was told (its card, with ``--json``); the command says how it was decided, by whom and when,
+    and exits 6. A seq with no open request: 4."""
     item = open_item(state.api, session_id, seq)
     if item is None:
         found = locate(state.api, session_id, seq)
         if found is None or found.card is None:
             raise not_open(session_id, seq)
         if found.card.get("status") != "pending":
-            if as_json:
-                click.echo(json.dumps({"item": None, "card": found.card}, indent=2, default=str))
+            emit({"item": None, "card": found.card}, as_json, lambda data: show_decided(data["card"]))
             raise Failure(ExitCode.REFUSED, decided(session_id, seq, found.card))
         item = open_item(state.api, session_id, seq)  # proposed since the tray was read
         if item is None:
@@ -429,23 +430,31 @@ def not_open(session_id: str, seq: int) -> Failure:
 def decided(session_id: str, seq: int, card: dict[str, Any]) -> str:
     """How the request of ``card`` was decided, by whom and when, as far as its card tells (an edit's card has a
     ``resolution``; a Task draft's card its status and who published or discarded it)."""
-    resolution = card.get("resolution") or {}
-    status = resolution.get("status") or card.get("status") or "decided"
-    by = resolution.get("resolved_by") or card.get(f"{status}_by_user_id")
-    at = resolution.get("resolved_at")
-    when = ""
-    if at:
-        try:
-            moment = datetime.fromisoformat(str(at))
-            moment = moment.astimezone(UTC) if moment.tzinfo else moment
-            when = f" at {moment:%Y-%m-%d %H:%M:%S} UTC"
-        except ValueError:
-            when = f" at {at}"
+    status, by, at = resolved(card)
+    when = f" at {moment(at)}" if at else ""
     label = (card.get("target") or {}).get("label")
     return (
         f"seq {seq} of session {session_id}{f' ({label})' if label else ''} is no longer open: it was {status}"
         f"{f' by {by}' if by else ''}{when}"
     )
+
+
+def resolved(card: dict[str, Any]) -> tuple[str, str | None, str | None]:
+    """How the request of ``card`` was resolved, by whom and when (an edit's card has a ``resolution``; a Task
+    draft's card its status and who published or discarded it, and no time)."""
+    resolution = card.get("resolution") or {}
+    status = resolution.get("status") or card.get("status") or "decided"
+    return status, resolution.get("resolved_by") or card.get(f"{status}_by_user_id"), resolution.get("resolved_at")
+
+
+def moment(at: Any) -> str:
+    """A time of the API's, in UTC to the second (as it came, where it is not one)."""
+    try:
+        when = datetime.fromisoformat(str(at))
+    except ValueError:
+        return str(at)
+    when = when.astimezone(UTC) if when.tzinfo else when
+    return f"{when:%Y-%m-%d %H:%M:%S} UTC"
 
 
 def row(table: Table, *cells: Any) -> None:
@@ -531,6 +540,40 @@ def show_card(item: dict[str, Any], card: dict[str, Any] | None) -> None:
         out.print(diff_text(field["diff"]))
     for line in [*card.get("notes", []), *card.get("effects", [])]:
         out.print(f"• {escape(line)}")
+
+
+def show_decided(card: dict[str, Any]) -> None:
+    """A request that is no longer open: its card as proposed, every decision taken on it (its outcome and the
+    owner's reason), the outcome, and what the coach was told, as far as its card tells."""
+    label = escape((card.get("target") or {}).get("label", ""))
+    what = " ".join(part for part in (card.get("kind"), card.get("action")) if part)
+    out.print(f"[bold]seq {card.get('seq', '')}[/bold] {escape(what)}{': ' + label if label else ''}")
+    reason = card.get("reason") or card.get("rationale")
+    if reason:
+        out.print(f"reason: {escape(reason)}")
+    fields = [f for f in card.get("fields") or [] if f.get("diff")] or [{"name": "", "diff": card.get("diff", "")}]
+    for field in fields:
+        if field.get("name"):
+            out.print(f"[bold]{escape(field['name'])}[/bold] (as proposed)")
+        out.print(diff_text(field["diff"]))
+    resolution = card.get("resolution") or {}
+    taken = resolution.get("decisions") or []
+    if taken:
+        out.print("decisions:")
+    for d in taken:
+        said = f" — {d['detail']}" if d.get("detail") else ""
+        outcome = d.get("outcome") or "no outcome yet"
+        out.print(Text(f"  {moment(d['decided_at'])}  {d['decision']} by {d['actor']} ({d['via']}): {outcome}{said}"))
+    status, by, at = resolved(card)
+    why = f" — {resolution['detail']}" if resolution.get("detail") else ""
+    out.print(Text(f"outcome: {status}{f' by {by}' if by else ''}{f' at {moment(at)}' if at else ''}{why}"))
+    told = resolution.get("told")
+    if told:
+        out.print(Text(f"the coach was told (at {moment(told['continued_at'])}):"))
+        for line in str(told["text"]).splitlines():
+            out.print(Text(f"  {line}"))
+    elif "told" in resolution:
+        out.print("the coach was told nothing yet: its turn waits on other requests")
 
 
 def show_all(done: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from assent.api import ROUTES, Error, Identity, Permission
 from assent.contracts import DecisionSummary, LineCounts, ProposalBase, ProposalTarget
@@ -28,6 +28,7 @@ from .adapters.owners import Owners, OwnerUnavailable
 from .answers import PERSON_ERRORS
 from .auth import AgentNotFound, Authenticator, Gate
 from .domain.events import Stream
+from .domain.history import DecisionTaken, History, Told
 from .domain.proposals import Proposal
 from .handlers import Deps
 
@@ -50,11 +51,19 @@ class FieldDiff(BaseModel):
 
 
 class Resolution(BaseModel):
-    """How a proposal was resolved: its outcome, by whom, when."""
+    """How a proposal was resolved: its outcome, by whom, when; the outcome's reason (``detail``), every decision
+    taken on it, oldest first (a stale or refused attempt before the one that resolved it too; none for a proposal
+    resolved without a decision, a superseded one), and what its coach was told (``told``: null until the turn that
+    held it continued)."""
+
+    model_config = ConfigDict(frozen=True)
 
     status: str
     resolved_by: str | None
     resolved_at: datetime | None
+    detail: str | None
+    decisions: tuple[DecisionTaken, ...]
+    told: Told | None
 
 
 class LiveSide(BaseModel):
@@ -73,7 +82,9 @@ class ProposedSide(BaseModel):
 
 
 class ProposalView(BaseModel):
-    """A card: the target, the proposal, the live side now as the owner tells it, and one diff per field."""
+    """A card: the target, the proposal, the live side now as the owner tells it, and one diff per field. A proposal
+    that is no longer pending shows as it was proposed: its live side is the target's text when proposed (the base it
+    was bound to), beside its resolution."""
 
     session_id: str
     seq: int
@@ -109,11 +120,19 @@ class Continued(BaseModel):
     sends: int
 
 
-def _resolution(proposal: Proposal) -> Resolution | None:
-    """How ``proposal`` was resolved (None while it is pending)."""
+def _resolution(proposal: Proposal, history: History | None = None) -> Resolution | None:
+    """How ``proposal`` was resolved, with its ``history`` (None while it is pending)."""
     if proposal.status == "pending":
         return None
-    return Resolution(status=proposal.status, resolved_by=proposal.resolved_by, resolved_at=proposal.resolved_at)
+    history = history or History()
+    return Resolution(
+        status=proposal.status,
+        resolved_by=proposal.resolved_by,
+        resolved_at=proposal.resolved_at,
+        detail=history.detail,
+        decisions=history.decisions,
+        told=history.told,
+    )
 
 
 def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
@@ -123,6 +142,7 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
     gate = Gate(Authenticator(deps.settings), lambda agent_id: handlers.agent_copy(deps, agent_id))
     user = Annotated[Identity, Depends(gate.person)]
     app.include_router(studio_router(deps, owners, user))
+    app.include_router(reads_router(deps, owners, user))
     app.include_router(decisions.router(deps, owners, user))
     app.include_router(activity.router(deps, owners, user))
     app.include_router(proposal_events_router(deps, user))
@@ -148,23 +168,6 @@ def studio_router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
             event_stream(deps, session_id), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
 
-    @studio.get(
-        "/{session_id}/edits/{seq}",
-        response_model=ProposalView,
-        responses={404: {"model": Error, "description": "No such session, or no request at that seq"}},
-    )
-    async def read_proposal(session_id: PathId, seq: SeqPath, person: user) -> ProposalView:
-        """The live side now beside the proposal, the stale flag and a unified diff per field.
-
-        The owner of the proposal's kind tells the live side and whether the proposal is stale; the gateway
-        shows it. ``diff`` is the whole target's diff; ``fields`` splits it where a card shows one per field.
-        """
-        proposal = await handlers.proposal_at(deps, session_id, seq, person.org_id)
-        live = await owners.live_card(proposal.kind, proposal.proposal_id, org=person.org_id)
-        if live is None:
-            raise OwnerUnavailable(f"the owner of {proposal.proposal_id!r} does not know it")
-        return card(proposal, live)
-
     @studio.post(
         "/{session_id}/continue",
         responses={
@@ -182,6 +185,50 @@ def studio_router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
         return JSONResponse({**continuation.model_dump(mode="json"), "sends": sends})
 
     return studio
+
+
+def reads_router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
+    """A ``GET`` beside each decision route addressed by session and message that no owner's route reads
+    (:func:`gateway.decisions.read_endpoints`): the proposal's card there, pending or decided, behind the same walls
+    as the decision (another organisation's session, or a proposal decided at another endpoint, is 404)."""
+    reads = APIRouter(tags=[decisions.ADDRESSES["session"].tag or "studio"], responses=PERSON_ERRORS)
+    for endpoint in decisions.read_endpoints():
+        reads.add_api_route(
+            decisions.ADDRESSES["session"].at(endpoint),
+            reading(deps, owners, user, endpoint),
+            methods=["GET"],
+            name="read_proposal",
+            response_model=ProposalView,
+            responses={
+                404: {
+                    "model": Error,
+                    "description": "No such session in the caller's organisation, or no proposal at that seq decided "
+                    f"at …/{endpoint}/{{seq}}",
+                }
+            },
+        )
+    return reads
+
+
+def reading(deps: Deps, owners: Owners, user: Any, endpoint: str) -> Any:
+    """The handler of ``GET …/{endpoint}/{seq}``."""
+
+    async def read_proposal(session_id: PathId, seq: SeqPath, person: user) -> ProposalView:
+        """A pending proposal: the live side now beside the proposal, the stale flag and a unified diff per field;
+        the owner of the proposal's kind tells the live side and whether it is stale, the gateway shows it. ``diff``
+        is the whole target's diff; ``fields`` splits it where a card shows one per field.
+
+        A proposal no longer pending: its card as it was proposed (the live side when proposed, not stale) and its
+        ``resolution``: the outcome and its reason, every decision taken on it, and what its coach was told."""
+        proposal = await handlers.proposal_at(deps, session_id, seq, person.org_id, endpoint)
+        if proposal.status != "pending":
+            return decided_card(proposal, await handlers.history(deps, proposal))
+        live = await owners.live_card(proposal.kind, proposal.proposal_id, org=person.org_id)
+        if live is None:
+            raise OwnerUnavailable(f"the owner of {proposal.proposal_id!r} does not know it")
+        return card(proposal, live)
+
+    return read_proposal
 
 
 def proposal_events_router(deps: Deps, user: Any) -> APIRouter:
@@ -272,6 +319,52 @@ def card(proposal: Proposal, live: LiveCard) -> ProposalView:
         notes=list(live.notes),
         effects=list(proposed.effects),
         resolution=_resolution(proposal),
+    )
+
+
+def decided_card(proposal: Proposal, history: History) -> ProposalView:
+    """The card of a proposal that is no longer pending, from the projection alone: its fields as proposed (each
+    field's text when proposed beside the proposed one), the target's text, version and hash as the proposal bound
+    them (its base), never stale; and its resolution with ``history`` (the outcome's reason, the decisions, what the
+    coach was told). The owner is not asked: what the target holds now is another story than this proposal's."""
+    proposed = proposal.card
+    fields = [
+        FieldDiff(
+            name=field.name,
+            live=field.before,
+            proposal=field.after,
+            diff=unified_diff(field.before or "", field.after or "", field.name),
+            lines=field.lines,
+        )
+        for field in proposed.fields
+    ]
+    base = proposal.base
+    # As the pending card's live side, from the fields as proposed (the whole text where the card splits none); a
+    # base that bound no hash bound that the target did not exist.
+    live_text = None
+    if base.hash is not None:
+        live_text = "".join(field.before or "" for field in proposed.fields) if proposed.fields else proposed.before
+    return ProposalView(
+        session_id=proposal.session_id,
+        seq=proposal.seq,
+        proposal_id=proposal.proposal_id,
+        kind=proposal.kind,
+        action=proposal.action,
+        status=proposal.status,
+        stale=False,
+        target=proposal.target,
+        base=base,
+        lines=proposal.lines,
+        reason=proposal.reason,
+        apply_label=proposed.apply_label,
+        decline_label=KINDS[proposal.kind].decline_label,
+        live=LiveSide(text=live_text, version=base.version, hash=base.hash),
+        proposal=ProposedSide(text=proposed.after, hash=proposal.proposed_hash),
+        diff=unified_diff(live_text or "", proposed.after, proposal.target.label),
+        fields=fields,
+        notes=list(proposed.notes),
+        effects=list(proposed.effects),
+        resolution=_resolution(proposal, history),
     )
 
 

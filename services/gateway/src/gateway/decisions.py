@@ -85,6 +85,16 @@ ENDPOINTS: tuple[str, ...] = tuple(dict.fromkeys(spec.endpoint for spec in KINDS
 """Every endpoint of the registry, in registry order."""
 
 
+def read_endpoints() -> tuple[str, ...]:
+    """The endpoints decided by session and message whose decision path no owner's declared ``GET`` serves: the
+    gateway reads a proposal there itself (``GET …/{endpoint}/{seq}``, a card, decided or not). An owner that
+    serves the path (a Task draft's ``…/drafts/{seq}``) reads its own; a proposal decided on an agent's page is read
+    there, by its owner."""
+    served = {route.public_path for route in ROUTES if route.method == "GET"}
+    session = ADDRESSES["session"]
+    return tuple(e for e in ENDPOINTS if address_of(e) is session and session.at(e) not in served)
+
+
 def alike(endpoint: str, attribute: str) -> Any:
     """The ``attribute`` of the kinds decided at ``endpoint``, the same for each (a registry that disagrees is
     refused: one route decides them all)."""

@@ -55,6 +55,7 @@ from .domain.events import (
     StepEndedEvent,
     TurnContinuedEvent,
 )
+from .domain.history import History
 from .domain.proposals import Proposal
 from .domain.turns import ProposalState, RefusedCall, continuation_text, settle
 from .settings import GatewaySettings
@@ -435,6 +436,13 @@ async def proposal_of(deps: Deps, agent_id: str, proposal_id: str, org_id: str, 
     if found is None or found[1] != org_id or found[0].agent_id != agent_id or not _at(found[0], endpoint):
         raise NotFound(f"agent {agent_id!r} has no proposal {proposal_id!r}")
     return found[0]
+
+
+async def history(deps: Deps, proposal: Proposal) -> History:
+    """What became of ``proposal`` (from :func:`proposal_at`), in one read: the outcome's reason, every decision taken
+    on it, and what its coach was told."""
+    async with deps.engine.connect() as conn:
+        return await (await ProjectionStore.over(conn)).history(proposal.proposal_id)
 
 
 def _at(proposal: Proposal, endpoint: str) -> bool:

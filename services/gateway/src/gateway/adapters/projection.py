@@ -21,6 +21,7 @@ from assent.db import driver_connection, json_param, update_rows
 from assent.outbox import Outbox
 from assent.topics import decisions_of
 
+from ..domain.history import DecisionTaken, History, Told
 from ..domain.proposals import Proposal
 from . import tables as t
 
@@ -146,6 +147,23 @@ PROPOSAL_AT = _PROPOSAL + " WHERE r.session_id = $1 AND r.seq = $2"
 PROPOSAL_OF = _PROPOSAL + " WHERE r.proposal_id = $1"
 """A proposal by its id, as :data:`PROPOSAL_AT` reads it."""
 
+PROPOSAL_HISTORY = (
+    "SELECT r.result ->> 'detail' AS detail, tu.continued_at, tu.continuation ->> 'text' AS told,"
+    " line.value AS line, d.decision, d.actor, d.via, d.decided_at, d.outcome ->> 'outcome' AS outcome,"
+    " d.outcome ->> 'detail' AS outcome_detail"
+    f" FROM {t.projected_proposals.fullname} AS r"
+    f" LEFT OUTER JOIN {t.turns.fullname} AS tu"
+    " ON tu.session_id = r.session_id AND tu.turn_id = r.turn_id AND tu.step = r.step"
+    " LEFT OUTER JOIN LATERAL (SELECT value FROM jsonb_array_elements(tu.continuation -> 'decisions')"
+    " WHERE value ->> 'tool_call_id' = r.tool_call_id LIMIT 1) AS line ON true"
+    f" LEFT OUTER JOIN {t.decisions.fullname} AS d ON d.proposal_id = r.proposal_id"
+    " WHERE r.proposal_id = $1 ORDER BY d.decided_at, d.decision_id"
+)
+"""A proposal's history (:class:`~gateway.domain.history.History`): one row per decision taken on it, oldest first
+(one row with no decision when none was: a superseded proposal), each with the reason of the outcome that resolved
+the proposal, and the continuation of the turn that held it (its line for this proposal, its text, when) once the
+turn continued. The proposal by its unique id, its turn by its key, its decisions by their index of proposals."""
+
 INSERT_DECISION = (
     f"INSERT INTO {t.decisions.fullname} (decision_id, session_id, seq, proposal_id, decision, actor, via, message_id)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
@@ -241,6 +259,10 @@ class ProjectionStore:
         """:data:`PROPOSAL_OF`: the proposal, and its session's organisation."""
         return _walled(await self.conn.fetchrow(PROPOSAL_OF, proposal_id))
 
+    async def history(self, proposal_id: str) -> History:
+        """:data:`PROPOSAL_HISTORY`: what became of the proposal (nothing when there is no such proposal)."""
+        return read_history(await self.conn.fetch(PROPOSAL_HISTORY, proposal_id))
+
     async def latest_paused_turn(self, session_id: str) -> asyncpg.Record | None:
         """:data:`LATEST_PAUSED_TURN`: its turn, step, awaited calls, continuation (None until continued), sends."""
         return await self.conn.fetchrow(LATEST_PAUSED_TURN, session_id)
@@ -293,6 +315,30 @@ def read_proposal(row: asyncpg.Record) -> Proposal:
         if people in values:
             values[people] = tuple(values[people] or ())
     return Proposal.model_validate(values)
+
+
+def read_history(rows: Sequence[asyncpg.Record]) -> History:
+    """The rows of :data:`PROPOSAL_HISTORY` (each a mapping of its columns) as a proposal's
+    :class:`~gateway.domain.history.History`."""
+    if not rows:
+        return History()
+    first = rows[0]
+    told = None
+    if first["continued_at"] is not None and first["line"] is not None:
+        told = Told(line=first["line"], text=first["told"] or "", continued_at=first["continued_at"])
+    decisions = tuple(
+        DecisionTaken(
+            decision=row["decision"],
+            actor=row["actor"],
+            via=row["via"],
+            decided_at=row["decided_at"],
+            outcome=row["outcome"],
+            detail=row["outcome_detail"],
+        )
+        for row in rows
+        if row["decision"] is not None
+    )
+    return History(detail=first["detail"], decisions=decisions, told=told)
 
 
 def _walled(row: asyncpg.Record | None) -> tuple[Proposal, str] | None:

@@ -99,6 +99,8 @@ decisions = Table(
     Column("outcome_at", DateTime(timezone=True)),
     Column("message_id", Uuid, nullable=False),
     UniqueConstraint("message_id"),
+    # A proposal's decisions, read with its history (migration 0006).
+    Index("ix_decisions_proposal_id", "proposal_id"),
 )
 
 idempotency_keys = Table(

@@ -327,7 +327,7 @@ async function sessionView(sessionId) {
     button.disabled = true;
     try {
       const answer = await api("POST", `${base}/${which}`, undefined, { "Idempotency-Key": idempotencyKey() });
-      result.replaceChildren(...bulkReport(which, answer));
+      result.replaceChildren(...bulkReport(which, answer, sessionId));
       announce(answer.message || `${which} done`);
     } catch (error) {
       result.replaceChildren(errorBox(error));
@@ -402,8 +402,11 @@ async function sessionView(sessionId) {
       const buttons = event.currentTarget.parentElement.querySelectorAll("button");
       buttons.forEach((b) => { b.disabled = true; });
       try {
-        await api("POST", how.path, { decision }, { "Idempotency-Key": idempotencyKey() });
+        const answer = await api("POST", how.path, { decision }, { "Idempotency-Key": idempotencyKey() });
         announce(`${labelOf(item.target)}: ${decision} done`);
+        const link = cardLink(sessionId, item.kind, item.seq, "What happened");
+        result.replaceChildren(h("p", { class: "decided" }, `${labelOf(item.target)}: ${answer?.outcome || decision}`,
+          link ? " · " : "", link));
         await refresh();
       } catch (error) {
         message.replaceChildren(detailOf(error));
@@ -515,13 +518,21 @@ async function sessionView(sessionId) {
   if (mine === generation) leaving = follow(`${base}/events`, refresh);
 }
 
-function bulkReport(which, answer) {
+/** A link to the card page of the proposal of ``kind`` at ``seq`` (null where its endpoint reads none by seq). */
+function cardLink(sessionId, kind, seq, text) {
+  const endpoint = registry.kinds[kind]?.endpoint;
+  if (!endpoint || !operations[`/api/studio/sessions/{session_id}/${endpoint}/{seq}`]?.includes("get")) return null;
+  return h("a", { href: `#/sessions/${encodeURIComponent(sessionId)}/${encodeURIComponent(endpoint)}/${seq}` }, text);
+}
+
+function bulkReport(which, answer, sessionId) {
   const resolved = answer.resolved || [];
   const skipped = answer.skipped || [];
   const parts = [h("p", { class: "bulk-summary" },
     answer.message || `${which}: ${plural(resolved.length, "request")} resolved, ${skipped.length} skipped.`)];
   if (resolved.length) parts.push(h("ul", { class: "plain", id: "resolved", "aria-label": "Resolved" },
-    resolved.map((r) => h("li", {}, `seq ${r.seq} (${r.kind}): ${r.outcome}`))));
+    resolved.map((r) => h("li", {}, cardLink(sessionId, r.kind, r.seq, `seq ${r.seq} (${r.kind}): ${r.outcome}`)
+      || `seq ${r.seq} (${r.kind}): ${r.outcome}`))));
   parts.push(h("p", { id: "skipped-count" }, `Skipped: ${skipped.length}`));
   if (skipped.length) parts.push(h("ul", { class: "plain" }, skipped.map((s) => h("li", {}, `seq ${s.seq} (${s.kind}): ${s.reason}`))));
   if (answer.stopped) parts.push(h("p", { class: "error" }, `Stopped at seq ${answer.stopped.seq}: ${answer.stopped.status}, ${answer.stopped.detail}`));
@@ -529,12 +540,16 @@ function bulkReport(which, answer) {
 }
 
 /** A card: per field its diff (one per changed field), the before and after texts, what applying does, notes; a
- * draft's versions, the notes it needs, and its editor (each save is the next version). */
-async function renderCard(container, path, editable = false) {
-  container.replaceChildren(h("p", {}, "Loading the card…"));
-  let card;
-  try { card = await api("GET", path); } catch (error) { container.replaceChildren(errorBox(error)); return; }
-  const parts = [];
+ * draft's versions, the notes it needs, and its editor (each save is the next version). A card that is no longer
+ * pending says first what happened (``resolutionOf``), and its texts are as they were proposed. ``card``: the card
+ * read already (else it is read at ``path``). */
+async function renderCard(container, path, editable = false, card = undefined) {
+  if (card === undefined) {
+    container.replaceChildren(h("p", {}, "Loading the card…"));
+    try { card = await api("GET", path); } catch (error) { container.replaceChildren(errorBox(error)); return; }
+  }
+  const decided = Boolean(card.status) && card.status !== "pending";
+  const parts = decided ? [resolutionOf(card, `${container.id}-resolution`)] : [];
   if (card.stale) parts.push(h("p", { class: "badge warn" }, "Stale: the target changed since it was proposed."));
   if (card.version !== undefined) {
     parts.push(h("p", { class: "meta version" }, `Version ${card.version}`,
@@ -551,13 +566,77 @@ async function renderCard(container, path, editable = false) {
   if (texts.length) {
     parts.push(h("details", {}, h("summary", {}, "Before and after"),
       ...texts.map((f) => h("div", { class: "side-by-side" },
-        h("figure", {}, h("figcaption", {}, `${f.name}: now`), h("pre", { tabindex: "0" }, f.live ?? "(none)")),
+        h("figure", {}, h("figcaption", {}, `${f.name}: ${decided ? "when proposed" : "now"}`), h("pre", { tabindex: "0" }, f.live ?? "(none)")),
         h("figure", {}, h("figcaption", {}, `${f.name}: proposed`), h("pre", { tabindex: "0" }, f.proposal ?? "(none)"))))));
   }
   if (card.effects?.length) parts.push(h("h4", {}, "What applying does"), h("ul", {}, card.effects.map((e) => h("li", {}, e))));
   if (card.notes?.length) parts.push(h("ul", { class: "notes" }, card.notes.map((n) => h("li", {}, n))));
   if (editable && typeof card.content === "string" && card.status === "pending") parts.push(editor(container, path, card));
   container.replaceChildren(...parts);
+}
+
+/** What happened to a proposal that is no longer pending: its outcome, by whom, when and why; every decision taken
+ * on it (a stale or refused attempt too); and what the coach was told. A card without a resolution (a Task draft's,
+ * its owner's) tells its status and who published or discarded it. */
+function resolutionOf(card, id) {
+  const resolution = card.resolution || {};
+  const status = resolution.status || card.status;
+  const by = resolution.resolved_by || card[`${status}_by_user_id`];
+  const parts = [
+    h("h4", { id }, "What happened"),
+    h("p", { class: "outcome" }, h("strong", {}, status[0].toUpperCase() + status.slice(1)),
+      by ? ` by ${by}` : "", resolution.resolved_at ? ` · ${when(resolution.resolved_at)}` : ""),
+    resolution.detail ? h("p", { class: "detail" }, resolution.detail) : null,
+  ];
+  const decisions = resolution.decisions || [];
+  if (decisions.length) {
+    parts.push(h("ol", { class: "decisions", "aria-label": "Decisions" }, decisions.map((d) => h("li", {},
+      `${d.decision} by ${d.actor} (${d.via}) · ${when(d.decided_at)}: `, h("strong", {}, d.outcome || "no outcome yet"),
+      d.detail ? h("span", { class: "hint" }, ` — ${d.detail}`) : ""))));
+  }
+  if (resolution.told) {
+    parts.push(h("h4", {}, "What the coach was told ", h("span", { class: "hint" }, when(resolution.told.continued_at))),
+      h("pre", { class: "told", tabindex: "0", "aria-label": "What the coach was told" }, resolution.told.text));
+  } else if ("told" in resolution) {
+    parts.push(h("p", { class: "hint" }, "The coach was told nothing yet: its turn waits on other decisions."));
+  }
+  return h("section", { class: "resolution", "aria-labelledby": id }, ...parts.filter(Boolean));
+}
+
+/** A proposal's own page, at the address its card is read by (``#/sessions/{id}/{endpoint}/{seq}``): its card, and
+ * its buttons while it is pending, or what happened to it once it is not. */
+async function cardView(sessionId, endpoint, seq) {
+  const path = `/api/studio/sessions/${encodeURIComponent(sessionId)}/${encodeURIComponent(endpoint)}/${encodeURIComponent(seq)}`;
+  const body = h("div", { class: "card-body", id: "card" });
+  const message = h("p", { class: "message", "aria-live": "polite" });
+  const back = h("p", {}, h("a", { href: `#/sessions/${encodeURIComponent(sessionId)}` }, `Session ${sessionId}`));
+  let card;
+  try { card = await api("GET", path); } catch (error) { show(heading(`Seq ${seq}`), back, errorBox(error)); return; }
+  const kind = registry.kinds[card.kind] || Object.values(registry.kinds).find((k) => k.endpoint === endpoint) || {};
+  const parts = [
+    heading(`${labelOf(card.target) || `Seq ${seq}`}`), back,
+    h("p", { class: "meta" }, [`seq ${seq}`, card.kind, card.action, card.lines ? counts(card.lines) : null].filter(Boolean).join(" · ")),
+    card.reason || card.rationale ? h("p", { class: "reason" }, card.reason || card.rationale) : null,
+  ];
+  if (card.status === "pending") {
+    const decide = (decision) => async (event) => {
+      const buttons = event.currentTarget.parentElement.querySelectorAll("button");
+      buttons.forEach((b) => { b.disabled = true; });
+      try {
+        const answer = await api("POST", path, { decision }, { "Idempotency-Key": idempotencyKey() });
+        announce(`${labelOf(card.target) || `seq ${seq}`}: ${answer?.outcome || decision}`);
+        await cardView(sessionId, endpoint, seq);
+      } catch (error) {
+        message.replaceChildren(detailOf(error));
+        buttons.forEach((b) => { b.disabled = false; });
+      }
+    };
+    parts.push(h("div", { class: "actions" },
+      h("button", { type: "button", class: "primary", onclick: decide(kind.apply || "apply") }, card.apply_label || kind.apply || "Apply"),
+      h("button", { type: "button", onclick: decide(kind.decline || "decline") }, card.decline_label || kind.decline_label || "Decline")), message);
+  }
+  show(...parts, body);
+  await renderCard(body, path, false, card);
 }
 
 /** The operator's own version of a card's text: PUT at the card's path, bound to the version shown. */
@@ -793,6 +872,7 @@ async function route() {
     if (current) link.setAttribute("aria-current", "page"); else link.removeAttribute("aria-current");
   }
   if (!signedIn || parts[0] === "sign-in") return signIn();
+  if (parts[0] === "sessions" && parts[3] !== undefined) return cardView(parts[1], parts[2], parts[3]);
   if (parts[0] === "sessions" && parts[1]) return sessionView(parts[1]);
   if (parts[0] === "sessions") return sessionsView();
   if (parts[0] === "agents" && parts[2] === "proposals") return proposalsView(parts[1]);
