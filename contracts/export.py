@@ -9,6 +9,7 @@ tool's argument model):
   golden examples, and the dead-letter topics of what it consumes;
 - ``contracts/schemas/messages/<Type>.json``: the JSON Schema (2020-12) of every message on a topic;
 - ``contracts/schemas/tools/<tool>.json``: the JSON Schema of every tool's ``arguments``;
+- ``contracts/schemas/widgets/<kind>.json``: the widget of a kind that adds fields of its own, as a coach reads it;
 - ``deploy/kafka/topics.yaml`` (Strimzi ``KafkaTopic`` resources) and ``deploy/kafka/create-topics.sh`` (for a
   plain cluster, with ``kafka-topics.sh``): every topic and its dead-letter twin, with the partitions, replicas,
   ``min.insync.replicas`` and retention of ``deploy/kafka/topics.env`` (the ``ASSENT_TOPIC_*`` settings).
@@ -39,7 +40,7 @@ from pydantic import BaseModel
 
 from assent.contracts import Message
 from assent.contracts.envelope import examples_folder
-from assent.kinds import KINDS, OWNERS
+from assent.kinds import KINDS, OWNERS, KindSpec
 from assent.runtime import ProposalKind
 from assent.settings import ServiceSettings
 from assent.topics import DLQ_SUFFIX, REGISTRY, Topic, TopicPolicy
@@ -90,6 +91,19 @@ def message_schema(message: type[Message]) -> dict[str, Any]:
         **schema,
         "x-assent-version": current,
         "x-assent-topics": [topic.name for topic in REGISTRY if message in topic.messages],
+    }
+
+
+def widget_schema(spec: KindSpec) -> dict[str, Any]:
+    """The widget of ``spec``'s proposals as a coach reads it: the shared widget's fields and the kind's own
+    (:attr:`~assent.kinds.KindSpec.widget_model`), which a ``ToolResult``'s widget carries beside them."""
+    assert spec.widget_model is not None
+    return {
+        "$schema": JSON_SCHEMA,
+        "$id": f"assent:widgets/{spec.name}/v1",
+        **spec.widget_model.model_json_schema(mode="validation"),
+        "x-assent-kind": spec.name,
+        "x-assent-owner": spec.owner,
     }
 
 
@@ -477,13 +491,21 @@ def render() -> dict[Path, str]:
         files[CONTRACTS / "schemas" / "messages" / f"{message.__name__}.json"] = _json(message_schema(message))
     for tool, (owner, arguments) in tool_arguments().items():
         files[CONTRACTS / "schemas" / "tools" / f"{tool}.json"] = _json(tool_schema(tool, owner, arguments))
+    for spec in KINDS.values():
+        if spec.widget_model is not None:
+            files[CONTRACTS / "schemas" / "widgets" / f"{spec.name}.json"] = _json(widget_schema(spec))
     policy, prefix = topic_settings()
     files[KAFKA / "topics.yaml"] = strimzi_topics(policy, prefix)
     files[KAFKA / "create-topics.sh"] = create_topics_script(policy, prefix)
     return files
 
 
-GENERATED = (CONTRACTS / "asyncapi", CONTRACTS / "schemas" / "messages", CONTRACTS / "schemas" / "tools")
+GENERATED = (
+    CONTRACTS / "asyncapi",
+    CONTRACTS / "schemas" / "messages",
+    CONTRACTS / "schemas" / "tools",
+    CONTRACTS / "schemas" / "widgets",
+)
 """Folders that hold nothing but exported files: a file there that the code no longer exports is stale."""
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 from aiokafka import AIOKafkaProducer
 
+from access_contract.widget import AccessWidget
 from assent.coach import CoachClient, CoachTurn
 from connections_contract.messages import ConnectionCatalog
 from tests.conftest import OPERATOR, Stack, World, as_admin_of, new_world, wait_for
@@ -166,7 +167,9 @@ async def test_widening_the_card_and_apply_writing_the_agents_bindings_only(stac
             "studio_edit_access", {"agent_id": world.agent_id, "connections": {login: "on"}, "reason": "Refunds."}
         )
         assert widening.widget is not None and widening.widget.widens is True, widening.error
-        assert widening.widget.edit is not None and widening.widget.edit.model_dump() == {
+        assert widening.widget.read_as(AccessWidget).edit is not None and widening.widget.read_as(
+            AccessWidget
+        ).edit.model_dump() == {
             "changes": ({"kind": "connection", "id": login, "label": f"Desk ({login}) at {SERVER}", "setting": "on"},),
             "widens": True,
         }
@@ -174,7 +177,10 @@ async def test_widening_the_card_and_apply_writing_the_agents_bindings_only(stac
             "studio_edit_access", {"agent_id": world.agent_id, "native_tools": {"fetch_url": "off"}, "reason": "No."}
         )
         assert narrowing.widget is not None and narrowing.widget.widens is False, narrowing.error
-        assert narrowing.widget.edit is not None and narrowing.widget.edit.widens is False
+        assert (
+            narrowing.widget.read_as(AccessWidget).edit is not None
+            and narrowing.widget.read_as(AccessWidget).edit.widens is False
+        )
 
         shown = await card(http, turn, widening.tool_call_id)
         # Both requests are projected by the gateway in their own time: the widening card being there says nothing
@@ -231,7 +237,9 @@ async def test_widening_the_card_and_apply_writing_the_agents_bindings_only(stac
             "studio_edit_access", {"agent_id": world.agent_id, "connections": {login: "inherit"}, "reason": "Undo."}
         )
         assert back.widget is not None and back.widget.widens is False, back.error
-        assert back.widget.edit is not None and [c.setting for c in back.widget.edit.changes] == ["inherit"]
+        assert back.widget.read_as(AccessWidget).edit is not None and [
+            c.setting for c in back.widget.read_as(AccessWidget).edit.changes
+        ] == ["inherit"]
         undone = await decide(http, turn, back.tool_call_id)
         assert undone.status_code == 200, undone.text
         final = await access_of(http, world.agent_id)
@@ -255,8 +263,8 @@ async def test_a_tool_named_alone_keeps_the_connection_a_wider_binding_goes_thro
         )
         assert guild.status_code == 200, guild.text
         kept = await turn.call("studio_edit_access", asked)
-        assert kept.widget is not None and kept.widget.edit is not None, kept.error
-        assert [c.model_dump() for c in kept.widget.edit.changes] == [
+        assert kept.widget is not None and kept.widget.read_as(AccessWidget).edit is not None, kept.error
+        assert [c.model_dump() for c in kept.widget.read_as(AccessWidget).edit.changes] == [
             {
                 "kind": "connection_tool",
                 "id": f"{guild_login}/refund_order",
@@ -355,8 +363,8 @@ async def test_a_connection_sets_its_servers_binding_keeping_the_login_the_guild
         asked = await turn.call(
             "studio_edit_access", {"agent_id": world.agent_id, "connections": {org_login: "on"}, "reason": "Desk."}
         )
-        assert asked.widget is not None and asked.widget.edit is not None, asked.error
-        assert asked.widget.edit.model_dump() == {
+        assert asked.widget is not None and asked.widget.read_as(AccessWidget).edit is not None, asked.error
+        assert asked.widget.read_as(AccessWidget).edit.model_dump() == {
             "changes": (
                 {
                     "kind": "connection",

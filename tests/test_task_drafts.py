@@ -11,6 +11,7 @@ import pytest
 from assent.coach import CoachTurn
 from assent.contracts import ToolResult
 from assent.hashing import content_hash
+from edits_contract.draft_widget import DraftWidget
 from tests.conftest import OPERATOR, Stack, World, as_admin_of, new_world
 from tests.test_memory_edits import open_turn, wait_pending
 
@@ -69,7 +70,7 @@ async def test_a_draft_is_edited_then_published_as_the_operator_and_the_turn_con
         drafted = "Answer refund questions.\nAsk for the order number first.\n"
         result = await draft(turn, world.agent_id, drafted, live["hash"], "orders get mixed up")
         assert result.ok, result.error
-        widget = result.widget
+        widget = result.widget.read_as(DraftWidget) if result.widget is not None else None
         assert widget is not None and (widget.type, widget.kind, widget.action) == (
             "studio_task_draft",
             "draft",
@@ -200,7 +201,7 @@ async def test_a_draft_replaced_in_the_same_turn_needs_no_answer(stack: Stack) -
             other.output["draft"]["replaces"],
         ) == (
             None,
-            old.widget.draft_id,
+            old.widget.read_as(DraftWidget).draft_id,
             None,
         )
         await turn.end_step()
@@ -209,7 +210,7 @@ async def test_a_draft_replaced_in_the_same_turn_needs_no_answer(stack: Stack) -
         board = await wait_pending(http, sid, 2)
         assert sorted(item["seq"] for item in board["items"]) == [new_seq, other_seq]
         replaced = await card(http, sid, old_seq)
-        assert (replaced["status"], replaced["replaced_by"]) == ("superseded", new.widget.draft_id)
+        assert (replaced["status"], replaced["replaced_by"]) == ("superseded", new.widget.read_as(DraftWidget).draft_id)
         refused = await http.post(draft_url(sid, old_seq), json={"decision": "publish"})
         assert refused.status_code == 422, refused.text
 

@@ -11,7 +11,6 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from assent.contracts import (
-    AgentRef,
     CardField,
     DecisionMade,
     ProposalBase,
@@ -30,6 +29,14 @@ from assent.runtime.uow import UnitOfWork
 from assent.testing import FakeUnitOfWork
 
 CONTEXT = SessionContext(org_id="acme", source_guild_id="g1", operator_user_id="olga")
+
+
+class DraftFields(BaseModel):
+    """A Task draft's own widget fields, as its contract declares them (a stand-in: the kit knows none)."""
+
+    agent: dict[str, str]
+    draft_id: str
+    rationale: str
 
 
 class Ask(BaseModel):
@@ -74,14 +81,14 @@ class ToyKind(ProposalKind):
             payload={},
             origin=args.origin,
             supersedes=supersedes,
-            **self.widget_fields(args.agent_id),
+            widget_fields=self.widget_fields(args.agent_id),
         )
 
-    def widget_fields(self, agent_id: str) -> dict[str, Any]:
-        """What a draft's widget must name (its agent, its id, why); nothing for the other kinds."""
+    def widget_fields(self, agent_id: str) -> DraftFields | None:
+        """What a draft's widget names besides every kind's (its agent, its id, why); nothing for the other kinds."""
         if self.name != "draft":
-            return {}
-        return {"agent": AgentRef(id=agent_id, name=agent_id), "draft_id": f"draft_{agent_id}", "rationale": "asked"}
+            return None
+        return DraftFields(agent={"id": agent_id, "name": agent_id}, draft_id=f"draft_{agent_id}", rationale="asked")
 
     async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
         return LiveView(hash=None, version=None, fields=())

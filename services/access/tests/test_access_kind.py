@@ -12,6 +12,7 @@ import pytest
 from access.adapters.repository import AccessRepository, HeldBinding
 from access.domain.access import Binding, CatalogTool, Change, Connection, Scope
 from access.kinds.access import AccessKind
+from access_contract.widget import AccessWidget
 from assent.contracts import DecisionMade, ProposalOutcome, ProposalProposed, SessionContext, ToolCall, ToolResult
 from assent.domain import Agent, Guild
 from assent.runtime import OwnerKit
@@ -174,8 +175,8 @@ async def test_a_widening_card_says_so_and_names_the_data_changing_tools_it_give
     result = await world.call(edit(connections={"c1": "on"}, native_tools={"fetch_url": "off"}), seq=1)
     assert result.ok and result.widget is not None and result.widget.widens
     assert result.output is None
-    assert result.widget.edit is not None
-    assert result.widget.edit.model_dump() == {
+    assert result.widget.read_as(AccessWidget).edit is not None
+    assert result.widget.read_as(AccessWidget).edit.model_dump() == {
         "changes": (
             {"kind": "native_tool", "id": "fetch_url", "label": "fetch_url", "setting": "off"},
             {"kind": "connection", "id": "c1", "label": "Desk (c1)", "setting": "on"},
@@ -200,8 +201,8 @@ async def test_a_widening_card_says_so_and_names_the_data_changing_tools_it_give
     )
     narrowing = await world.call(edit(native_tools={"fetch_url": "off"}), seq=2)
     assert narrowing.widget is not None and not narrowing.widget.widens
-    assert narrowing.widget.edit is not None
-    assert narrowing.widget.edit.model_dump() == {
+    assert narrowing.widget.read_as(AccessWidget).edit is not None
+    assert narrowing.widget.read_as(AccessWidget).edit.model_dump() == {
         "changes": ({"kind": "native_tool", "id": "fetch_url", "label": "fetch_url", "setting": "off"},),
         "widens": False,
     }
@@ -255,12 +256,15 @@ async def test_a_connection_of_a_server_the_guild_reaches_through_its_login_is_w
     world.repo.held[("guild", GUILD, "connection", server)] = False
     world.repo.named[("guild", GUILD, "connection", server)] = "c_guild"
     result = await world.call(edit(connections={"c_org": "on"}), seq=1)
-    assert result.widget is not None and result.widget.edit is not None and result.widget.widens
-    assert [c.model_dump() for c in result.widget.edit.changes] == [
+    assert result.widget is not None and result.widget.read_as(AccessWidget).edit is not None and result.widget.widens
+    assert [c.model_dump() for c in result.widget.read_as(AccessWidget).edit.changes] == [
         {"kind": "connection", "id": "c_guild", "label": f"Shop guild (c_guild) at {server}", "setting": "on"}
     ]
     outcome = await world.decide(result)
-    assert (outcome.outcome, outcome.effects["changes"]) == ("applied", [result.widget.edit.changes[0].model_dump()])
+    assert (outcome.outcome, outcome.effects["changes"]) == (
+        "applied",
+        [result.widget.read_as(AccessWidget).edit.changes[0].model_dump()],
+    )
     assert [(scope, c.subject, c.connection_id, c.setting) for scope, _, c, _ in world.repo.writes] == [
         ("agent", server, "c_guild", "on")
     ]

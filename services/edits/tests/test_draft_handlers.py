@@ -21,6 +21,7 @@ from edits.adapters.drafts import DraftsRepository
 from edits.domain.drafts import Draft, DraftVersion
 from edits.kinds.draft import DraftKind
 from edits.workspace import Conflict, NotFound, Refused
+from edits_contract.draft_widget import DraftWidget
 from edits_contract.drafts import DraftLines
 
 ORG, GUILD, SESSION, OPERATOR = "org", "guild", "s1", "operator@example.com"
@@ -165,7 +166,7 @@ async def test_a_draft_is_stored_and_answered_with_its_widget_beside_it() -> Non
     world = await new_world()
     result = await world.draft(3, "Answer refunds.\nCite the order.\n")
     assert result.ok and result.widget is not None and result.output is not None
-    widget = result.widget
+    widget = result.widget.read_as(DraftWidget) if result.widget is not None else None
     assert (widget.type, widget.kind, widget.action, widget.await_operator) == (
         "studio_task_draft",
         "draft",
@@ -204,11 +205,13 @@ async def test_a_new_draft_of_the_same_agent_and_turn_supersedes_the_waiting_one
     second = await world.draft(5, "Two.\n")
     later_turn = await world.draft(6, "Three.\n", turn="turn2")
     assert first.widget is not None and second.widget is not None and later_turn.widget is not None
-    assert second.output is not None and second.output["draft"]["replaces"] == first.widget.draft_id
+    assert (
+        second.output is not None and second.output["draft"]["replaces"] == first.widget.read_as(DraftWidget).draft_id
+    )
     assert later_turn.output is not None and later_turn.output["draft"]["replaces"] is None
     assert other_agent.output is not None and other_agent.output["draft"]["replaces"] is None
-    replaced = world.repo.drafts[first.widget.draft_id]
-    assert (replaced.status, replaced.replaced_by) == ("superseded", second.widget.draft_id)
+    replaced = world.repo.drafts[first.widget.read_as(DraftWidget).draft_id]
+    assert (replaced.status, replaced.replaced_by) == ("superseded", second.widget.read_as(DraftWidget).draft_id)
     outcomes = world.uow.messages(ProposalOutcome, PROPOSALS_OUTCOMES.name)
     assert [(o.proposal_id, o.outcome) for o in outcomes] == [(first.widget.proposal_id, "superseded")]
     statuses = {p.seq: p.status for p in world.uow.proposals.proposals.values()}
@@ -229,7 +232,7 @@ async def test_publishing_writes_the_newest_version_as_the_operator() -> None:
     assert world.task() == "Two, edited.\n" and world.workspace.agents["a1"].revision == 4
     (changed,) = world.uow.messages(AgentChanged, WORKSPACE_EVENTS.name)
     assert (changed.task, changed.revision) == ("Two, edited.\n", 4)
-    draft = world.repo.drafts[result.widget.draft_id]  # type: ignore[union-attr]
+    draft = world.repo.drafts[result.widget.read_as(DraftWidget).draft_id]  # type: ignore[union-attr]
     assert (draft.status, draft.published_by_user_id, draft.published_version, draft.discarded_by_user_id) == (
         "published",
         OPERATOR,
@@ -259,7 +262,7 @@ async def test_publishing_waits_for_the_notes_the_draft_embeds_and_for_a_task_th
     assert result.output is not None and result.output["draft"]["embeds_missing_notes"] == ["guild/guild/refunds.md"]
     early = await world.decide(result, "publish")
     assert (early.outcome, early.status, early.effects) == ("refused", 409, {"code": "note_not_created"})
-    assert world.task() == TASK and world.repo.drafts[result.widget.draft_id].status == "pending"  # type: ignore[union-attr]
+    assert world.task() == TASK and world.repo.drafts[result.widget.read_as(DraftWidget).draft_id].status == "pending"  # type: ignore[union-attr]
 
     world.repo.notes.add("guild/guild/refunds.md")
     world.workspace.agents["a1"] = dataclasses.replace(world.workspace.agents["a1"], task="Moved.\n")
@@ -277,7 +280,7 @@ async def test_discarding_stores_who_discarded_and_writes_nothing_else() -> None
     result = await world.draft(3)
     outcome = await world.decide(result, "discard")
     assert (outcome.outcome, outcome.resolved_by) == ("discarded", OPERATOR)
-    draft = world.repo.drafts[result.widget.draft_id]  # type: ignore[union-attr]
+    draft = world.repo.drafts[result.widget.read_as(DraftWidget).draft_id]  # type: ignore[union-attr]
     assert (draft.status, draft.discarded_by_user_id, draft.published_by_user_id) == ("discarded", OPERATOR, None)
     assert world.task() == TASK and world.repo.task_changes == []
     assert world.uow.messages(AgentChanged) == []

@@ -106,6 +106,10 @@ class KindSpec:
     widget: str = "studio_edit_request"
     """The ``type`` of the widget its proposals answer the coach with (``studio_edit_request``; a login request's is
     ``studio_connection_access``)."""
+    widget_model: type[BaseModel] | None = None
+    """Its widget as a coach reads it, when the kind adds fields of its own (a subclass of
+    :class:`assent.contracts.ProposalWidget`, read with ``widget.read_as(model)``; exported as
+    ``contracts/schemas/widgets/<kind>.json``). None: the shared widget alone."""
     answer: Answer = OUTCOME_ALONE
     """What its endpoint answers besides the outcome, and when the request was resolved already."""
     addressed_by: Addressed = "session"

@@ -6,9 +6,6 @@ from .proposals import Card, CardField, DecisionMade, ProposalOutcome, ProposalP
 from .sessions import SessionClosed, SessionOpened
 from .tool_calls import Channel, Requester, SessionContext, ToolCall
 from .tool_results import (
-    AccessChange,
-    AccessEdit,
-    AgentRef,
     LineCounts,
     ProposalBase,
     ProposalTarget,
@@ -20,10 +17,7 @@ from .turns import DecisionSummary, StepEnded, TurnContinuation
 from .workspace import AgentChanged, GuildChanged, OrgChanged
 
 __all__ = [
-    "AccessChange",
-    "AccessEdit",
     "AgentChanged",
-    "AgentRef",
     "Card",
     "CardField",
     "Channel",

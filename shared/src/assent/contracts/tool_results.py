@@ -1,11 +1,14 @@
 """Messages on ``studio.tool-results``: the answer to one tool call."""
 
-from typing import Any, Literal, Self
+import builtins
+from typing import Any, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .envelope import Id, Message, Seq
 from .registered import Action, Kind, Widget
+
+W = TypeVar("W", bound="ProposalWidget")
 
 
 class ToolError(BaseModel):
@@ -58,49 +61,18 @@ class ProposalBase(BaseModel):
     updated_at: str | None = None
 
 
-class AccessChange(BaseModel):
-    """One binding an access request writes at the agent: ``id`` names a native tool, a connection, or a connection
-    tool as ``<connection id>/<tool>``; ``setting`` on or off writes the binding, inherit deletes it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    kind: Literal["native_tool", "connection", "connection_tool"]
-    id: str
-    label: str
-    setting: Literal["on", "off", "inherit"]
-
-
-class AccessEdit(BaseModel):
-    """What an access request (``kind`` ``access``) writes: one change per binding, and whether the access after it
-    lets the agent use anything it cannot use today (the widget's ``widens``, repeated here for the coach)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    changes: tuple[AccessChange, ...] = Field(min_length=1)
-    widens: bool
-
-
-class AgentRef(BaseModel):
-    """An agent as a widget names it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    name: str
-
-
 class ProposalWidget(BaseModel):
     """The widget of a request (``type`` is its kind's: ``studio_edit_request``, ``studio_connection_access`` for a
     login request, ``studio_task_draft`` for a Task draft); ``await_operator`` pauses the coach's turn at the end of
-    the step.
+    the step. ``widens`` is every kind's flag (Apply all skips a request that has it).
 
-    ``widens`` is every kind's flag (Apply all skips a request that has it); ``edit`` is the kind's own account of
-    what applying writes: an :class:`AccessEdit` on an access request, None on every other kind. A Task draft's
-    widget names its ``agent``, ``draft_id`` and ``rationale`` (the draft itself is the result's ``output``); no other
-    kind's has them.
+    A kind may add fields of its own beside these (an access request's ``edit``, a Task draft's ``agent``,
+    ``draft_id`` and ``rationale``): its contract declares them as a subclass of this model, and they travel as they
+    are. A reader that knows the kind reads them with :meth:`read_as` and that subclass; one that does not passes
+    them over.
     """
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="allow")
 
     type: Widget = "studio_edit_request"
     await_operator: bool = True
@@ -112,30 +84,11 @@ class ProposalWidget(BaseModel):
     proposed_hash: str
     lines: LineCounts
     widens: bool = False
-    edit: AccessEdit | None = None
-    agent: AgentRef | None = None
-    """A Task draft's agent (``studio_task_draft``); None on every other kind."""
-    draft_id: str | None = None
-    """A Task draft's id: its edits keep it, and the request follows its newest version."""
-    rationale: str | None = None
-    """Why the coach drafted it (a Task draft's)."""
 
-    @model_validator(mode="after")
-    def _edit_is_the_kinds(self) -> Self:
-        if self.edit is not None and self.kind != "access":
-            raise ValueError(f"edit is an access request's; a {self.kind} widget has none")
-        if self.edit is not None and self.edit.widens != self.widens:
-            raise ValueError("edit.widens says what widens says")
-        return self
-
-    @model_validator(mode="after")
-    def _draft_fields_are_a_drafts(self) -> Self:
-        given = (self.agent is not None, self.draft_id is not None, self.rationale is not None)
-        if self.kind == "draft" and not all(given):
-            raise ValueError("a draft widget names its agent, its draft_id and its rationale")
-        if self.kind != "draft" and any(given):
-            raise ValueError(f"agent, draft_id and rationale are a draft's; a {self.kind} widget has none")
-        return self
+    def read_as(self, model: builtins.type[W]) -> W:  # builtins': ``type`` is a field here
+        """This widget as its kind's contract declares it (``model``, a subclass naming the kind's own fields),
+        checked: a field the kind requires and this widget lacks is a :class:`pydantic.ValidationError`."""
+        return model.model_validate(self.model_dump(mode="json"))
 
 
 class ToolResult(Message):

@@ -36,8 +36,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .. import topics
 from ..contracts import (
-    AccessEdit,
-    AgentRef,
     Card,
     CardField,
     DecisionMade,
@@ -93,12 +91,10 @@ class Proposal:
     origin: str | None = None
     effects: tuple[str, ...] = ()
     widens: bool = False
-    edit: AccessEdit | None = None
-    """The widget's kind-specific ``edit`` (an access request's changes); None for the other kinds."""
-    agent: AgentRef | None = None
-    draft_id: str | None = None
-    rationale: str | None = None
-    """A Task draft's widget fields (its agent, its id, why); None for the other kinds."""
+    widget_fields: BaseModel | None = None
+    """The fields the kind's widget carries beside every kind's (an access request's ``edit``; a Task draft's
+    ``agent``, ``draft_id`` and ``rationale``), as its contract declares them: a subclass of
+    :class:`~assent.contracts.ProposalWidget` reads them back. None: the kind adds none."""
     output: dict[str, Any] | None = None
     """What the tool result says beside the widget (files a proposal left out, ...); None: nothing."""
     supersedes: StoredProposal | None = None
@@ -499,10 +495,7 @@ class OwnerKit:
                 proposed_hash=proposal.proposed_hash,
                 lines=lines,
                 widens=proposal.widens,
-                edit=proposal.edit,
-                agent=proposal.agent,
-                draft_id=proposal.draft_id,
-                rationale=proposal.rationale,
+                **(proposal.widget_fields.model_dump(mode="json") if proposal.widget_fields is not None else {}),
             ),
         )
         stored = StoredProposal(

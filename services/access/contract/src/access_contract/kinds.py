@@ -3,6 +3,7 @@
 from assent.kinds import KindSpec
 
 from .routes import OWNER
+from .widget import AccessWidget
 
 ACCESS = KindSpec(
     "access",
@@ -11,6 +12,7 @@ ACCESS = KindSpec(
     "Tools",
     {"edit": "Apply edit"},
     read_tools=("studio_read_access",),
+    widget_model=AccessWidget,
 )
 
 KINDS = (ACCESS,)

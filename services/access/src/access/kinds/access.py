@@ -11,7 +11,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from access_contract.routes import AccessLine
-from assent.contracts import AccessChange, AccessEdit, CardField, DecisionMade, ProposalBase, ProposalTarget
+from access_contract.widget import AccessChange, AccessEdit, AccessWidgetFields
+from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Refusal, check_live_member
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.uow import UnitOfWork
@@ -144,7 +145,7 @@ class AccessKind(ProposalKind):
             fields=(CardField(name="access", before=before_text, after=after_text),),
             effects=effects(agent.name, now.access, after),
             widens=widening,
-            edit=edit,
+            widget_fields=AccessWidgetFields(edit=edit),
             payload=BindingsEdit(
                 org_id=agent.org_id,
                 guild_id=agent.guild_id,

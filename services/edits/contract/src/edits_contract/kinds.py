@@ -3,6 +3,8 @@ directory too (:data:`assent.kinds.WORKSPACE_OWNER`)."""
 
 from assent.kinds import WORKSPACE_OWNER, Answer, KindSpec
 
+from .draft_widget import DraftWidget
+
 OWNER = WORKSPACE_OWNER
 
 MEMORY = KindSpec(
@@ -50,6 +52,7 @@ DRAFT = KindSpec(
     decline="discard",
     supersedes="turn",
     widget="studio_task_draft",
+    widget_model=DraftWidget,
     answer=Answer(route="read_draft"),
 )
 

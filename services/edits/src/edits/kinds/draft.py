@@ -13,11 +13,12 @@ import uuid
 
 from pydantic import BaseModel, ConfigDict
 
-from assent.contracts import AgentRef, CardField, DecisionMade, ProposalBase, ProposalTarget
+from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Agent, Refusal, check_live_member
 from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.kit import proposal_id_for
 from assent.runtime.uow import UnitOfWork
+from edits_contract.draft_widget import AgentRef, DraftWidgetFields
 
 from ..adapters.drafts import DraftsRepository
 from ..domain import drafts
@@ -273,9 +274,11 @@ class DraftKind(ProposalKind):
                     embeds_missing_notes=lacking,
                 )
             ).model_dump(mode="json"),
-            agent=AgentRef(id=reviewed.agent_id, name=reviewed.agent_name),
-            draft_id=draft.draft_id,
-            rationale=reviewed.rationale,
+            widget_fields=DraftWidgetFields(
+                agent=AgentRef(id=reviewed.agent_id, name=reviewed.agent_name),
+                draft_id=draft.draft_id,
+                rationale=reviewed.rationale,
+            ),
             supersedes=predecessor,
         )
 
