@@ -4,6 +4,7 @@ backlog and relay latency."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -161,5 +162,29 @@ async def test_the_outbox_backlog_counts_rows_until_kafka_acknowledges_them() ->
         assert relay.backlog() == 0 and len(broker.published) == 4
         assert value("assent_outbox_published_total", path="fast") - published == 4
         assert value("assent_outbox_relay_seconds_count") - timed == 1  # one publish, timed from its oldest row
+    finally:
+        await engine.dispose()
+
+
+async def test_a_write_waits_until_kafka_holds_what_was_committed_before_it_and_no_longer() -> None:
+    outbox = Outbox(outbox_table(MetaData(schema="metrics_test")), "t.")
+    broker = Broker()
+    engine = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:1/none")  # never connected
+    relay = OutboxRelay(engine, outbox, broker)  # type: ignore[arg-type]
+    try:
+        assert await outbox.until_published(0.01)  # nothing committed: nothing to wait for
+        outbox._hand_over(envelopes([1]))
+        outbox._hand_over(envelopes([2]))
+        waiting = asyncio.create_task(outbox.until_published(30))
+        broker.down = True
+        with contextlib.suppress(ConnectionError):
+            await relay.publish_committed(delete=False)
+        assert not await outbox.until_published(0.01)  # refused: still not in Kafka
+        assert not waiting.done()
+        broker.down = False
+        outbox._hand_over(envelopes([3]))  # after the wait began: the retry publishes it with the others
+        await relay.publish_committed(delete=False)
+        assert await waiting
+        assert (outbox.handed_over, outbox.published) == (3, 3)
     finally:
         await engine.dispose()

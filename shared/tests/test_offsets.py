@@ -147,3 +147,52 @@ async def test_a_failing_topic_cancels_the_others_and_the_whole_fetch_comes_agai
     assert b_cancelled.is_set()
     assert sorted(consumer.seeks) == [(A0, 4), (B0, 9)]
     assert consumer.commits == []
+
+
+@dataclass
+class GroupConsumer:
+    """What :meth:`Offsets.caught_up` reads of the group's consumer: partitions, and the group's committed offsets."""
+
+    committed_offsets: dict[TopicPartition, int]
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return {0, 1}
+
+    def assignment(self) -> set[TopicPartition]:
+        return set()  # nothing to commit here
+
+    async def committed(self, tp: TopicPartition) -> int | None:
+        return self.committed_offsets.get(tp)
+
+
+def ends(offsets: dict[TopicPartition, int]) -> Any:
+    async def read(partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: offsets[tp] for tp in partitions}
+
+    return read
+
+
+async def test_caught_up_waits_for_the_handling_of_what_the_topic_held_and_judges_the_rest_by_the_group() -> None:
+    consumer = GroupConsumer({A1: 3})  # another replica handled partition 1 up to its end
+    offsets = Offsets(Subscriber(consumer), interval=0)
+    offsets.handled([Record("a", 0, 6)])
+    assert await offsets.caught_up("a", ends({A0: 7, A1: 3}), timeout=1)
+    waiting = asyncio.create_task(offsets.caught_up("a", ends({A0: 9, A1: 3}), timeout=30))
+    await asyncio.sleep(0)
+    offsets.handled([Record("a", 0, 7)])
+    await asyncio.sleep(0)
+    assert not waiting.done()  # offset 8 is not handled yet
+    offsets.handled([Record("a", 0, 8)])
+    assert await waiting
+    assert not await offsets.caught_up("a", ends({A0: 9, A1: 4}), timeout=0.05)  # the group is behind on 1
+
+
+async def test_caught_up_inside_a_fetchs_handlers_answers_at_once_rather_than_wait_for_itself() -> None:
+    offsets = Offsets(Subscriber(GroupConsumer({})), interval=0)
+    answers: list[bool] = []
+
+    async def handler(records: Any) -> None:
+        answers.append(await offsets.caught_up("a", ends({A0: 99, A1: 0}), timeout=30))
+
+    await handle_fetch([Record("a", 0, 0)], {"a": handler}, offsets)
+    assert answers == [False]

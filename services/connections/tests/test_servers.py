@@ -25,6 +25,7 @@ from connections.domain.servers import server_identity
         ("http://127.0.0.1:9000", "http://127.0.0.1:9000"),
         ("http://Host.example:abc/x", "http://host.example:abc/x"),
         ("not a url", "not a url"),
+        (" https://host[.example/x ", "https://host[.example/x"),  # no parser reads it (the API refuses it)
     ],
 )
 def test_server_identity(url: str, identity: str) -> None:

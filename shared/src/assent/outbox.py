@@ -118,6 +118,11 @@ class Outbox:
         self.committed_since: float | None = None
         """When (``time.monotonic``) the oldest batch in ``committed`` was handed over; None while it is empty."""
         self.wake = asyncio.Event()
+        self.handed_over = 0
+        """Batches (one per committed transaction with rows) handed to the relay since the process started."""
+        self.published = 0
+        """Of those, how many Kafka acknowledged (the relay publishes them in the order they were handed over)."""
+        self._published_now = asyncio.Event()
         self.relay_key = _relay_key()
         """Written into each row: the key of the relay (of this process) that publishes it."""
         # One statement for any number of rows, on the asyncpg connection itself (see
@@ -232,7 +237,29 @@ class Outbox:
             if not self.committed:
                 self.committed_since = time.monotonic()
             self.committed.append(envelopes)
+            self.handed_over += 1
             self.wake.set()
+
+    def acknowledged(self, batches: int) -> None:
+        self.published += batches
+        self._published_now.set()
+        self._published_now = asyncio.Event()
+
+    async def until_published(self, timeout: float) -> bool:
+        """Wait until Kafka has acknowledged every row this process committed so far (True), or ``timeout``
+        seconds (False: the rows stay committed, and the relay publishes them once Kafka takes them).
+
+        For a write whose answer promises readers in other services that they see it: once the message is in
+        Kafka, a reader that has consumed to the topic's end has it (:meth:`assent.runtime.consumer.Offsets.caught_up`).
+        """
+        mark = self.handed_over
+        try:
+            async with asyncio.timeout(timeout):
+                while self.published < mark:
+                    await self._published_now.wait()
+        except TimeoutError:
+            return False
+        return True
 
 
 DELETE_AFTER_SECONDS = 0.02
@@ -282,6 +309,8 @@ class OutboxRelay:
         self._task: asyncio.Task[None] | None = None
         self._retry: deque[list[Envelope]] = deque()
         self._retry_since: float | None = None
+        self._retry_batches = 0
+        """How many handed-over batches ``_retry`` holds (it holds them joined)."""
         self._in_flight = 0
         self._published: list[int] = []
         self._lock_conn: AsyncConnection | None = None
@@ -416,8 +445,10 @@ class OutboxRelay:
         since = min(
             (t for t in (self._retry_since, self.outbox.committed_since) if t is not None), default=time.monotonic()
         )
+        handed = self._retry_batches + len(self.outbox.committed)
         self._retry.clear()
         self._retry_since = None
+        self._retry_batches = 0
         self.outbox.committed.clear()
         self.outbox.committed_since = None
         envelopes = [envelope for batch in batches for envelope in batch]
@@ -427,9 +458,11 @@ class OutboxRelay:
         except BaseException:
             self._retry.append(envelopes)
             self._retry_since = since
+            self._retry_batches = handed
             raise
         finally:
             self._in_flight = 0
+        self.outbox.acknowledged(handed)
         OUTBOX_RELAY_SECONDS.observe(time.monotonic() - since)
         OUTBOX_PUBLISHED.labels("fast").inc(len(envelopes))
         self._published += [envelope.id for envelope in envelopes]

@@ -216,6 +216,8 @@ class FakeUnitOfWork:
         self.emitted: list[tuple[str, str, Message]] = []
         self.locked_sessions: list[str] = []
         self.committed: list[Callable[[], Awaitable[None]]] = []
+        self.waits_for_publication = False
+        """Whether the handler asked its answer to wait for Kafka (:meth:`answer_once_published`)."""
 
     def store(self, kind: type[S]) -> S:
         return cast(S, self.stores[kind])  # made by that class (a fake for it, in tests)
@@ -234,6 +236,9 @@ class FakeUnitOfWork:
 
     def on_commit(self, callback: Callable[[], Awaitable[None]]) -> None:
         self.committed.append(callback)
+
+    def answer_once_published(self) -> None:
+        self.waits_for_publication = True
 
     async def commit(self) -> None:
         """What the runtime does after a commit: run the ``on_commit`` callbacks, once."""

@@ -72,6 +72,7 @@ def memory_view(live: LiveMemory) -> answers.Memory:
 
 
 async def publish_guild(uow: UnitOfWork, guild: Guild) -> None:
+    uow.answer_once_published()  # the other services' copies find it from the answer on
     await uow.emit(
         WORKSPACE_EVENTS,
         guild.org_id,
@@ -87,6 +88,7 @@ async def publish_guild(uow: UnitOfWork, guild: Guild) -> None:
 
 
 async def publish_agent(uow: UnitOfWork, agent: Agent) -> None:
+    uow.answer_once_published()  # the other services' copies find it from the answer on
     await uow.emit(
         WORKSPACE_EVENTS,
         agent.org_id,
@@ -113,6 +115,7 @@ async def create_org(uow: SqlUnitOfWork, org_id: str, name: str, *, caller_org: 
     )
     if created.first() is None:
         raise Conflict(f"org {org_id!r} already exists")
+    uow.answer_once_published()  # the other services' copies find it from the answer on
     await uow.emit(WORKSPACE_EVENTS, org_id, OrgChanged(org_id=org_id, name=name, revision=1))
 
 

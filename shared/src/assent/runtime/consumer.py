@@ -27,6 +27,7 @@ topic and id (:func:`assent.logs.message_context`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import random
@@ -38,8 +39,8 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
-from aiokafka import TopicPartition
-from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka import Topic as KafkaTopic
@@ -50,6 +51,7 @@ from prometheus_client import Counter, Histogram
 
 from ..contracts import MalformedMessage, Message, parse_message
 from ..db import database_unavailable
+from ..kafka_security import KafkaSecurity, kafka_kwargs
 from ..logs import TRAIL, name_message, unname_message
 from ..metrics import HANDLER_SECONDS, MESSAGES_FAILED, MESSAGES_HANDLED, LagMeter
 from ..settings import GroupTimeouts
@@ -60,6 +62,9 @@ log = logging.getLogger(__name__)
 
 _TRACE_HEADERS = ("traceparent", "tracestate")
 
+
+_HANDLING: ContextVar[bool] = ContextVar("assent_handling_a_fetch", default=False)
+"""True inside the handlers of a fetch: there, waiting for the consumer to move on would wait for itself."""
 
 _SPANNED: ContextVar[Received | None] = ContextVar("assent_spanned_message", default=None)
 """The message whose span is current: :meth:`Received.span` inside its own span makes no second one."""
@@ -411,6 +416,7 @@ async def handle_fetch(
     by_topic: dict[str, list[Any]] = {}
     for record in records:
         by_topic.setdefault(record.topic, []).append(record)
+    handling = _HANDLING.set(True)
     try:
         if len(by_topic) == 1:
             [(name, of_topic)] = by_topic.items()
@@ -425,6 +431,8 @@ async def handle_fetch(
     except Exception:
         offsets.rewind(records)
         raise
+    finally:
+        _HANDLING.reset(handling)
     offsets.handled(records)
 
 
@@ -449,13 +457,57 @@ class Offsets:
         self.last = float("-inf")
         self.pending: dict[TopicPartition, int] = {}
         self.task: asyncio.Task[None] | None = None
+        self.handled_to: dict[TopicPartition, int] = {}
+        """Per partition, the offset up to which the group is known to have handled it (by this process, or by the
+        group's committed offset as :meth:`caught_up` read it)."""
+        self._moved = asyncio.Event()
 
     def handled(self, records: Sequence[Any]) -> None:
         for record in records:
             tp = TopicPartition(record.topic, record.partition)
             self.pending[tp] = max(self.pending.get(tp, 0), record.offset + 1)
+            self.handled_to[tp] = max(self.handled_to.get(tp, 0), record.offset + 1)
         if self.task is None or self.task.done():
             self.task = asyncio.create_task(self._commit(), name="offset-commit")
+        self._moved.set()
+        self._moved = asyncio.Event()
+
+    async def caught_up(self, topic: str, ends_of: EndOffsets, timeout: float) -> bool:
+        """Wait until the group has handled every record ``topic`` (a full name) held when asked: True, or False
+        after ``timeout`` seconds, inside a fetch's handlers (which the wait would hold up) or with no consumer.
+
+        What makes a read copy read its writer's writes: a writer that answers once its message is in Kafka
+        (:meth:`assent.outbox.Outbox.until_published`) and a reader that, missing what it was asked for, waits for
+        this before it answers that it does not exist. A partition is judged by what this process handled of it, or
+        else by the group's committed offset (another replica's handling, which it follows by up to
+        :data:`COMMIT_INTERVAL_SECONDS`). One ``ListOffsets`` request when this process is not behind.
+        """
+        consumer = self.subscriber.consumer
+        if consumer is None or _HANDLING.get():
+            return False
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        if not partitions:
+            return False
+        try:
+            async with asyncio.timeout(timeout):
+                ends = await ends_of(partitions)
+                behind = [tp for tp in partitions if self.handled_to.get(tp, 0) < ends[tp]]
+                while behind:
+                    moved = self._moved
+                    for tp in behind:
+                        # Handled by another replica, or by this one before its last record here (a partition
+                        # handed to it at the committed offset, nothing new since).
+                        committed = await consumer.committed(tp)
+                        if committed is not None:
+                            self.handled_to[tp] = max(self.handled_to.get(tp, 0), committed)
+                    behind = [tp for tp in behind if self.handled_to.get(tp, 0) < ends[tp]]
+                    if behind:
+                        with contextlib.suppress(TimeoutError):
+                            async with asyncio.timeout(COMMIT_INTERVAL_SECONDS):
+                                await moved.wait()
+        except (TimeoutError, KafkaError):
+            return False
+        return True
 
     def rewind(self, records: Sequence[Any]) -> None:
         """Seek each partition of ``records`` back to its earliest one: the next fetch returns them again."""
@@ -493,6 +545,39 @@ class Offsets:
                 await consumer.commit(offsets)
             except Exception as exc:
                 log.info("could not commit offsets %s (%r); those records will come again", offsets, exc)
+
+
+class EndOffsets:
+    """Reads partitions' end offsets with a consumer of its own (in no group, fetching nothing), started at the
+    first call: the service's consumer would send the request behind its fetch in flight on the same connection,
+    which the broker answers first, up to :data:`_POLL_MS` later."""
+
+    def __init__(self, bootstrap_servers: str, security: KafkaSecurity | None = None) -> None:
+        self.bootstrap_servers, self.security = bootstrap_servers, security
+        self._consumer: AIOKafkaConsumer | None = None
+        self._starting = asyncio.Lock()
+
+    async def __call__(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        async with self._starting:
+            if self._consumer is None:
+                consumer = AIOKafkaConsumer(
+                    bootstrap_servers=self.bootstrap_servers,
+                    client_id="assent-end-offsets",
+                    enable_auto_commit=False,
+                    **kafka_kwargs(self.security),
+                )
+                try:
+                    await consumer.start()
+                except BaseException:
+                    await consumer.stop()
+                    raise
+                self._consumer = consumer
+        return dict(await self._consumer.end_offsets(list(partitions)))
+
+    async def close(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+            self._consumer = None
 
 
 _POLL_MS = 2000

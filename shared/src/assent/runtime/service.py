@@ -44,7 +44,7 @@ from ..service_auth import InvalidServiceToken, ServiceSigner, ServiceVerifier, 
 from ..settings import ServiceSettings
 from ..telemetry import setup_telemetry
 from ..topics import Topic
-from .consumer import FailurePolicy, MalformedAnswer, Received, batch_span, subscribe
+from .consumer import EndOffsets, FailurePolicy, MalformedAnswer, Offsets, Received, batch_span, subscribe
 from .kit import LiveCard, OwnerKit
 from .malformed_calls import answer_malformed_call
 from .tables import MIGRATIONS as SHARED_MIGRATIONS
@@ -65,6 +65,9 @@ UNTRACED_PATHS = frozenset({"/livez", "/readyz", "/metrics"})
 """The probes' and the scraper's paths: every pod answers them every few seconds, and a trace of each would bury
 the traces of the work."""
 GC_THRESHOLDS = (20_000, 20, 50)
+COPY_CATCH_UP_SECONDS = 3.0
+"""How long a lookup that misses in the workspace copy waits for the copy to catch up with ``workspace.events``
+before it answers that the entity does not exist (:meth:`ServiceRuntime.keep_workspace_copy`)."""
 """The cyclic collector's thresholds once a service has started (CPython's defaults are 700, 10, 10).
 
 A message or request allocates thousands of short-lived objects, nearly all freed by reference counting; at
@@ -123,6 +126,9 @@ class ServiceRuntime:
         self._names: dict[Topic, str] = {}
         self._scrapes: list[Callable[[], Awaitable[None]]] = []
         self._answers: dict[Topic, MalformedAnswer] = {}
+        self._offsets: Offsets | None = None
+        self._directory_catch_up: Callable[[], Awaitable[bool]] | None = None
+        self._end_offsets: EndOffsets | None = None
 
     @property
     def routes(self) -> Mapping[Topic, Callable[[Sequence[Received]], Coroutine[Any, Any, None]]]:
@@ -168,7 +174,9 @@ class ServiceRuntime:
     async def unit_of_work(self) -> AsyncIterator[SqlUnitOfWork]:
         """One transaction; what it emits is published, and its ``on_commit`` callbacks run, once it commits."""
         async with self.outbox.transaction(self.engine) as conn:
-            uow = SqlUnitOfWork(conn, self.outbox, self.tables, self.service, self.stores)
+            uow = SqlUnitOfWork(
+                conn, self.outbox, self.tables, self.service, self.stores, catch_up=self._directory_catch_up
+            )
             yield uow
         for callback in uow.committed:
             await callback()
@@ -336,7 +344,12 @@ class ServiceRuntime:
         self._routers.append(router)
 
     def keep_workspace_copy(self) -> None:
-        """Keep this service's read copy of the workspace directory from ``workspace.events``."""
+        """Keep this service's read copy of the workspace directory from ``workspace.events``.
+
+        The copy reads its writer's writes: the workspace owner answers a write once its event is in Kafka, and a
+        lookup here that finds no org, guild or agent waits for the copy to handle what the topic holds (up to
+        :data:`COPY_CATCH_UP_SECONDS`) before it looks again, so a guild created one call ago is found in the next.
+        """
         if self.service == WORKSPACE_OWNER:
             raise ValueError("the workspace owner writes the directory; it keeps no copy")
 
@@ -344,6 +357,15 @@ class ServiceRuntime:
             await uow.workspace.apply(event)
 
         self.consume(topics.WORKSPACE_EVENTS, apply, label="workspace")
+        name = topics.WORKSPACE_EVENTS.full_name(self.settings.topic_prefix)
+        ends = self._end_offsets = EndOffsets(self.settings.kafka_bootstrap_servers, self.settings.kafka_security())
+
+        async def catch_up() -> bool:
+            # Bounded: a broker that does not answer makes a lookup answer "does not exist" late, not never.
+            offsets = self._offsets
+            return offsets is not None and await offsets.caught_up(name, ends, timeout=COPY_CATCH_UP_SECONDS)
+
+        self._directory_catch_up = catch_up
 
     # --- the process ---------------------------------------------------------------------------------
 
@@ -387,7 +409,7 @@ class ServiceRuntime:
                 steps.done("own resources")
                 offsets = None
                 if self._routes:
-                    offsets = subscribe(
+                    offsets = self._offsets = subscribe(
                         self.broker,
                         self._routes,
                         prefix=self.settings.topic_prefix,
@@ -418,6 +440,8 @@ class ServiceRuntime:
                     await self.relay.stop()
                     if offsets is not None:
                         await offsets.flush()
+                    if self._end_offsets is not None:
+                        await self._end_offsets.close()
                     await self.broker.stop()
             await self.engine.dispose()
 

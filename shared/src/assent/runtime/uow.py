@@ -9,6 +9,7 @@ and is published after commit. Unit tests hand the same handlers :class:`assent.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,6 +36,11 @@ from ..domain import Agent, Guild, Session
 from ..outbox import Outbox
 from ..topics import Topic
 from .tables import SharedTables
+
+log = logging.getLogger(__name__)
+
+PUBLICATION_WAIT_SECONDS = 5.0
+"""The longest a write waits for Kafka after it commits (:meth:`UnitOfWork.answer_once_published`)."""
 
 S = TypeVar("S")
 """A repository class a service registers with its runtime (see :meth:`UnitOfWork.store`)."""
@@ -135,6 +141,11 @@ class UnitOfWork(Protocol):
     async def lock_session(self, session_id: str) -> None: ...
     def on_commit(self, callback: Callable[[], Awaitable[None]]) -> None:
         """Run ``callback`` once the transaction has committed (never when it rolls back): live notices."""
+        ...
+
+    def answer_once_published(self) -> None:
+        """Once the transaction commits, wait until Kafka holds its messages (bounded) before the caller goes on:
+        for a write that other services' read copies must show as soon as it is answered."""
         ...
 
 
@@ -397,22 +408,36 @@ def _workspace_sql(orgs: Table, guilds: Table, agents: Table) -> _WorkspaceSql:
 
 
 class SqlWorkspace:
-    """The workspace directory: the owner's own tables, or another service's read copy of them."""
+    """The workspace directory: the owner's own tables, or another service's read copy of them.
 
-    def __init__(self, conn: AsyncConnection, tables: SharedTables) -> None:
+    With ``catch_up`` (a read copy's), a lookup that finds nothing waits for the copy to catch up and looks once
+    more (the transaction reads what committed since), so what the owner answered as written is found here.
+    """
+
+    def __init__(
+        self, conn: AsyncConnection, tables: SharedTables, catch_up: Callable[[], Awaitable[bool]] | None = None
+    ) -> None:
         self.conn, self.t = conn, tables
         self.sql = _workspace_sql(tables.orgs, tables.guilds, tables.agents)
+        self.catch_up = catch_up
+
+    async def _fetch(self, how: str, query: str, key: str) -> Any:
+        pg = await driver_connection(self.conn)
+        found = await getattr(pg, how)(query, key)
+        if found is None and self.catch_up is not None and await self.catch_up():
+            found = await getattr(pg, how)(query, key)
+        return found
 
     async def org(self, org_id: str) -> str | None:
-        return cast("str | None", await (await driver_connection(self.conn)).fetchval(self.sql.org_name, org_id))
+        return cast("str | None", await self._fetch("fetchval", self.sql.org_name, org_id))
 
     async def guild(self, guild_id: str, *, for_update: bool = False) -> Guild | None:
         query = self.sql.guild_for_update if for_update else self.sql.guild
-        row = await (await driver_connection(self.conn)).fetchrow(query, guild_id)
+        row = await self._fetch("fetchrow", query, guild_id)
         return None if row is None else _guild(row)
 
     async def agent(self, agent_id: str) -> Agent | None:
-        row = await (await driver_connection(self.conn)).fetchrow(self.sql.agent, agent_id)
+        row = await self._fetch("fetchrow", self.sql.agent, agent_id)
         return None if row is None else agent_from_row(row)
 
     async def agents_of_guild(self, guild_id: str) -> list[Agent]:
@@ -471,11 +496,13 @@ class SqlUnitOfWork:
     _stores: dict[type[Any], Any] = field(default_factory=dict)
     _locked: set[str] = field(default_factory=set)
     committed: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    catch_up: Callable[[], Awaitable[bool]] | None = None
+    """A read copy's wait for the workspace directory to catch up (:class:`SqlWorkspace`); None for the owner's."""
 
     def __post_init__(self) -> None:
         self.sessions = SqlSessions(self.conn, self.tables)
         self.proposals = SqlProposals(self.conn, self.tables, self.outbox)
-        self.workspace = SqlWorkspace(self.conn, self.tables)
+        self.workspace = SqlWorkspace(self.conn, self.tables, self.catch_up)
 
     async def call_contexts(self, calls: Sequence[tuple[str, int, str]]) -> list[CallContext]:
         if not calls:
@@ -533,3 +560,11 @@ class SqlUnitOfWork:
 
     def on_commit(self, callback: Callable[[], Awaitable[None]]) -> None:
         self.committed.append(callback)
+
+    def answer_once_published(self) -> None:
+        if self._wait_for_publication not in self.committed:
+            self.committed.append(self._wait_for_publication)
+
+    async def _wait_for_publication(self) -> None:
+        if not await self.outbox.until_published(PUBLICATION_WAIT_SECONDS):
+            log.warning("answering a write before Kafka acknowledged it (the relay publishes it when it can)")

@@ -26,9 +26,12 @@ from assent.api.roles import Permission
 from assent.http import Identifier, NoNul, Omissible, OneLine
 
 OWNER = "connections"
-SERVER_URL = r"^https?://[^/?#@\x00-\x20\x7f]+(?:[/?#][^\x00-\x20\x7f]*)?$"
-"""An MCP server's address: http or https, a host, and no user or password in it (credentials go in
-``credentials``, which no answer shows)."""
+SERVER_URL = r"^https?://(?:\[[0-9A-Fa-f:.]+\](?::[0-9]*)?|[^/?#@\[\]\x00-\x20\x7f]+)(?:[/?#][^\x00-\x20\x7f]*)?$"
+"""An MCP server's address: http or https, a host (brackets only around an IPv6 one), and no user or password in
+it (credentials go in ``credentials``, which no answer shows). The pattern is the whole check, as published: an
+address it admits that no URL parser reads (a port past 65535, a bracketed host that is no address) is taken, named
+as written (:func:`connections.domain.servers.server_identity`), and fails when called (``connection_failed``)."""
+
 
 Label = Annotated[str, Field(min_length=1, max_length=200), OneLine]
 ServerUrl = Annotated[

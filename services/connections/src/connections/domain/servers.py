@@ -12,7 +12,10 @@ def server_identity(url: str) -> str:
     scheme's default (80 for http, 443 for https), and the path as written without its trailing slashes. A user,
     password, query or fragment is dropped: none of them changes which server a login talks to. An IPv6 host keeps
     its brackets. A URL without a scheme or host (the API refuses one) comes back stripped of surrounding space."""
-    parts = urlsplit(url.strip())
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:  # not a URL (the API refuses one): itself, as written
+        return url.strip()
     scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
     if not scheme or not host:
         return url.strip()
