@@ -76,6 +76,12 @@ class ExitCode(IntEnum):
         "The gateway or an owner cannot answer now, or nothing answers at the gateway's URL; after a 504 the "
         "decision still stands.",
     )
+    BROKEN = (
+        8,
+        "the audit log does not hold",
+        "``audit verify`` found an entry of the history that does not fit its chain (edited, missing, or not linked "
+        "to the one before it); the message names the first.",
+    )
 
     @classmethod
     def of_status(cls, status: int) -> ExitCode:

@@ -605,3 +605,122 @@ def show_proposals(page: dict[str, Any]) -> None:
         for p in rows:
             row(table, p["proposal_id"], p["status"], p["label"], str(len(p["files"])), p["reason"])
         out.print(table)
+
+
+# --- history and audit -------------------------------------------------------------------------------------------
+
+HISTORY_FILTERS = (
+    ("--agent", "agent", "Only this agent's entries."),
+    ("--guild", "guild", "Only this guild's entries."),
+    ("--kind", "kind", "Only entries of this kind (memory, note, login, source, ...)."),
+    ("--actor", "actor", "Only entries by this actor (a person, a rule, a service, coach)."),
+    ("--outcome", "outcome", "Only outcomes that are this (applied, declined, stale, refused, superseded, ...)."),
+    ("--session", "session", "Only this session's entries."),
+)
+
+
+def history_filters(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The filters ``history`` and its export share."""
+    for flag, name, text in reversed(HISTORY_FILTERS):
+        command = click.option(flag, name, help=text)(command)
+    command = click.option(
+        "--type",
+        "type_",
+        type=click.Choice(["proposed", "decided", "outcome", "continued", "written"]),
+        help="Only entries of this type.",
+    )(command)
+    command = click.option(
+        "--since", help="Entries at or after this time (RFC 3339 with its zone, e.g. 2026-12-01T00:00:00Z)."
+    )(command)
+    return click.option("--until", help="Entries before this time (RFC 3339 with its zone).")(command)
+
+
+def history_params(**given: Any) -> dict[str, Any]:
+    renamed = {"type_": "type"}
+    return {renamed.get(k, k): v for k, v in given.items() if v is not None}
+
+
+@cli.command()
+@history_filters
+@click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True, help="Entries per page.")
+@click.option("--cursor", help="Go on from a page's next cursor.")
+@click.option("--all", "every", is_flag=True, help="Every page, not only the first.")
+@click.option("--export", "export", type=click.Choice(["jsonl", "csv"]), help="Print every entry, oldest first.")
+@json_option
+@pass_state
+def history(
+    state: State, /, limit: int, cursor: str | None, every: bool, export: str | None, as_json: bool, **filters: Any
+) -> None:
+    """The organisation's history, newest first: every proposal, decision, outcome, continuation and direct write,
+    with who, when, the session and seq, and the target. ``--export`` prints the entries as JSON Lines or CSV."""
+    params = history_params(**filters)
+    if export is not None:
+        click.echo(state.api.request("GET", "/api/history/export", params={**params, "format": export}), nl=False)
+        return
+    page = state.api.get("/api/history", limit=limit, cursor=cursor, **params)
+    entries = list(page["entries"])
+    while every and page["next_cursor"] is not None:
+        page = state.api.get("/api/history", limit=limit, cursor=page["next_cursor"], **params)
+        entries += page["entries"]
+    found = {"entries": entries, "next_cursor": page["next_cursor"]}
+    emit(found, as_json, show_history)
+
+
+def show_history(page: dict[str, Any]) -> None:
+    table = Table(title=f"history ({plural(len(page['entries']), 'entry', 'entries')})")
+    for column in ("#", "when", "what", "actor", "kind", "target", "session:seq", "detail"):
+        table.add_column(column)
+    for e in page["entries"]:
+        what = e["type"] if e["type"] not in ("decided", "outcome") else f"{e['type']}: {e['decision'] or e['outcome']}"
+        if e["type"] == "outcome" and e["outcome"]:
+            what = e["outcome"]
+        where = f"{e['session_id']}:{e['seq']}" if e["seq"] is not None else e["session_id"] or ""
+        row(
+            table,
+            str(e["position"]),
+            e["at"],
+            what,
+            e["actor"],
+            e["kind"] or "",
+            e["target"] or "",
+            where,
+            e["detail"] or "",
+        )
+    out.print(table)
+    if page["next_cursor"]:
+        out.print(f"more: --cursor {page['next_cursor']}")
+
+
+@cli.group()
+def audit() -> None:
+    """The audit log: check that the history was not edited."""
+
+
+@audit.command()
+@click.option("--first", type=click.IntRange(0), help="The first position checked (default: the oldest kept).")
+@click.option("--last", type=click.IntRange(0), help="The last position checked (default: the newest).")
+@json_option
+@pass_state
+def verify(state: State, first: int | None, last: int | None, as_json: bool) -> None:
+    """Check the organisation's hash chain: every entry matches its hash and names the one before it, and none is
+    missing. Exits 0 when the range holds, 8 naming the first entry that does not fit."""
+    found = state.api.get("/api/history/verify", first=first, last=last)
+    emit(found, as_json, show_verified)
+    if not found["ok"]:
+        raise click.exceptions.Exit(ExitCode.BROKEN)
+
+
+def show_verified(found: dict[str, Any]) -> None:
+    span = f"entries {found['first']} to {found['last']}" if found["last"] >= found["first"] else "no entries"
+    if found["ok"]:
+        out.print(f"ok: {span} of {found['org_id']} hold ({plural(found['checked'], 'entry', 'entries')} checked)")
+    else:
+        b = found["first_break"]
+        out.print(f"[red]broken at entry {b['position']}[/red] ({b['reason']}): {escape(b['detail'])}")
+        out.print(f"{plural(found['checked'], 'entry', 'entries')} before it fit")
+    if found["head"]:
+        out.print(f"head: {found['head']}")
+    if found["unlinked"]:
+        out.print(
+            f"{plural(found['unlinked'], 'entry', 'entries')} wait to be linked (since {found['oldest_unlinked_at']})"
+        )

@@ -23,7 +23,7 @@ from assent.http import RETRY_AFTER_SECONDS, PathId
 from assent.kinds import KINDS
 from assent.runtime import LiveCard
 
-from . import activity, decisions, handlers, owner_routes
+from . import activity, decisions, handlers, history, owner_routes
 from .adapters.owners import Owners, OwnerUnavailable
 from .answers import PERSON_ERRORS
 from .auth import AgentNotFound, Authenticator, Gate
@@ -145,6 +145,7 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
     app.include_router(reads_router(deps, owners, user))
     app.include_router(decisions.router(deps, owners, user))
     app.include_router(activity.router(deps, owners, user))
+    app.include_router(history.router(deps, user))
     app.include_router(proposal_events_router(deps, user))
     owner_routes.mount(app, ROUTES, gate, owners)
     errors(app)

@@ -14,6 +14,7 @@ from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, STUDIO_SESSION
 
 from . import api, console, desk, handlers
 from .adapters import tables
+from .adapters.history import HistoryLinker
 from .adapters.metrics import PendingDecisions
 from .adapters.notify import EventFeed
 from .adapters.owners import Owners
@@ -36,20 +37,23 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     runtime.consume_batch(STUDIO_TURNS, projection.on_step_ended, after_commit=projection.step_ended)
     runtime.keep_workspace_copy()
     runtime.on_scrape(PendingDecisions(runtime.engine).refresh)
+    linker = HistoryLinker(runtime.engine, settings.history_link_seconds, settings.history_link_batch)
 
     @asynccontextmanager
-    async def feed_and_owners() -> AsyncIterator[None]:
+    async def feed_owners_and_linker() -> AsyncIterator[None]:
         await events.start()
+        linker.start()
         try:
             yield
         finally:
+            await linker.stop()
             await events.stop()
             await owners.close()
 
     app = runtime.app(
         title="Assent",
         description="AI agents propose changes; people decide them. The public HTTP API.",
-        extra=feed_and_owners,
+        extra=feed_owners_and_linker,
         public_docs=True,  # the public API's document, at /openapi.json (its /docs page: console.mount)
     )
     api.install(app, deps, owners)

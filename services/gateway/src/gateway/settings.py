@@ -57,3 +57,8 @@ class GatewaySettings(ServiceSettings):
     """The claim that lists the user's roles (a list, or a space-separated string)."""
     decision_timeout_seconds: float = 10.0
     """How long a decision POST waits for the owner's outcome before answering 504 (the decision stands)."""
+    history_link_seconds: float = Field(default=1.0, gt=0)
+    """How often the history linker chains the entries written since (an entry is in the history's pages this long
+    after its change, at most, while the linker keeps up)."""
+    history_link_batch: int = Field(default=2000, ge=1)
+    """How many entries the linker chains in one transaction."""

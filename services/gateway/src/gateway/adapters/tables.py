@@ -1,10 +1,14 @@
 """The gateway's tables, in its own schema ``gateway``: a projection of the proposals, turns and decisions
 built from the topics, plus its inbox and outbox."""
 
+from typing import Any
+
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     DateTime,
+    Identity,
     Index,
     Integer,
     LargeBinary,
@@ -119,3 +123,68 @@ idempotency_keys = Table(
 )
 """The first answer to each decision a person sent with an ``Idempotency-Key`` (:mod:`gateway.idempotency`): the
 request's fingerprint, and once answered its status and body (a retry gets them again)."""
+
+
+def _entry_columns() -> list[Column[Any]]:
+    """The columns of a history entry, as :class:`gateway.domain.audit.Entry` names them (migration 0007)."""
+    return [
+        Column("type", Text, nullable=False),
+        Column("session_id", Text),
+        Column("seq", Integer),
+        Column("proposal_id", Text),
+        Column("kind", Text),
+        Column("action", Text),
+        Column("agent_id", Text),
+        Column("target", Text),
+        Column("actor", Text, nullable=False),
+        Column("via", Text),
+        Column("decision", Text),
+        Column("outcome", Text),
+        Column("detail", Text),
+        Column("hash_before", Text),
+        Column("hash_after", Text),
+    ]
+
+
+history_unlinked = Table(
+    "history_unlinked",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("org_id", Text),
+    Column("guild_id", Text),
+    *_entry_columns(),
+)
+"""Entries written in the transaction of the change they record (by triggers on ``projected_proposals``,
+``decisions`` and ``turns``, and by the consumer of ``workspace.writes``), waiting for the history linker to give
+each its place in its organisation's chain. ``org_id`` is null where the change's session was not known yet: the
+linker reads it from the session's copy."""
+
+history = Table(
+    "history",
+    metadata,
+    Column("org_id", Text, nullable=False),
+    Column("position", BigInteger, nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("guild_id", Text),
+    *_entry_columns(),
+    Column("prev_hash", Text, nullable=False),
+    Column("hash", Text, nullable=False),
+    Column("linked_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("org_id", "position"),
+    *(
+        Index(f"ix_history_{column}", "org_id", column, "position")
+        for column in ("agent_id", "guild_id", "kind", "actor", "outcome", "session_id", "type", "at")
+    ),
+)
+"""Each organisation's history, a hash chain: the entry at ``position`` carries ``prev_hash``, the hash of the entry
+before it (:func:`gateway.domain.audit.entry_hash`), and its own ``hash``."""
+
+history_heads = Table(
+    "history_heads",
+    metadata,
+    Column("org_id", Text, primary_key=True),
+    Column("position", BigInteger, nullable=False),
+    Column("hash", Text, nullable=False),
+)
+"""The last linked entry of each organisation's chain."""

@@ -1,0 +1,257 @@
+"""The history on the public API: a page of the caller's organisation's entries (filtered, newest first, with an
+opaque cursor), the export of every entry that a filter selects (JSON Lines or CSV, oldest first), and the check of
+the chain (:func:`gateway.domain.audit.first_break`). Another organisation's entries are never read: the
+organisation is the caller's, never a parameter.
+"""
+
+import csv
+import io
+import json
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict
+
+from assent.api import Error
+from assent.http import Identifier
+
+from .adapters.history import HistoryReader, decode_cursor, encode_cursor
+from .adapters.history import Query as Selection
+from .answers import PERSON_ERRORS
+from .decisions import decision_path
+from .domain.audit import Break, Entry
+from .handlers import Deps, Refused
+
+EXPORT_COLUMNS = (*Entry.model_fields, "link")
+
+
+class HistoryEntry(Entry):
+    """An entry of the history, with ``link``: the API path of its proposal's card (None for an entry of no
+    proposal: a continuation, a direct write)."""
+
+    link: str | None
+
+
+class HistoryPage(BaseModel):
+    """A page of history, newest first; ``next_cursor`` reads the page after it (None: this is the last)."""
+
+    entries: list[HistoryEntry]
+    next_cursor: str | None
+
+
+class Verification(BaseModel):
+    """What a check of the chain found: the positions checked (``first`` to ``last``), how many fit, the first entry
+    that did not and why (``first_break``: null when all fit), the chain's head hash, and how many entries wait to be
+    linked (written with their change, chained within seconds) and since when."""
+
+    model_config = ConfigDict(frozen=True)
+
+    org_id: str
+    first: int
+    last: int
+    checked: int
+    ok: bool
+    first_break: Break | None
+    head: str | None
+    unlinked: int
+    oldest_unlinked_at: datetime | None
+
+
+class _Located(BaseModel):
+    kind: str
+    session_id: str
+    seq: int
+    agent_id: str | None
+    proposal_id: str
+
+
+Agent = Annotated[Identifier | None, Query(description="Entries of this agent")]
+Guild = Annotated[Identifier | None, Query(description="Entries of this guild (the agent's, else the session's)")]
+Kind = Annotated[str | None, Query(max_length=64, description="Entries of this kind")]
+Actor = Annotated[
+    str | None, Query(max_length=256, description="Entries by this actor (a person, a rule, a service, coach)")
+]
+Outcome = Annotated[
+    str | None, Query(max_length=32, description="Outcome entries with this outcome (applied, declined, …)")
+]
+Session = Annotated[Identifier | None, Query(description="Entries of this session")]
+Type = Annotated[
+    Literal["proposed", "decided", "outcome", "continued", "written"] | None,
+    Query(alias="type", description="Entries of this type"),
+]
+Since = Annotated[datetime | None, Query(description="Entries at or after this time (RFC 3339, with its zone)")]
+Until = Annotated[datetime | None, Query(description="Entries before this time (RFC 3339, with its zone)")]
+
+
+def link_of(entry: Entry) -> str | None:
+    """The API path of the card of the entry's proposal, where a client reads it (and decides it while pending)."""
+    if entry.proposal_id is None or entry.kind is None or entry.session_id is None or entry.seq is None:
+        return None
+    try:
+        return decision_path(
+            _Located(
+                kind=entry.kind,
+                session_id=entry.session_id,
+                seq=entry.seq,
+                agent_id=entry.agent_id,
+                proposal_id=entry.proposal_id,
+            )
+        )
+    except KeyError:  # a kind this release no longer has
+        return None
+
+
+def shown(entry: Entry) -> HistoryEntry:
+    return HistoryEntry(**entry.model_dump(), link=link_of(entry))
+
+
+def router(deps: Deps, user: Any) -> APIRouter:
+    """The history's routes; ``user`` is the authenticating dependency."""
+    routes = APIRouter(tags=["history"], responses=PERSON_ERRORS)
+    reader = HistoryReader(deps.engine)
+
+    def selection(
+        person: Any,
+        agent: str | None,
+        guild: str | None,
+        kind: str | None,
+        actor: str | None,
+        outcome: str | None,
+        session: str | None,
+        type_: str | None,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> Selection:
+        given = {
+            "agent_id": agent,
+            "guild_id": guild,
+            "kind": kind,
+            "actor": actor,
+            "outcome": outcome,
+            "session_id": session,
+            "type": type_,
+        }
+        if since is not None and until is not None and until <= since:
+            raise Refused(422, "until must be later than since")
+        for name, at in (("since", since), ("until", until)):
+            if at is not None and at.tzinfo is None:
+                raise Refused(422, f"{name} must name its time zone (an offset or Z)")
+        return Selection(
+            org_id=person.org_id,
+            filters=tuple((name, value) for name, value in given.items() if value is not None),
+            since=since,
+            until=until,
+        )
+
+    @routes.get(
+        "/api/history",
+        response_model=HistoryPage,
+        responses={422: {"model": Error, "description": "A filter, a time range or a cursor that does not fit"}},
+    )
+    async def history_page(
+        person: user,
+        agent: Agent = None,
+        guild: Guild = None,
+        kind: Kind = None,
+        actor: Actor = None,
+        outcome: Outcome = None,
+        session: Session = None,
+        type_: Type = None,
+        since: Since = None,
+        until: Until = None,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+        cursor: Annotated[str | None, Query(max_length=64, description="next_cursor of the page before")] = None,
+    ) -> HistoryPage:
+        """The caller's organisation's history, newest first: every proposal, decision, outcome, continuation and
+        direct write, each with its actor, time, session and seq, kind, target, the hashes before and after, and
+        the link to its card. Entries that arrive while a client pages do not move its cursor."""
+        query = selection(person, agent, guild, kind, actor, outcome, session, type_, since, until)
+        before = None
+        if cursor is not None:
+            try:
+                before = decode_cursor(cursor)
+            except ValueError as error:
+                raise Refused(422, str(error)) from None
+        entries, more = await reader.page(query, limit, before)
+        return HistoryPage(
+            entries=[shown(entry) for entry in entries], next_cursor=None if more is None else encode_cursor(more)
+        )
+
+    @routes.get(
+        "/api/history/export",
+        response_class=StreamingResponse,
+        responses={
+            200: {
+                "content": {
+                    "application/jsonl": {"schema": {"type": "string"}},
+                    "text/csv": {"schema": {"type": "string"}},
+                }
+            },
+            422: {"model": Error, "description": "A filter or a time range that does not fit"},
+        },
+    )
+    async def history_export(
+        person: user,
+        format: Annotated[
+            Literal["jsonl", "csv"], Query(description="JSON Lines or CSV (with a header row)")
+        ] = "jsonl",
+        agent: Agent = None,
+        guild: Guild = None,
+        kind: Kind = None,
+        actor: Actor = None,
+        outcome: Outcome = None,
+        session: Session = None,
+        type_: Type = None,
+        since: Since = None,
+        until: Until = None,
+    ) -> StreamingResponse:
+        """Every entry the filters select, oldest first, as JSON Lines (one entry per line, as a page shows it) or
+        CSV (a header row, then one row per entry; an empty cell is null). Unfiltered, the export is the chain
+        itself: each entry's hash can be checked outside Assent as the docs describe."""
+        query = selection(person, agent, guild, kind, actor, outcome, session, type_, since, until)
+        media = "application/jsonl" if format == "jsonl" else "text/csv"
+        body = _jsonl(reader, query) if format == "jsonl" else _csv(reader, query)
+        return StreamingResponse(
+            body,
+            media_type=media,
+            headers={"Content-Disposition": f'attachment; filename="history-{person.org_id}.{format}"'},
+        )
+
+    @routes.get("/api/history/verify", response_model=Verification)
+    async def verify_history(
+        person: user,
+        first: Annotated[
+            int | None, Query(ge=0, description="The first position to check (default: the oldest)")
+        ] = None,
+        last: Annotated[int | None, Query(ge=0, description="The last position to check (default: the head)")] = None,
+    ) -> Verification:
+        """Check the caller's organisation's chain over a range: every entry matches its hash and names the entry
+        before it, and no position is missing. ``first_break`` names the first entry that does not fit."""
+        if first is not None and last is not None and last < first:
+            raise Refused(422, "last must not be before first")
+        found = await reader.verify(person.org_id, first, last)
+        return Verification(**found.__dict__)
+
+    return routes
+
+
+async def _jsonl(reader: HistoryReader, query: Selection) -> AsyncIterator[str]:
+    async for entry in reader.export(query):
+        yield shown(entry).model_dump_json() + "\n"
+
+
+async def _csv(reader: HistoryReader, query: Selection) -> AsyncIterator[str]:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(EXPORT_COLUMNS)
+    async for entry in reader.export(query):
+        row = json.loads(shown(entry).model_dump_json())
+        writer.writerow(["" if row[name] is None else row[name] for name in EXPORT_COLUMNS])
+        if buffer.tell() > 65536:
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+    yield buffer.getvalue()
