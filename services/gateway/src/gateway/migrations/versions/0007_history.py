@@ -22,23 +22,27 @@ down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-ENTRY_COLUMNS = (
-    sa.Column("type", sa.Text, nullable=False),
-    sa.Column("session_id", sa.Text),
-    sa.Column("seq", sa.Integer),
-    sa.Column("proposal_id", sa.Text),
-    sa.Column("kind", sa.Text),
-    sa.Column("action", sa.Text),
-    sa.Column("agent_id", sa.Text),
-    sa.Column("target", sa.Text),
-    sa.Column("actor", sa.Text, nullable=False),
-    sa.Column("via", sa.Text),
-    sa.Column("decision", sa.Text),
-    sa.Column("outcome", sa.Text),
-    sa.Column("detail", sa.Text),
-    sa.Column("hash_before", sa.Text),
-    sa.Column("hash_after", sa.Text),
-)
+
+def entry_columns() -> list[sa.Column[object]]:
+    """A history entry's columns (a fresh set for each table)."""
+    return [
+        sa.Column("type", sa.Text, nullable=False),
+        sa.Column("session_id", sa.Text),
+        sa.Column("seq", sa.Integer),
+        sa.Column("proposal_id", sa.Text),
+        sa.Column("kind", sa.Text),
+        sa.Column("action", sa.Text),
+        sa.Column("agent_id", sa.Text),
+        sa.Column("target", sa.Text),
+        sa.Column("actor", sa.Text, nullable=False),
+        sa.Column("via", sa.Text),
+        sa.Column("decision", sa.Text),
+        sa.Column("outcome", sa.Text),
+        sa.Column("detail", sa.Text),
+        sa.Column("hash_before", sa.Text),
+        sa.Column("hash_after", sa.Text),
+    ]
+
 
 UNLINKED = "gateway.history_unlinked"
 COLUMNS = (
@@ -113,7 +117,7 @@ def upgrade() -> None:
         sa.Column("at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("org_id", sa.Text),
         sa.Column("guild_id", sa.Text),
-        *ENTRY_COLUMNS,
+        *entry_columns(),
         schema="gateway",
     )
     op.create_table(
@@ -122,7 +126,7 @@ def upgrade() -> None:
         sa.Column("position", sa.BigInteger, nullable=False),
         sa.Column("at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("guild_id", sa.Text),
-        *(column.copy() for column in ENTRY_COLUMNS),
+        *entry_columns(),
         sa.Column("prev_hash", sa.Text, nullable=False),
         sa.Column("hash", sa.Text, nullable=False),
         sa.Column("linked_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
