@@ -208,3 +208,18 @@ async def test_verify_names_an_edited_and_a_missing_entry(stack: Stack) -> None:
             assert (missing["first_break"]["position"], missing["first_break"]["reason"]) == (5, "gap")
         finally:
             await conn.close()
+
+
+async def history_holds_once(http: httpx.AsyncClient, session_id: str, outcomes: dict[int, str]) -> None:
+    """The session's history holds each proposal's entries once (proposed, decided, its outcome) and one
+    continuation, and the organisation's chain verifies with no gap: for the fault tests, after a kill -9."""
+    found = await entries_of(http, 3 * len(outcomes) + 1, session=session_id)
+    seen = sorted((e["type"], e["seq"], e["outcome"]) for e in found if e["type"] != "continued")
+    assert seen == sorted(
+        entry
+        for seq, outcome in outcomes.items()
+        for entry in (("proposed", seq, None), ("decided", seq, None), ("outcome", seq, outcome))
+    )
+    assert [e["type"] for e in found].count("continued") == 1
+    verified = (await http.get("/api/history/verify")).json()
+    assert verified["ok"] and verified["checked"] == verified["last"] + 1 - verified["first"], verified
