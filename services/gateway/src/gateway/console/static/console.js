@@ -1165,7 +1165,9 @@ async function historyView(search) {
     if (next) query.set("cursor", next);
     let page;
     try { page = await api("GET", `/api/history?${query}`); } catch (error) {
-      if (mine === reading) problem.replaceChildren(errorBox(error));
+      if (mine !== reading) return null;
+      problem.replaceChildren(errorBox(error));
+      if (!next) { rows.replaceChildren(); shown = 0; cursor = null; more.hidden = true; table.hidden = true; count.textContent = ""; }
       return null;
     }
     if (mine !== reading) return null;
