@@ -475,11 +475,12 @@ async def test_the_history_page_filters_pages_exports_verifies_and_shows_each_ti
         await tab.get_by_role("button", name="Filter").click()
         await expect(tab.locator("#history-count")).to_have_text("No entry matches these filters.")
         await expect(rows).to_have_count(0)
-        # A time range the API refuses says why (the times are typed in the reader's zone, sent in UTC).
+        # A window that ends before it begins holds nothing (the times are typed in the reader's zone, sent in UTC).
+        await tab.get_by_label("Type").select_option("")
         await tab.get_by_label("Since (inclusive)").fill("2030-01-02T00:00:00")
         await tab.get_by_label("Until (exclusive)").fill("2030-01-01T00:00:00")
         await tab.get_by_role("button", name="Filter").click()
-        await expect(tab.get_by_role("alert")).to_contain_text("until must be later than since")
+        await expect(tab.locator("#history-count")).to_have_text("No entry matches these filters.")
 
         # Load more follows the cursor, three entries a page.
         await tab.get_by_role("button", name="Clear").click()
