@@ -47,11 +47,13 @@ class HistoryPage(BaseModel):
 
 class Verification(BaseModel):
     """What a check of the chain found: the positions checked (``first`` to ``last``), how many fit, the first entry
-    that did not and why (``first_break``: null when all fit), the chain's head hash, the oldest position kept
-    (``kept_from``: after the newest pruned checkpoint, else 0), the signed checkpoints checked (the newest pruned
-    one, and the newest head one in the range) with whether each holds, the id of the key that signs checkpoints
-    now (null: none is configured, and no checkpoint is made), and how many entries wait to be linked (written with
-    their change, chained within seconds) and since when."""
+    that did not and why (``first_break``: null when all fit; ``checkpoint`` when a signed checkpoint does not
+    hold), the chain's head hash, the oldest position kept (``kept_from``: after the newest pruned checkpoint, else
+    0), how many signed checkpoints were checked (``checkpoints_checked``: the newest pruned one, every head one in
+    the range, and for a range to the head any past it) and the ones to show (``checkpoints``: the newest pruned
+    one, the newest head one that held, the first that did not, each with ``ok`` and why not), the id of the key
+    that signs checkpoints now (null: none is configured, and no checkpoint is made), and how many entries wait to
+    be linked (written with their change, chained within seconds) and since when."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -64,6 +66,7 @@ class Verification(BaseModel):
     head: str | None
     kept_from: int
     checkpoints: list[CheckedCheckpoint]
+    checkpoints_checked: int
     signing_key_id: str | None
     unlinked: int
     oldest_unlinked_at: datetime | None
@@ -263,7 +266,10 @@ def router(deps: Deps, user: Any) -> APIRouter:
         last: Annotated[int | None, Query(ge=0, description="The last position to check (default: the head)")] = None,
     ) -> Verification:
         """Check the caller's organisation's chain over a range: every entry matches its hash and names the entry
-        before it, and no position is missing. ``first_break`` names the first entry that does not fit."""
+        before it, and no position is missing; the kept chain goes on from the newest pruned checkpoint (a prefix
+        removed by anyone but the retention job is a gap); every signed head checkpoint in the range holds (its
+        signature, and the hash of the entry it names), and none names an entry past the head. ``first_break``
+        names the first entry that does not fit."""
         if first is not None and last is not None and last < first:
             raise Refused(422, "last must not be before first")
         found = await reader.verify(person.org_id, first, last)

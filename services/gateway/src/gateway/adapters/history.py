@@ -227,9 +227,9 @@ class HistoryReader:
         """Check the chain of ``org_id`` from position ``first`` (None: its oldest kept entry) to ``last`` (None: its
         head): each entry matches its hash and names the one before it, and no position is missing; the chain's
         oldest kept entry goes on from the newest ``pruned`` checkpoint (an organisation's first entry, from
-        :data:`GENESIS`); and the newest ``head`` checkpoint in the range holds: its signature, under a key this
-        gateway knows, and the hash of the entry at its position. Read in one snapshot, so a prune or a link
-        meanwhile does not show as a break."""
+        :data:`GENESIS`); every ``head`` checkpoint in the range holds (its signature, under a key this gateway
+        knows, and the hash of the entry at its position); and, for a range to the head, no head checkpoint names an
+        entry past it. Read in one snapshot, so a prune or a link meanwhile does not show as a break."""
         async with self.engine.connect() as sa_conn:
             conn = await driver_connection(sa_conn)
             async with conn.transaction(isolation="repeatable_read", readonly=True):
@@ -248,23 +248,21 @@ class HistoryReader:
         kept_from = 0 if pruned is None else pruned.position + 1
         head_position = head["position"] if head is not None else -1
         end = head_position if last is None else min(head_position, last)
-        checks: list[CheckedCheckpoint] = []
-        problems: list[Break] = []  # what the checkpoints found; the chain's own break comes first
+        checks: list[CheckedCheckpoint] = []  # the newest pruned one, the newest head one that held, one that did not
+        failed: Break | None = None  # the first checkpoint that does not hold; the chain's own break comes first
 
         if pruned is not None:
             why = self.keys.check(pruned)
             if why is None and pruned.position > head_position:
                 why = f"it names entry {pruned.position}, past the chain's head ({head_position})"
-            if why is None and pruned.position == head_position and head["hash"] != pruned.hash:
+            if why is None and head is not None and pruned.position == head_position and head["hash"] != pruned.hash:
                 why = f"the head of the chain, entry {head_position}, is not the entry it names"
             checks.append(CheckedCheckpoint(**pruned.model_dump(), ok=why is None, detail=why))
             if why is not None:
-                problems.append(
-                    Break(
-                        position=pruned.position,
-                        reason="checkpoint",
-                        detail=f"the pruned checkpoint of entry {pruned.position} does not hold: {why}",
-                    )
+                failed = Break(
+                    position=pruned.position,
+                    reason="checkpoint",
+                    detail=f"the pruned checkpoint of entry {pruned.position} does not hold: {why}",
                 )
 
         if first is None or first <= kept_from:
@@ -277,8 +275,10 @@ class HistoryReader:
             prev_hash = await conn.fetchval(
                 f"SELECT hash FROM {t.history.fullname} WHERE org_id = $1 AND position = $2", org_id, start - 1
             )
-        checked, broken, position = 0, None, start
-        while position <= end and broken is None:
+        checked, broken, position, signed = 0, None, start, 0
+        held: CheckedCheckpoint | None = None  # the newest head checkpoint that held
+        wrong: CheckedCheckpoint | None = None  # the first that did not
+        while position <= end and broken is None and wrong is None:
             rows = await conn.fetch(
                 f"{SELECT_ENTRIES} WHERE org_id = $1 AND position >= $2 AND position <= $3 ORDER BY position LIMIT $4",
                 org_id,
@@ -293,46 +293,58 @@ class HistoryReader:
                 broken = Break(position=position, reason="gap", detail=f"entries {position} to {end} are missing")
                 break
             broken, n, prev_hash = first_break(entries, prev_hash or GENESIS, position)
+            # Every head checkpoint of the entries that fit: a chain rewritten from some entry on and hashed again
+            # fits itself, but not what was signed before.
+            fit = {entry.position: entry.hash for entry in entries[:n]}
+            for row in await conn.fetch(
+                f"{SELECT_CHECKPOINTS} WHERE org_id = $1 AND kind = 'head' AND position >= $2 AND position < $3"
+                " ORDER BY position, id",
+                org_id,
+                position,
+                position + n,
+            ):
+                checkpoint = checkpoint_of(row)
+                signed += 1
+                why = self.keys.check(checkpoint)
+                if why is None and fit[checkpoint.position] != checkpoint.hash:
+                    why = (
+                        f"entry {checkpoint.position} is not the entry signed at {timestamp(checkpoint.at)}: the chain"
+                        " was rewritten at or before it"
+                    )
+                if why is not None:
+                    wrong = CheckedCheckpoint(**checkpoint.model_dump(), ok=False, detail=why)
+                    n = checkpoint.position - position
+                    break
+                held = CheckedCheckpoint(**checkpoint.model_dump(), ok=True, detail=None)
             checked += n
             position += n
-            if len(entries) < chunk and broken is None and position <= end:
+            if len(entries) < chunk and broken is None and wrong is None and position <= end:
                 broken = Break(position=position, reason="gap", detail=f"entries {position} to {end} are missing")
 
-        # The newest head checkpoint: past the range's end where the range goes to the head (the chain lost its
-        # tail), else the newest in the range.
-        newest_row = await conn.fetchrow(
-            f"{SELECT_CHECKPOINTS} WHERE org_id = $1 AND kind = 'head' AND position >= $2"
-            + ("" if last is None else " AND position <= $3")
-            + " ORDER BY position DESC, id DESC LIMIT 1",
-            *((org_id, start) if last is None else (org_id, start, end)),
-        )
-        if newest_row is not None:
-            newest = checkpoint_of(newest_row)
-            why = self.keys.check(newest)
-            at = await conn.fetchval(
-                f"SELECT hash FROM {t.history.fullname} WHERE org_id = $1 AND position = $2", org_id, newest.position
+        if last is None and broken is None and wrong is None:
+            # A head checkpoint past the head: the chain lost its tail (and its head was moved back).
+            row = await conn.fetchrow(
+                f"{SELECT_CHECKPOINTS} WHERE org_id = $1 AND kind = 'head' AND position > $2"
+                " ORDER BY position DESC, id DESC LIMIT 1",
+                org_id,
+                end,
             )
-            if why is None and newest.position > end:
-                why = (
-                    f"it names entry {newest.position}, signed at {timestamp(newest.at)}, but the chain ends at entry"
-                    f" {end}: entries {end + 1} to {newest.position} are gone"
+            if row is not None:
+                checkpoint = checkpoint_of(row)
+                signed += 1
+                why = self.keys.check(checkpoint) or (
+                    f"it names entry {checkpoint.position}, signed at {timestamp(checkpoint.at)}, but the chain ends"
+                    f" at entry {end}: entries {end + 1} to {checkpoint.position} are gone"
                 )
-            elif why is None and at != newest.hash:
-                why = (
-                    f"entry {newest.position} is not the entry signed at {timestamp(newest.at)}: the chain was"
-                    f" rewritten at or before it"
-                )
-            checks.append(CheckedCheckpoint(**newest.model_dump(), ok=why is None, detail=why))
-            if why is not None:
-                problems.append(
-                    Break(
-                        position=min(newest.position, end + 1),
-                        reason="checkpoint",
-                        detail=f"the checkpoint of entry {newest.position} does not hold: {why}",
-                    )
-                )
-        if broken is None and problems:
-            broken = min(problems, key=lambda b: b.position)
+                wrong = CheckedCheckpoint(**checkpoint.model_dump(), ok=False, detail=why)
+        checks += [c for c in (held, wrong) if c is not None]
+        if wrong is not None and failed is None:
+            failed = Break(
+                position=min(wrong.position, end + 1),
+                reason="checkpoint",
+                detail=f"the checkpoint of entry {wrong.position} does not hold: {wrong.detail}",
+            )
+        broken = broken or failed
         return Verified(
             org_id=org_id,
             first=start,
@@ -343,6 +355,7 @@ class HistoryReader:
             head=None if head is None else head["hash"],
             kept_from=kept_from,
             checkpoints=checks,
+            checkpoints_checked=signed + (pruned is not None),
             signing_key_id=self.keys.signing_key_id,
             unlinked=unlinked["n"],
             oldest_unlinked_at=unlinked["oldest"],
@@ -371,6 +384,7 @@ class Verified:
     head: str | None
     kept_from: int
     checkpoints: list[CheckedCheckpoint]
+    checkpoints_checked: int
     signing_key_id: str | None
     unlinked: int
     oldest_unlinked_at: datetime | None
