@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 import httpx
 import pytest
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy.engine import make_url
 
 from assent.db import create_engine, migrate
@@ -54,29 +56,17 @@ async def proof(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) 
         yield running
 
 
-# What the docs (explanation/history.md, "Checkpoints") tell a verifier outside Assent to do, with nothing but the
-# standard library and cryptography. ---------------------------------------------------------------------------------
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "explanation" / "history.md"
 
 
-def canonical(fields: dict[str, Any]) -> bytes:
-    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def check_export(lines: list[str], checkpoint: dict[str, Any], public_key: str, start: str = "0" * 64) -> None:
-    """An export (JSON Lines, unfiltered), a checkpoint of it, and the public key kept outside Assent; ``start``:
-    the hash the export's first entry goes on from (64 zeros, or the hash of a pruned checkpoint checked so)."""
-    raw = base64.b64decode(public_key)
-    assert hashlib.sha256(raw).hexdigest()[:16] == checkpoint["key_id"]  # the key the checkpoint names
-    signed = {k: checkpoint[k] for k in ("org_id", "position", "hash", "at", "key_id", "kind")}
-    Ed25519PublicKey.from_public_bytes(raw).verify(base64.b64decode(checkpoint["signature"]), canonical(signed))
-    prev = start
-    for line in lines:
-        e = json.loads(line)
-        fields = {k: v for k, v in e.items() if k not in ("hash", "link")}
-        assert e["prev_hash"] == prev and hashlib.sha256(canonical(fields)).hexdigest() == e["hash"], e["position"]
-        prev = e["hash"]
-        if e["position"] == checkpoint["position"]:
-            assert e["hash"] == checkpoint["hash"] and e["org_id"] == checkpoint["org_id"]
+def outside() -> dict[str, Any]:
+    """The functions the docs give a verifier outside Assent (explanation/history.md, "Checkpoints": nothing but the
+    standard library and ``cryptography``), read from the page and run as written."""
+    blocks = re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.DOTALL)
+    (code,) = [block for block in blocks if "def check_export" in block]
+    functions: dict[str, Any] = {}
+    exec(code, functions)
+    return functions
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -134,11 +124,20 @@ async def test_an_export_and_a_checkpoint_check_outside_assent_with_cryptography
         exported = await http.get("/api/history/export", params={"format": "jsonl"})
         lines = exported.text.splitlines()
         assert len(lines) == 7
-        check_export(lines, checkpoint, kept)
-        # Changed in one field, the checkpoint no longer checks.
-        for change in ({"position": 5}, {"hash": json.loads(lines[5])["hash"]}, {"kind": "pruned"}):
-            with pytest.raises(Exception):  # noqa: B017 (cryptography's InvalidSignature, or an assertion)
-                check_export(lines, {**checkpoint, **change}, kept)
+        docs = outside()
+        docs["check_checkpoint"](checkpoint, kept)
+        docs["check_export"](lines, checkpoint)
+        # Changed in one field, the checkpoint no longer checks; an edited export no longer fits.
+        for change in ({"position": 5}, {"hash": json.loads(lines[5])["hash"]}, {"kind": "pruned"}, {"at": "x"}):
+            with pytest.raises(InvalidSignature):
+                docs["check_checkpoint"]({**checkpoint, **change}, kept)
+        with pytest.raises(AssertionError, match="signed by another key"):
+            docs["check_checkpoint"](checkpoint, base64.b64encode(bytes(32)).decode())
+        with pytest.raises(AssertionError, match="the export does not hold the entry the checkpoint signed"):
+            docs["check_export"](lines[:6], checkpoint)
+        edited = json.dumps({**json.loads(lines[3]), "detail": "nothing to see"})
+        with pytest.raises(AssertionError, match="entry 3 was edited"):
+            docs["check_export"]([*lines[:3], edited, *lines[4:]], checkpoint)
 
         verified = await verify(http)
         assert (verified["ok"], verified["signing_key_id"], verified["kept_from"]) == (True, checkpoint["key_id"], 0)
@@ -350,8 +349,13 @@ async def test_the_retention_job_prunes_under_its_role_and_leaves_a_checkpoint_t
         ]
         # Outside Assent: the pruned checkpoint is checked as any other, and the kept export goes on from its hash.
         lines = (await http.get("/api/history/export", params={"format": "jsonl"})).text.splitlines()
-        check_export([], pruned[0], public_key_of(proof))
-        check_export(lines, heads[0], public_key_of(proof), start=pruned[0]["hash"])
+        docs = outside()
+        docs["check_checkpoint"](pruned[0], public_key_of(proof))
+        assert json.loads(lines[0])["position"] == pruned[0]["position"] + 1
+        docs["check_checkpoint"](heads[0], public_key_of(proof))
+        docs["check_export"](lines, heads[0], start=pruned[0]["hash"])
+        with pytest.raises(AssertionError, match="entry 7 is not linked"):
+            docs["check_export"](lines, heads[0])
 
         # A prefix removed by anyone but the retention job: the kept chain no longer starts where it was pruned.
         conn = await as_superuser(proof)
