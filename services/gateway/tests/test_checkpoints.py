@@ -124,3 +124,38 @@ def test_a_checkpoint_read_back_from_its_json_is_the_same() -> None:
     keys = HistoryKeys(seed())
     checkpoint = keys.sign("org_a", 7, "ab" * 32, AT, "head")
     assert Checkpoint.model_validate_json(checkpoint.model_dump_json()) == checkpoint
+
+
+async def test_the_gateway_signs_where_a_key_is_set_and_prunes_where_a_retention_is_set_too(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from gateway.adapters.checkpoints import CheckpointSigner, HistoryPruner
+    from gateway.entrypoint import history_jobs
+    from gateway.handlers import Deps
+    from gateway.settings import GatewaySettings
+
+    def jobs(**settings: object) -> tuple[list[object], list[object]]:
+        gateway = GatewaySettings.model_validate(settings)
+        engines: list[object] = []
+        deps = Deps(runtime=None, settings=gateway, events=None)  # type: ignore[arg-type]
+        return list(history_jobs(gateway, deps, engine=None, engines=engines)), engines  # type: ignore[arg-type]
+
+    assert jobs() == ([], [])
+    with caplog.at_level("WARNING"):
+        assert jobs(history_retention_days=30) == ([], [])
+    assert "the history is not pruned" in caplog.text
+    signer_only, _ = jobs(history_signing_key=seed(), history_checkpoint_seconds=5)
+    assert [type(j) for j in signer_only] == [CheckpointSigner] and signer_only[0].every == 5  # type: ignore[attr-defined]
+    both, engines = jobs(
+        history_signing_key=seed(),
+        history_retention_days=30,
+        history_prune_batch=50,
+        history_retention_database_url="postgresql+asyncpg://retention:secret@127.0.0.1:1/assent",
+    )
+    assert [type(j) for j in both] == [CheckpointSigner, HistoryPruner]
+    pruner = both[1]
+    assert isinstance(pruner, HistoryPruner) and (pruner.batch, pruner.older_than.days) == (50, 30)
+    assert len(engines) == 1 and pruner.engine is engines[0]  # its own login's engine, disposed of with the app
+    await engines[0].dispose()  # type: ignore[attr-defined]
+    with pytest.raises(SigningKeyError):
+        jobs(history_signing_key="not a key at all!")
