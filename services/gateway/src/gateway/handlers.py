@@ -452,6 +452,23 @@ async def history(deps: Deps, proposal: Proposal) -> History:
         return await (await ProjectionStore.over(conn)).history(proposal.proposal_id)
 
 
+async def decided_in(deps: Deps, org_id: str, answer: dict[str, Any]) -> tuple[Proposal, History] | None:
+    """The proposal an owner's answer reads (by its ``proposal_id``, else its ``session_id`` and ``seq``), with its
+    history, when it is ``org_id``'s and no longer pending; else None."""
+    proposal_id, session_id, seq = answer.get("proposal_id"), answer.get("session_id"), answer.get("seq")
+    async with deps.engine.connect() as conn:
+        store = await ProjectionStore.over(conn)
+        if isinstance(proposal_id, str):
+            found = await store.proposal_of(proposal_id)
+        elif isinstance(session_id, str) and isinstance(seq, int):
+            found = await store.proposal_at(session_id, seq)
+        else:
+            return None
+        if found is None or found[1] != org_id or found[0].status == "pending":
+            return None
+        return found[0], await store.history(found[0].proposal_id)
+
+
 def _at(proposal: Proposal, endpoint: str) -> bool:
     return KINDS[proposal.kind].endpoint == endpoint
 

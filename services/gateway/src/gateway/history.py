@@ -9,18 +9,18 @@ import csv
 import io
 import json
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict
 
 from assent.api import Error
 from assent.http import Identifier
 
 from .adapters import checkpoints
-from .adapters.history import CheckedCheckpoint, HistoryReader, decode_cursor, encode_cursor
+from .adapters.history import CURSOR, CheckedCheckpoint, HistoryReader, decode_cursor, encode_cursor
 from .adapters.history import Query as Selection
 from .answers import PERSON_ERRORS
 from .decisions import decision_path
@@ -106,20 +106,48 @@ class _Located(BaseModel):
 
 Agent = Annotated[Identifier | None, Query(description="Entries of this agent")]
 Guild = Annotated[Identifier | None, Query(description="Entries of this guild (the agent's, else the session's)")]
-Kind = Annotated[str | None, Query(max_length=64, description="Entries of this kind")]
+
+
+def _not_a_number(value: object) -> object:
+    # A query's time is RFC 3339 text; pydantic would read a bare number as seconds since 1970.
+    if isinstance(value, str) and value.replace(".", "", 1).lstrip("-").isdigit():
+        raise ValueError("must be a time in RFC 3339 (2026-12-01T00:00:00Z), not a number")
+    return value
+
+
+def _bounded(at: datetime | None) -> datetime | None:
+    """``at`` in UTC; a time whose UTC is out of the calendar's range, at its end."""
+    if at is None:
+        return None
+    try:
+        return at.astimezone(UTC)
+    except OverflowError:
+        return datetime.min.replace(tzinfo=UTC) if at.year == 1 else datetime.max.replace(tzinfo=UTC)
+
+
+LINE = r"^[^\x00-\x1f\x7f]*$"
+Kind = Annotated[str | None, Query(max_length=64, pattern=LINE, description="Entries of this kind")]
 Actor = Annotated[
-    str | None, Query(max_length=256, description="Entries by this actor (a person, a rule, a service, coach)")
+    str | None, Query(max_length=256, pattern=LINE, description="Entries by this actor (a person, a service, coach)")
 ]
 Outcome = Annotated[
-    str | None, Query(max_length=32, description="Outcome entries with this outcome (applied, declined, …)")
+    str | None, Query(max_length=32, pattern=LINE, description="Outcomes of this kind (applied, declined, …)")
 ]
 Session = Annotated[Identifier | None, Query(description="Entries of this session")]
 Type = Annotated[
     Literal["proposed", "decided", "outcome", "continued", "written"] | None,
     Query(alias="type", description="Entries of this type"),
 ]
-Since = Annotated[datetime | None, Query(description="Entries at or after this time (RFC 3339, with its zone)")]
-Until = Annotated[datetime | None, Query(description="Entries before this time (RFC 3339, with its zone)")]
+Since = Annotated[
+    AwareDatetime | None,
+    BeforeValidator(_not_a_number),
+    Query(description="Entries at or after this time (RFC 3339, with its zone)"),
+]
+Until = Annotated[
+    AwareDatetime | None,
+    BeforeValidator(_not_a_number),
+    Query(description="Entries before this time (RFC 3339, with its zone; none when it is not after since)"),
+]
 
 
 def link_of(entry: Entry) -> str | None:
@@ -171,16 +199,11 @@ def router(deps: Deps, user: Any) -> APIRouter:
             "session_id": session,
             "type": type_,
         }
-        if since is not None and until is not None and until <= since:
-            raise Refused(422, "until must be later than since")
-        for name, at in (("since", since), ("until", until)):
-            if at is not None and at.tzinfo is None:
-                raise Refused(422, f"{name} must name its time zone (an offset or Z)")
         return Selection(
             org_id=person.org_id,
             filters=tuple((name, value) for name, value in given.items() if value is not None),
-            since=since,
-            until=until,
+            since=_bounded(since),
+            until=_bounded(until),
         )
 
     @routes.get(
@@ -200,7 +223,9 @@ def router(deps: Deps, user: Any) -> APIRouter:
         since: Since = None,
         until: Until = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
-        cursor: Annotated[str | None, Query(max_length=64, description="next_cursor of the page before")] = None,
+        cursor: Annotated[
+            str | None, Query(pattern=CURSOR, description="next_cursor of the page before (opaque: pass it as given)")
+        ] = None,
     ) -> HistoryPage:
         """The caller's organisation's history, newest first: every proposal, decision, outcome, continuation and
         direct write, each with its actor, time, session and seq, kind, target, the hashes before and after, and
@@ -270,8 +295,6 @@ def router(deps: Deps, user: Any) -> APIRouter:
         removed by anyone but the retention job is a gap); every signed head checkpoint in the range holds (its
         signature, and the hash of the entry it names), and none names an entry past the head. ``first_break``
         names the first entry that does not fit."""
-        if first is not None and last is not None and last < first:
-            raise Refused(422, "last must not be before first")
         found = await reader.verify(person.org_id, first, last)
         return Verification(**found.__dict__)
 
@@ -284,7 +307,8 @@ def router(deps: Deps, user: Any) -> APIRouter:
         ] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
         cursor: Annotated[
-            str | None, Query(pattern=checkpoints.CURSOR_PATTERN, description="next_cursor of the page before")
+            str | None,
+            Query(pattern=checkpoints.CURSOR, description="next_cursor of the page before (opaque: pass it as given)"),
         ] = None,
     ) -> CheckpointPage:
         """The caller's organisation's signed checkpoints, newest first: each says, under the deployment's Ed25519

@@ -233,20 +233,21 @@ class HistoryPruner(_Every):
 # The reads. ------------------------------------------------------------------------------------------------------
 
 
-CURSOR_PATTERN = r"^c1\.[0-9]{1,18}$"
-"""What a cursor of a page of checkpoints looks like (its schema says so: any string that fits names a page)."""
+CURSOR = r"^k[0-9a-f]{1,15}$"
+"""What a cursor of a page of checkpoints looks like: every string of this form names a page (the checkpoints below
+the one it names)."""
 
 
 def encode_cursor(checkpoint_id: int) -> str:
-    """The cursor of a page of checkpoints that goes on below ``checkpoint_id``."""
-    return f"c1.{checkpoint_id}"
+    """The opaque cursor of a page of checkpoints that goes on below ``checkpoint_id``."""
+    return f"k{checkpoint_id:x}"
 
 
 def decode_cursor(cursor: str) -> int:
-    """The id a cursor names; ValueError for one that does not fit :data:`CURSOR_PATTERN`."""
-    if re.fullmatch(CURSOR_PATTERN, cursor) is None:
+    """The id a cursor names; ValueError for one of another form."""
+    if re.fullmatch(CURSOR, cursor) is None:
         raise ValueError(f"{cursor!r} is not a cursor of these checkpoints")
-    return int(cursor[3:])
+    return int(cursor[1:], 16)
 
 
 def checkpoint_of(row: Any) -> Checkpoint:
