@@ -175,14 +175,12 @@ class HistoryPruner(_Every):
                 await self._take_role(conn)
                 orgs = [r["org_id"] for r in await conn.fetch(OLD_ENOUGH, cutoff)]
             for org in orgs:
-                while True:
+                n: int | None = self.batch
+                while n == self.batch:
                     n = await self._prune(conn, org, cutoff)
-                    if n is None:
-                        return pruned  # another replica prunes
-                    pruned += n
-                    if n < self.batch:
-                        break
-                    await asyncio.sleep(0)
+                    pruned += n or 0
+                if n is None:
+                    break  # another replica prunes
         if pruned:
             log.info("pruned %d history entries older than %s", pruned, self.older_than)
         return pruned
