@@ -164,9 +164,9 @@ class HistoryPruner(_Every):
         self.older_than = older_than
 
     async def once(self) -> int:
-        """One pass over the organisations: answers how many entries were deleted. Each batch is its own
-        transaction, so a pass never holds what it deleted long; the job's loop runs passes until one deletes less
-        than a batch."""
+        """One pass over the organisations with an entry older than the cutoff, batch after batch until none is
+        left: answers how many entries were deleted. Each batch is its own transaction, so a pass never holds what
+        it deleted long. A pass stops where another replica's job holds the lock."""
         pruned = 0
         cutoff = now() - self.older_than
         async with self.engine.connect() as sa_conn:
