@@ -47,6 +47,7 @@ from .adapters.projection import (
     SqlDecisions,
     insert_claimed_proposals,
 )
+from .domain.checkpoints import HistoryKeys
 from .domain.events import (
     LiveEvent,
     PageEvent,
@@ -101,6 +102,12 @@ class Deps:
         if self.decisions is not None:
             return self.decisions
         return SqlDecisions(self.runtime.engine, self.runtime.outbox)
+
+    @functools.cached_property
+    def history_keys(self) -> HistoryKeys:
+        """The key that signs the history's checkpoints and those that verify them (refuses a key it cannot
+        read, naming the variable)."""
+        return HistoryKeys(self.settings.history_signing_key, self.settings.history_retired_keys)
 
 
 class NotFound(LookupError):
