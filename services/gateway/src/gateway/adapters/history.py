@@ -179,6 +179,18 @@ def decode_cursor(cursor: str) -> int:
         raise ValueError(f"{cursor!r} is not a cursor of this history") from None
 
 
+def page_statement(query: Query, limit: int, before: int | None = None) -> tuple[str, list[Any]]:
+    """The statement that reads a page (:meth:`HistoryReader.page`), and its values: up to ``limit + 1`` entries,
+    newest first, so that the page knows whether another follows."""
+    args: list[Any] = []
+    where = query.where(args)
+    if before is not None:
+        args.append(before)
+        where += f" AND position < ${len(args)}"
+    args.append(limit + 1)
+    return f"{SELECT_ENTRIES} WHERE {where} ORDER BY position DESC LIMIT ${len(args)}", args
+
+
 class HistoryReader:
     """Reads an organisation's history."""
 
@@ -189,13 +201,7 @@ class HistoryReader:
         """Up to ``limit`` entries, newest first, below position ``before`` (None: from the newest); and the
         position the next page goes on below (None: this was the last). New entries arrive above the first page's:
         a cursor is stable while they do."""
-        args: list[Any] = []
-        where = query.where(args)
-        if before is not None:
-            args.append(before)
-            where += f" AND position < ${len(args)}"
-        args.append(limit + 1)
-        sql = f"{SELECT_ENTRIES} WHERE {where} ORDER BY position DESC LIMIT ${len(args)}"
+        sql, args = page_statement(query, limit, before)
         async with self.engine.connect() as sa_conn:
             rows = await (await driver_connection(sa_conn)).fetch(sql, *args)
         entries = [Entry.model_validate(dict(row)) for row in rows[:limit]]
