@@ -10,7 +10,7 @@ SERVICES := $(shell sed -n 's/^name = "\(.*\)"/\1/p' services.toml)
 # Each owner's contract package (services/<name>/contract, imported as <name>_contract), found by pattern.
 CONTRACTS := $(patsubst services/%/contract,%_contract,$(wildcard services/*/contract))
 
-.PHONY: help uv install run test test-containers test-k8s screenshots test-unit test-integration lint format bench bench-preload bench-start docs docs-serve up down status images k8s contracts deploy-tools service clean
+.PHONY: help uv install run test test-containers test-k8s screenshots test-unit test-integration lint format bench bench-preload bench-start bench-history docs docs-serve up down status images k8s contracts deploy-tools service clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -60,6 +60,9 @@ bench-preload: install ## The benchmark, then again after loading a million reso
 
 bench-start: install ## Time make run's start-up: each service's time to ready and the total to the printed curl commands (options: ARGS="--help")
 	@$(UV) run --frozen python bench/start_up.py $(ARGS)
+
+bench-history: install ## A page of history with 10 million entries in one organisation against a nearly empty one, each filter and time range (options: ARGS="--entries 1000000", ARGS="--help")
+	@$(UV) run --frozen python bench/history.py $(ARGS)
 
 docs: install ## Build the documentation site (MkDocs, Material theme) into site/, strictly: a warning or a broken link fails
 	@$(UV) run --frozen mkdocs build --strict

@@ -6,6 +6,11 @@ with the hash of the one before (:func:`gateway.domain.audit.link`), the heads m
 in one transaction. One linker runs at a time in a deployment (a transaction-scoped advisory lock: another gateway
 replica's linker skips its turn), so the chain is never forked. The linker runs beside the rounds, never in them: a
 round pays only for the INSERT of its entries.
+
+An entry's time never goes back as its position grows: one whose change's own time is earlier than the entry before
+it (a change learnt late: its session's copy had not arrived; or another machine's clock) takes that entry's time.
+So a time range is a range of positions, and a page within one is read by position, from the range's last entry
+down (:meth:`Query.where`), however much history lies outside it.
 """
 
 from __future__ import annotations
@@ -46,7 +51,12 @@ UNLINKED = (
 """The oldest unlinked entries, each with its organisation and guild (from its session and agent where the change
 did not name them)."""
 
-HEADS = f"SELECT org_id, position, hash FROM {t.history_heads.fullname} WHERE org_id = ANY($1::text[]) FOR UPDATE"
+HEADS = (
+    f"SELECT h.org_id, h.position, h.hash, e.at FROM {t.history_heads.fullname} AS h"
+    f" LEFT OUTER JOIN {t.history.fullname} AS e ON e.org_id = h.org_id AND e.position = h.position"
+    " WHERE h.org_id = ANY($1::text[]) FOR UPDATE OF h"
+)
+"""Each organisation's head: its last position, its hash, and its time (an entry is never earlier)."""
 ENTRY_COLUMNS = ("org_id", "position", *ENTRY_FIELDS, "prev_hash", "hash")
 _TYPES = {"position": "bigint", "at": "timestamptz", "seq": "integer"}
 INSERT_ENTRIES = (
@@ -108,13 +118,18 @@ class HistoryLinker:
                 if not ready:
                     return 0
                 orgs = sorted({row["org_id"] for row in ready})
-                heads = {row["org_id"]: (row["position"], row["hash"]) for row in await conn.fetch(HEADS, orgs)}
+                heads = {
+                    row["org_id"]: (row["position"], row["hash"], row["at"]) for row in await conn.fetch(HEADS, orgs)
+                }
                 entries = []
                 for row in ready:
                     org = row["org_id"]
-                    position, prev = heads.get(org, (-1, GENESIS))
-                    entry = link(org, position + 1, prev, {name: row[name] for name in ENTRY_FIELDS})
-                    heads[org] = (entry.position, entry.hash)
+                    position, prev, last_at = heads.get(org, (-1, GENESIS, None))
+                    fields = {name: row[name] for name in ENTRY_FIELDS}
+                    if last_at is not None and fields["at"] < last_at:
+                        fields["at"] = last_at  # never earlier than the entry before: see the module's docstring
+                    entry = link(org, position + 1, prev, fields)
+                    heads[org] = (entry.position, entry.hash, entry.at)
                     entries.append(entry)
                 await conn.execute(
                     INSERT_ENTRIES, *([getattr(entry, name) for entry in entries] for name in ENTRY_COLUMNS)
@@ -143,9 +158,19 @@ class Query:
     until: datetime | None = None
 
     def where(self, args: list[Any]) -> str:
-        """The WHERE clause, its values appended to ``args``."""
+        """The WHERE clause, its values appended to ``args``.
+
+        A time range is read as the range of positions it covers: an organisation's entries never go back in time
+        as their positions grow (the linker keeps them so), so the entries from ``since`` on are those from the
+        first entry at or after it, and those before ``until`` are those up to the last entry before it. Each bound
+        is one step down ``ix_history_at`` (organisation, time, position); the page is then read by position (the
+        primary key, or the filter's index, which ends with the position) from its upper bound down, and stops at
+        its size or at its lower bound. Compared by time instead, a page before ``until`` would walk down every
+        entry after ``until`` first, and one within a window would collect the window's every entry and sort
+        them."""
         args.append(self.org_id)
-        clauses = [f"org_id = ${len(args)}"]
+        org = f"${len(args)}"
+        clauses = [f"org_id = {org}"]
         for name, value in self.filters:
             if name not in FILTERS:
                 raise ValueError(f"history cannot be filtered on {name!r}")
@@ -153,10 +178,16 @@ class Query:
             clauses.append(f"{name} = ${len(args)}")
         if self.since is not None:
             args.append(self.since)
-            clauses.append(f"at >= ${len(args)}")
+            clauses.append(
+                f"position >= (SELECT position FROM {t.history.fullname} WHERE org_id = {org} AND at >= ${len(args)}"
+                " ORDER BY at, position LIMIT 1)"
+            )
         if self.until is not None:
             args.append(self.until)
-            clauses.append(f"at < ${len(args)}")
+            clauses.append(
+                f"position <= (SELECT position FROM {t.history.fullname} WHERE org_id = {org} AND at < ${len(args)}"
+                " ORDER BY at DESC, position DESC LIMIT 1)"
+            )
         return " AND ".join(clauses)
 
 
@@ -179,6 +210,27 @@ def decode_cursor(cursor: str) -> int:
     return int(cursor[1:], 16)
 
 
+def page_statement(query: Query, limit: int, before: int | None = None) -> tuple[str, list[Any]]:
+    """The statement that reads a page (:meth:`HistoryReader.page`), and its values: up to ``limit + 1`` entries,
+    newest first, so that the page knows whether another follows."""
+    args: list[Any] = []
+    where = query.where(args)
+    if before is not None:
+        args.append(before)
+        where += f" AND position < ${len(args)}"
+    args.append(limit + 1)
+    return f"{SELECT_ENTRIES} WHERE {where} ORDER BY position DESC LIMIT ${len(args)}", args
+
+
+def export_statement(query: Query, after: int, chunk: int) -> tuple[str, list[Any]]:
+    """The statement that reads a chunk of an export (:meth:`HistoryReader.export`), and its values: up to ``chunk``
+    entries after position ``after``, oldest first."""
+    args: list[Any] = []
+    where = query.where(args)
+    args += [after, chunk]
+    return f"{SELECT_ENTRIES} WHERE {where} AND position > ${len(args) - 1} ORDER BY position LIMIT ${len(args)}", args
+
+
 class HistoryReader:
     """Reads an organisation's history; ``keys`` check its checkpoints' signatures."""
 
@@ -190,13 +242,7 @@ class HistoryReader:
         """Up to ``limit`` entries, newest first, below position ``before`` (None: from the newest); and the
         position the next page goes on below (None: this was the last). New entries arrive above the first page's:
         a cursor is stable while they do."""
-        args: list[Any] = []
-        where = query.where(args)
-        if before is not None:
-            args.append(before)
-            where += f" AND position < ${len(args)}"
-        args.append(limit + 1)
-        sql = f"{SELECT_ENTRIES} WHERE {where} ORDER BY position DESC LIMIT ${len(args)}"
+        sql, args = page_statement(query, limit, before)
         async with self.engine.connect() as sa_conn:
             rows = await (await driver_connection(sa_conn)).fetch(sql, *args)
         entries = [Entry.model_validate(dict(row)) for row in rows[:limit]]
@@ -208,11 +254,7 @@ class HistoryReader:
         an export holds no transaction open)."""
         after = -1
         while True:
-            args: list[Any] = []
-            where = query.where(args)
-            args.append(after)
-            args.append(chunk)
-            sql = f"{SELECT_ENTRIES} WHERE {where} AND position > ${len(args) - 1} ORDER BY position LIMIT ${len(args)}"
+            sql, args = export_statement(query, after, chunk)
             async with self.engine.connect() as sa_conn:
                 rows = await (await driver_connection(sa_conn)).fetch(sql, *args)
             for row in rows:
