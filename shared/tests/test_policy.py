@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from assent.policy import Match, Policy, Proposed, evaluate, matches
+from assent.policy import Match, Policy, Proposed, evaluate, matches, replay
 
 NOON = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 
@@ -146,3 +146,51 @@ def test_the_verdict_says_the_decision_and_the_approvals_required() -> None:
 def test_a_document_that_does_not_fit_is_refused_with_the_reason(document: dict[str, Any], said: str) -> None:
     with pytest.raises(ValidationError, match=said.replace("(", r"\(").replace("'", "'")):
         Policy.model_validate(document)
+
+
+@pytest.mark.parametrize(
+    ("request_", "status", "waited", "decided", "differs", "approvals", "expired", "escalated"),
+    [
+        ({}, "applied", timedelta(minutes=5), "apply", False, None, None, None),
+        ({}, "declined", timedelta(minutes=5), "apply", True, None, None, None),
+        ({"lines": 50}, "applied", timedelta(minutes=5), "decline", True, None, None, None),
+        ({"widens": True}, "applied", timedelta(hours=13), None, False, 2, "everything waits a day", None),
+        ({"kind": "login", "action": "grant"}, "granted", timedelta(hours=2), None, False, None, None, "wake an admin"),
+        (
+            {"kind": "login", "action": "grant"},
+            "pending",
+            timedelta(days=2),
+            None,
+            False,
+            None,
+            "logins lapse",
+            "wake an admin",
+        ),
+        (
+            {"kind": "note", "action": "create"},
+            "superseded",
+            timedelta(days=2),
+            None,
+            False,
+            None,
+            "everything waits a day",
+            None,
+        ),
+    ],
+)
+def test_a_replay_says_what_the_policy_would_have_done_beside_what_people_did(
+    request_: dict[str, Any],
+    status: str,
+    waited: timedelta,
+    decided: str | None,
+    differs: bool,
+    approvals: int | None,
+    expired: str | None,
+    escalated: str | None,
+) -> None:
+    verdict = evaluate(POLICY, 3, proposed(**request_))
+    resolved = None if status == "pending" else NOON + waited
+    done = replay(verdict, status, NOON, resolved, NOON + waited)
+    assert (done.decided, done.differs, done.approvals) == (decided, differs, approvals)
+    assert (done.expired_by, done.escalated_by) == (expired, escalated)
+    assert "ops" in done.notified

@@ -787,3 +787,137 @@ def show_keys(found: dict[str, Any]) -> None:
     out.print(table)
     if found["signing_key_id"] is None:
         out.print("no key signs: the gateway has no ASSENT_HISTORY_SIGNING_KEY")
+
+
+# --- policy ------------------------------------------------------------------------------------------------------
+
+
+def read_policy_file(path: str) -> Any:
+    """A policy document from a YAML or JSON file (JSON is YAML)."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as file:
+            return yaml.safe_load(file)
+    except OSError as exc:
+        raise Failure(ExitCode.USAGE, f"cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise Failure(ExitCode.USAGE, f"{path} is neither YAML nor JSON: {exc}") from None
+
+
+@cli.group()
+def policy() -> None:
+    """The organisation's policy: rules that decide, require approvals, expire, notify and escalate."""
+
+
+@policy.command("show")
+@click.option("--version", "version", type=click.IntRange(1), help="A past version (default: the one in force).")
+@json_option
+@pass_state
+def policy_show(state: State, version: int | None, as_json: bool) -> None:
+    """The policy in force (or a past version): its rules in the order they are read."""
+    found = state.api.get("/api/policy" if version is None else f"/api/policy/versions/{version}")
+    emit(found, as_json, show_policy)
+
+
+@policy.command("versions")
+@json_option
+@pass_state
+def policy_versions(state: State, as_json: bool) -> None:
+    """The policy's versions, newest first: who set each and when."""
+    found = state.api.get("/api/policy/versions")
+    emit(found, as_json, show_policy_versions)
+
+
+@policy.command("set")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--expected-version", type=click.IntRange(0), help="The version it replaces (default: the one in force).")
+@json_option
+@pass_state
+def policy_set(state: State, path: str, expected_version: int | None, as_json: bool) -> None:
+    """Set the policy from a YAML or JSON file (an admin). It replaces the version in force, or, with
+    ``--expected-version``, that version only: if someone changed the policy since, nothing is written (exit 5)."""
+    document = read_policy_file(path)
+    if expected_version is None:
+        expected_version = state.api.get("/api/policy")["version"]
+    found = state.api.request("PUT", "/api/policy", json={"policy": document, "expected_version": expected_version})
+    emit(
+        found,
+        as_json,
+        lambda v: out.print(f"policy version {v['version']} set: {plural(len(v['policy']['rules']), 'rule')}"),
+    )
+
+
+@policy.command("test")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--last", type=click.IntRange(1, 10_000), default=100, show_default=True, help="How many past proposals.")
+@json_option
+@pass_state
+def policy_test(state: State, path: str, last: int, as_json: bool) -> None:
+    """Try a policy from a file over the organisation's last proposals: what it would have decided, required, expired
+    and escalated, beside what people did. Nothing is changed."""
+    found = state.api.request("POST", "/api/policy/test", json={"policy": read_policy_file(path), "last": last})
+    emit(found, as_json, show_trial)
+
+
+def show_policy(found: dict[str, Any]) -> None:
+    if found["version"] == 0:
+        out.print("no policy is set: every request waits for one person's decision")
+        return
+    out.print(f"policy version {found['version']}, set by {found['set_by']} at {moment(found['set_at'])}")
+    table = Table()
+    for column in ("#", "rule", "matches", "effect"):
+        table.add_column(column)
+    for n, rule in enumerate(found["policy"]["rules"], start=1):
+        match = ", ".join(f"{k}={v}" for k, v in (rule.get("match") or {}).items() if v is not None) or "every request"
+        effect = next(
+            f"{k}: {v}"
+            for k in ("decide", "require", "expire_after", "notify", "escalate")
+            if (v := rule.get(k)) is not None
+        )
+        row(table, str(n), rule["name"], match, effect)
+    out.print(table)
+
+
+def show_policy_versions(found: dict[str, Any]) -> None:
+    table = Table(title="policy versions")
+    for column in ("version", "set by", "at", "rules", "hash"):
+        table.add_column(column)
+    for v in found["versions"]:
+        row(table, str(v["version"]), v["set_by"], moment(v["set_at"]), str(len(v["policy"]["rules"])), v["hash"][:12])
+    out.print(table)
+
+
+def show_trial(found: dict[str, Any]) -> None:
+    s = found["summary"]
+    out.print(
+        f"replayed {plural(s['replayed'], 'proposal')}: the rules would have applied {s['applied']} and declined "
+        f"{s['declined']} ({s['differ']} otherwise than people did), required several approvals for "
+        f"{s['approvals_required']}, expired {s['expired']}, escalated {s['escalated']}, "
+        f"told webhooks of {s['notified']}"
+    )
+    table = Table()
+    for column in ("session:seq", "kind", "target", "people", "the policy"):
+        table.add_column(column)
+    for p in found["proposals"]:
+        said = []
+        if p["decided"]:
+            said.append(f"{p['decided']} ({p['decided_by']})" + (" — differs" if p["differs"] else ""))
+        if p["approvals"]:
+            said.append(f"{p['approvals']} approvals ({p['required_by']})")
+        if p["expired_by"]:
+            said.append(f"expired ({p['expired_by']})")
+        if p["escalated_by"]:
+            said.append(f"escalated ({p['escalated_by']})")
+        if p["notified"]:
+            said.append("tells " + ", ".join(p["notified"]))
+        people = p["status"] + (f" by {p['resolved_by']}" if p["resolved_by"] else "")
+        row(
+            table,
+            f"{p['session_id']}:{p['seq']}",
+            p["kind"],
+            p["target"],
+            people,
+            "; ".join(said) or "waits for a person",
+        )
+    out.print(table)

@@ -19,12 +19,25 @@ from datetime import datetime, time, timedelta
 from typing import Annotated, Literal, Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 Name = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.:-]*$")]
 Pattern = Annotated[str, Field(min_length=1, max_length=300)]
-Duration = Annotated[timedelta, Field(gt=timedelta(0), le=timedelta(days=365))]
-"""An ISO 8601 duration (``PT30M``, ``P1D``) or a number of seconds."""
+
+
+def _written(value: object) -> object:
+    # A duration or a time of day is written as text (ISO 8601), as the schema says; pydantic would also read a
+    # number as seconds.
+    if isinstance(value, bool | int | float):
+        raise ValueError("must be written as text (ISO 8601: PT30M, P1D; 09:00)")
+    return value
+
+
+Duration = Annotated[timedelta, BeforeValidator(_written), Field(gt=timedelta(0), le=timedelta(days=365))]
+"""An ISO 8601 duration (``PT30M``, ``P1D``), at most a year."""
+Clock = Annotated[time, BeforeValidator(_written)]
+Count = Annotated[int, Field(strict=True)]
+"""An integer written as one (not ``true``, not ``"3"``)."""
 Role = Literal["admin", "developer", "reviewer", "viewer"]
 EFFECTS = ("decide", "require", "expire_after", "notify", "escalate")
 
@@ -37,8 +50,8 @@ class TimeOfDay(_Strict):
     """Between ``after`` (inclusive) and ``before`` (exclusive) in ``zone`` (an IANA name); ``after`` later than
     ``before`` spans midnight (22:00 to 06:00)."""
 
-    after: time
-    before: time
+    after: Clock
+    before: Clock
     zone: str = "UTC"
 
     @field_validator("zone")
@@ -76,9 +89,9 @@ class Match(_Strict):
     guild: list[str] | None = None
     target: list[Pattern] | None = None
     server: list[Pattern] | None = None
-    lines_at_least: int | None = Field(None, ge=0)
-    lines_at_most: int | None = Field(None, ge=0)
-    widens: bool | None = None
+    lines_at_least: Count | None = Field(None, ge=0)
+    lines_at_most: Count | None = Field(None, ge=0)
+    widens: Annotated[bool, Field(strict=True)] | None = None
     coach: Coach | None = None
     time_of_day: TimeOfDay | None = None
 
@@ -88,7 +101,7 @@ class Require(_Strict):
     in ``people``; neither given: anyone who may decide. The proposer's own operator never counts, nor the same person
     twice; a decline by any of them declines."""
 
-    approvals: int = Field(ge=1, le=10)
+    approvals: Count = Field(ge=1, le=10)
     roles: list[Role] = Field(default_factory=list)
     people: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(default_factory=list)
 
@@ -232,3 +245,50 @@ def evaluate(policy: Policy, version: int, proposed: Proposed) -> Verdict:
         elif effect == "notify":
             notify.append(rule)
     return Verdict(version=version, decision=decision, expiry=expiry, notify=tuple(notify), escalation=escalation)
+
+
+APPLIED = frozenset({"applied", "granted", "published", "approved"})
+"""The outcomes that carried a proposal out (each kind's word for apply)."""
+
+
+class Replay(BaseModel):
+    """What a policy would have done to a past proposal, beside what people did: the rule that would have decided it
+    (and how) or required approvals (how many), whether it would have expired or escalated before it was resolved
+    (or by ``now``, if it still waits), the webhooks told; ``differs`` when the rule's decision is not the one people
+    took."""
+
+    model_config = ConfigDict(frozen=True)
+
+    decided: Literal["apply", "decline"] | None
+    decided_by: str | None
+    approvals: int | None
+    required_by: str | None
+    expired_by: str | None
+    escalated_by: str | None
+    notified: tuple[str, ...]
+    status: str
+    differs: bool
+
+
+def replay(verdict: Verdict, status: str, proposed_at: datetime, resolved_at: datetime | None, now: datetime) -> Replay:
+    """What ``verdict`` would have done to a proposal that people resolved as ``status`` at ``resolved_at`` (None:
+    it still waits, at ``now``)."""
+    waited = (resolved_at or now) - proposed_at
+    expiry = verdict.expiry
+    expired = expiry is not None and expiry.expire_after is not None and waited > expiry.expire_after
+    escalation = verdict.escalation
+    escalated = escalation is not None and escalation.escalate is not None and waited > escalation.escalate.after
+    decided = verdict.decided
+    people = "apply" if status in APPLIED else "decline" if status not in ("pending", "superseded", "stale") else None
+    differs = decided is not None and people is not None and decided != people
+    return Replay(
+        decided=decided,
+        decided_by=verdict.decision.name if decided is not None and verdict.decision is not None else None,
+        approvals=None if verdict.required is None else verdict.required.approvals,
+        required_by=verdict.decision.name if verdict.required is not None and verdict.decision is not None else None,
+        expired_by=expiry.name if expired and expiry is not None and decided is None else None,
+        escalated_by=escalation.name if escalated and escalation is not None and decided is None else None,
+        notified=tuple(name for rule in verdict.notify for name in rule.notify or ()),
+        status=status,
+        differs=differs,
+    )

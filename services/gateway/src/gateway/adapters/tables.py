@@ -208,3 +208,16 @@ history_checkpoints = Table(
 """Each organisation's signed checkpoints (migration 0008, :class:`gateway.domain.checkpoints.Checkpoint`): its
 chain's head, signed at an interval (``head``), and the last entry each prune removed (``pruned``). Append-only,
 as ``history`` is: a trigger refuses UPDATE, DELETE and TRUNCATE to every role but the retention job's."""
+
+policies = Table(
+    "policies",
+    metadata,
+    Column("org_id", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("document", JSONB, nullable=False),
+    Column("hash", Text, nullable=False),
+    Column("set_by", Text, nullable=False),
+    Column("set_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("org_id", "version"),
+)
+"""Every version of each organisation's policy (migration 0009); the newest is in force."""

@@ -1,0 +1,145 @@
+"""The organisation's policy against the real services: read by anyone of the organisation, set by an admin only and
+against the version read (a change made meanwhile is 409 and writes nothing), every version kept, each change an
+entry of the history; a document that does not fit refused with the reason; another organisation's policy never
+read; a policy tried over the last proposals beside what people did; the CLI's ``policy`` commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import OPERATOR, Stack, as_admin_of
+from tests.test_cli import CONFLICT, assent, token_of
+from tests.test_history import a_decided_turn, entries_of
+
+pytestmark = pytest.mark.integration
+
+SMALL_EDITS = {
+    "rules": [
+        {"name": "small memory edits", "match": {"kind": ["memory"], "lines_at_most": 5}, "decide": "apply"},
+        {
+            "name": "logins need two admins",
+            "match": {"kind": ["login"]},
+            "require": {"approvals": 2, "roles": ["admin"]},
+        },
+        {"name": "tell ops", "notify": ["ops"]},
+    ]
+}
+
+
+async def test_an_admin_sets_the_policy_against_the_version_read_and_each_change_is_in_the_history(
+    stack: Stack, tmp_path: Path
+) -> None:
+    async with stack.http() as http, stack.http() as developer, stack.http() as stranger:
+        world, _, _, _ = await a_decided_turn(http, stack)
+        empty = (await http.get("/api/policy")).json()
+        assert (empty["version"], empty["policy"], empty["set_by"]) == (0, {"rules": []}, None)
+
+        first = await http.put("/api/policy", json={"policy": SMALL_EDITS, "expected_version": 0})
+        assert first.status_code == 200, first.text
+        assert (first.json()["version"], first.json()["set_by"]) == (1, OPERATOR)
+        assert (await http.get("/api/policy")).json()["policy"]["rules"][0]["name"] == "small memory edits"
+
+        # Made against the version before: someone changed it meanwhile; nothing is written.
+        late = await http.put("/api/policy", json={"policy": {"rules": []}, "expected_version": 0})
+        assert late.status_code == 409 and "is at version 1, not 0" in late.json()["detail"], late.text
+        second = await http.put("/api/policy", json={"policy": {"rules": []}, "expected_version": 1})
+        assert second.status_code == 200 and second.json()["version"] == 2, second.text
+        versions = (await http.get("/api/policy/versions")).json()["versions"]
+        assert [v["version"] for v in versions] == [2, 1]
+        assert (await http.get("/api/policy/versions/1")).json()["hash"] == first.json()["hash"]
+        assert (await http.get("/api/policy/versions/3")).status_code == 404
+
+        # Each change is an entry of the history: who, when, the documents' hashes before and after.
+        changes = list(reversed(await entries_of(http, 2, kind="policy")))
+        assert [(e["type"], e["action"], e["actor"], e["target"]) for e in changes] == [
+            ("written", "create", OPERATOR, "Policy, version 1"),
+            ("written", "edit", OPERATOR, "Policy, version 2"),
+        ]
+        assert (changes[0]["hash_before"], changes[0]["hash_after"]) == (None, first.json()["hash"])
+        assert (changes[1]["hash_before"], changes[1]["hash_after"]) == (first.json()["hash"], second.json()["hash"])
+
+        # Only an admin sets it; a document that does not fit is refused with the reason.
+        as_admin_of(developer, world.org_id, user="dev@example.com", roles=("developer",))
+        refused = await developer.put("/api/policy", json={"policy": {"rules": []}, "expected_version": 2})
+        assert refused.status_code == 403 and "needs the admin role" in refused.text, refused.text
+        assert (await developer.get("/api/policy")).json()["version"] == 2  # any role reads it
+        bad = await http.put(
+            "/api/policy",
+            json={"policy": {"rules": [{"name": "r", "decide": "apply", "notify": ["x"]}]}, "expected_version": 2},
+        )
+        assert bad.status_code == 422 and "exactly one effect" in bad.text, bad.text
+        assert (await http.get("/api/policy")).json()["version"] == 2
+
+        # Another organisation has its own, empty policy.
+        as_admin_of(stranger, f"org_other_{world.org_id}")
+        assert (await stranger.get("/api/policy")).json()["version"] == 0
+        assert (await stranger.get("/api/policy/versions/1")).status_code == 404
+
+        # The CLI: set from YAML against the version in force, show, and a stale --expected-version (exit 5).
+        env = {"ASSENT_URL": stack.gateway_url, "ASSENT_TOKEN": token_of(http), "COLUMNS": "200"}
+        path = tmp_path / "policy.yaml"
+        path.write_text(
+            "rules:\n"
+            "  - name: small memory edits\n"
+            "    match: {kind: [memory], lines_at_most: 5}\n"
+            "    decide: apply\n"
+            "  - name: a day at most\n"
+            "    expire_after: P1D\n"
+        )
+        done = await assent("policy", "set", str(path), env=env)
+        assert done.code == 0 and "policy version 3 set: 2 rules" in done.out, (done.out, done.err)
+        shown = await assent("policy", "show", env=env)
+        assert shown.code == 0 and "small memory edits" in shown.out and "expire_after" in shown.out, shown.out
+        stale = await assent("policy", "set", str(path), "--expected-version", "2", env=env)
+        assert stale.code == CONFLICT and "is at version 3, not 2" in stale.err, stale.err
+
+
+async def test_a_policy_is_tried_over_the_last_proposals_beside_what_people_did(stack: Stack, tmp_path: Path) -> None:
+    async with stack.http() as http, stack.http() as developer:
+        world, sid, first, second = await a_decided_turn(http, stack)  # first applied, second declined
+        trial = await http.post("/api/policy/test", json={"policy": SMALL_EDITS, "last": 10})
+        assert trial.status_code == 200, trial.text
+        found: dict[str, Any] = trial.json()
+        assert found["summary"] == {
+            "replayed": 2,
+            "applied": 2,
+            "declined": 0,
+            "differ": 1,
+            "approvals_required": 0,
+            "expired": 0,
+            "escalated": 0,
+            "notified": 2,
+        }
+        by_seq = {p["seq"]: p for p in found["proposals"]}
+        assert (by_seq[first]["status"], by_seq[first]["decided"], by_seq[first]["differs"]) == (
+            "applied",
+            "apply",
+            False,
+        )
+        assert (by_seq[second]["status"], by_seq[second]["decided"], by_seq[second]["differs"]) == (
+            "declined",
+            "apply",
+            True,
+        )
+        assert by_seq[second]["decided_by"] == "small memory edits" and by_seq[second]["resolved_by"] == OPERATOR
+        assert {p["session_id"] for p in found["proposals"]} == {sid}
+        assert (await http.get("/api/policy")).json()["version"] == 0  # trying sets nothing
+
+        as_admin_of(developer, world.org_id, user="dev@example.com", roles=("developer",))
+        assert (await developer.post("/api/policy/test", json={"policy": SMALL_EDITS})).status_code == 403
+
+        env = {"ASSENT_URL": stack.gateway_url, "ASSENT_TOKEN": token_of(http), "COLUMNS": "250"}
+        path = tmp_path / "policy.json"
+        path.write_text(
+            '{"rules": [{"name": "decline all memory", "match": {"kind": ["memory"]}, "decide": "decline"}]}'
+        )
+        tried = await assent("policy", "test", str(path), env=env)
+        assert tried.code == 0, tried.err
+        assert (
+            "replayed 2 proposals: the rules would have applied 0 and declined 2 (1 otherwise than people did)"
+            in tried.out
+        )
+        assert "decline (decline all memory) — differs" in tried.out, tried.out
