@@ -10,11 +10,18 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from assent.runtime import ServiceRuntime
-from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, STUDIO_SESSIONS, STUDIO_TURNS, TOOL_RESULTS
+from assent.topics import (
+    PROPOSALS_OUTCOMES,
+    PROPOSALS_PROPOSED,
+    STUDIO_SESSIONS,
+    STUDIO_TURNS,
+    TOOL_RESULTS,
+    WORKSPACE_WRITES,
+)
 
 from . import api, console, desk, handlers
 from .adapters import tables
-from .adapters.history import HistoryLinker
+from .adapters.history import HistoryLinker, WrittenEntries
 from .adapters.metrics import PendingDecisions
 from .adapters.notify import EventFeed
 from .adapters.owners import Owners
@@ -24,7 +31,9 @@ MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # inside the packag
 
 
 def create_app(settings: GatewaySettings) -> FastAPI:
-    runtime = ServiceRuntime(settings, tables=tables.shared, migrations=MIGRATIONS, schema=tables.SCHEMA)
+    runtime = ServiceRuntime(
+        settings, tables=tables.shared, migrations=MIGRATIONS, schema=tables.SCHEMA, stores=[WrittenEntries]
+    )
     events = EventFeed(settings.redis_url, f"{settings.topic_prefix}assent:events")
     owners = Owners(settings.owner_urls, runtime.signer, tracer_provider=runtime.provider)
     deps = handlers.Deps(runtime, settings, events)
@@ -36,6 +45,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     runtime.consume_batch(PROPOSALS_OUTCOMES, projection.on_outcome, after_commit=projection.outcome)
     runtime.consume_batch(STUDIO_TURNS, projection.on_step_ended, after_commit=projection.step_ended)
     runtime.keep_workspace_copy()
+    # Every owner's direct writes, filed in their organisations' history (the linker chains them with the rest).
+    runtime.consume_batch(WORKSPACE_WRITES, handlers.file_writes, label="written")
     runtime.on_scrape(PendingDecisions(runtime.engine).refresh)
     linker = HistoryLinker(runtime.engine, settings.history_link_seconds, settings.history_link_batch)
 
