@@ -5,8 +5,9 @@ Organisations are walls: for a person (``X-Assent-Org``), an agent, guild or org
 is answered 404 with the words a missing one gets, and nothing is read or written.
 
 A write that changes bindings is recorded for the organisation's history in its transaction
-(:func:`assent.runtime.writes.record_write`), with the hashes of the scope's resolved access before and after (for an
-agent, the hash an access request binds).
+(:func:`assent.runtime.writes.record_write`), with the hashes of the scope's resolved access before and after: for an
+agent, the hash an access request binds; for a guild or the organisation, that of an agent of it with no bindings of
+its own.
 """
 
 from __future__ import annotations
@@ -129,9 +130,10 @@ class AccessRoutes:
             repo = store(uow)
             await repo.lock_org(org_id)
             access = resolve(await repo.reachable(org_id, guild_id, None), [])
+            before = await _scope_access(repo, org_id, guild_id)
             changed = await self._write(uow, actor, org_id, "guild", guild_id, access, body)
             if changed:
-                after = resolve(await repo.reachable(org_id, guild_id, None), [])
+                after = await _scope_access(repo, org_id, guild_id)
                 await record_write(
                     uow,
                     "set_guild_access",
@@ -141,7 +143,7 @@ class AccessRoutes:
                     action="edit",
                     target=f"Access of guild {guild.name}",
                     actor=actor,
-                    hash_before=access.hash,
+                    hash_before=before.hash,
                     hash_after=after.hash,
                     detail=_changed(changed),
                 )
@@ -161,9 +163,10 @@ class AccessRoutes:
             repo = store(uow)
             await repo.lock_org(org_id)
             access = resolve(await repo.reachable(org_id, None, None), [])
+            before = await _scope_access(repo, org_id, None)
             changed = await self._write(uow, actor, org_id, "org", org_id, access, body)
             if changed:
-                after = resolve(await repo.reachable(org_id, None, None), [])
+                after = await _scope_access(repo, org_id, None)
                 await record_write(
                     uow,
                     "set_org_access",
@@ -172,11 +175,18 @@ class AccessRoutes:
                     action="edit",
                     target="Access of the organisation",
                     actor=actor,
-                    hash_before=access.hash,
+                    hash_before=before.hash,
                     hash_after=after.hash,
                     detail=_changed(changed),
                 )
             return await self._scope_view(uow, org_id, "org", org_id)
+
+
+async def _scope_access(repo: AccessRepository, org_id: str, guild_id: str | None) -> Access:
+    """The access an agent of the guild (None: of the organisation, in no guild) with no bindings of its own
+    resolves: what a write at the guild's or the organisation's scope changes."""
+    held = await repo.bindings_of(org_id, guild_id, None)
+    return resolve(await repo.reachable(org_id, guild_id, None), [h.binding for h in held])
 
 
 def _changed(n: int) -> str:

@@ -128,7 +128,7 @@ async def create_collection(
     await store.log(collection_id, org_id, "create", detail, origin=WriteOrigin(actor))
     live = await store.get(collection_id)
     assert live is not None
-    await _record(uow, "create_collection", live, "create", actor, f"{len(live.columns)} columns")
+    await _record(uow, "create_collection", live, "create", actor, _counted(len(live.columns), "column"))
     return collection_view(live)
 
 
@@ -192,7 +192,7 @@ async def delete_collection(
     await store.log(
         collection_id, org_id, "delete", DeleteLogged(name=live.name, records=gone), origin=WriteOrigin(actor)
     )
-    await _record(uow, "delete_collection", live, "delete", actor, f"{gone} records")
+    await _record(uow, "delete_collection", live, "delete", actor, _counted(gone, "record"))
     return CollectionDeleted(collection_id=collection_id, deleted=True, records=gone)
 
 
@@ -313,6 +313,10 @@ async def set_access(
     assert after is not None
     await _record(uow, "set_collection_access", after, "set_access", actor, f"{kind} {subject_id}: {mode}")
     return collection_view(after)
+
+
+def _counted(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
 
 
 def _ids(record_ids: Sequence[int]) -> str:

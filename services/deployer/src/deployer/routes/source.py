@@ -71,7 +71,9 @@ class Repository(Resource):
                 f"Source of {agent.name}",
                 actor,
                 hash_after=described.head,
-                detail=f"{source.mode}, {source.url or 'hosted'} ({source.branch})",
+                detail=f"{source.mode} {source.url} ({source.branch})"
+                if source.url
+                else f"{source.mode} ({source.branch})",
             )
             return described
 
