@@ -10,6 +10,7 @@ tool's argument model):
 - ``contracts/schemas/messages/<Type>.json``: the JSON Schema (2020-12) of every message on a topic;
 - ``contracts/schemas/tools/<tool>.json``: the JSON Schema of every tool's ``arguments``;
 - ``contracts/schemas/widgets/<kind>.json``: the widget of a kind that adds fields of its own, as a coach reads it;
+- ``contracts/schemas/policy.json``: an organisation's policy document (:class:`assent.policy.Policy`);
 - ``deploy/kafka/topics.yaml`` (Strimzi ``KafkaTopic`` resources) and ``deploy/kafka/create-topics.sh`` (for a
   plain cluster, with ``kafka-topics.sh``): every topic and its dead-letter twin, with the partitions, replicas,
   ``min.insync.replicas`` and retention of ``deploy/kafka/topics.env`` (the ``ASSENT_TOPIC_*`` settings).
@@ -41,6 +42,7 @@ from pydantic import BaseModel
 from assent.contracts import Message
 from assent.contracts.envelope import examples_folder
 from assent.kinds import KINDS, OWNERS, KindSpec
+from assent.policy import Policy
 from assent.runtime import ProposalKind
 from assent.settings import ServiceSettings
 from assent.topics import DLQ_SUFFIX, REGISTRY, Topic, TopicPolicy
@@ -104,6 +106,15 @@ def widget_schema(spec: KindSpec) -> dict[str, Any]:
         **spec.widget_model.model_json_schema(mode="validation"),
         "x-assent-kind": spec.name,
         "x-assent-owner": spec.owner,
+    }
+
+
+def policy_schema() -> dict[str, Any]:
+    """An organisation's policy document (YAML or JSON), as an admin writes it and the gateway validates it."""
+    return {
+        "$schema": JSON_SCHEMA,
+        "$id": "assent:policy/v1",
+        **Policy.model_json_schema(mode="validation"),
     }
 
 
@@ -494,6 +505,7 @@ def render() -> dict[Path, str]:
     for spec in KINDS.values():
         if spec.widget_model is not None:
             files[CONTRACTS / "schemas" / "widgets" / f"{spec.name}.json"] = _json(widget_schema(spec))
+    files[CONTRACTS / "schemas" / "policy.json"] = _json(policy_schema())
     policy, prefix = topic_settings()
     files[KAFKA / "topics.yaml"] = strimzi_topics(policy, prefix)
     files[KAFKA / "create-topics.sh"] = create_topics_script(policy, prefix)

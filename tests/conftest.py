@@ -280,6 +280,8 @@ async def running_stack(
     )
     SECRETS.add(system.env["ASSENT_SERVICE_KEY"])
     SECRETS.add(system.env["ASSENT_CREDENTIALS_KEY"])
+    if system.env["ASSENT_HISTORY_SIGNING_KEY"]:
+        SECRETS.add(system.env["ASSENT_HISTORY_SIGNING_KEY"])
     LOG_DIRS.append(log_dir)
     await asyncio.to_thread(system.start)
     try:

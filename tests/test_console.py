@@ -8,6 +8,8 @@ configured. axe-core checks each page (no serious or critical violation); each p
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import json
 import os
 import re
@@ -25,6 +27,7 @@ from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 from assent.coach import CoachClient, CoachTurn
 from tests.conftest import OPERATOR, TOKEN, Stack, World, new_world, wait_for
 from tests.issuer import AUDIENCE, CONSOLE_CLIENT_ID, TestIssuer, s256, test_issuer
+from tests.test_history import TURN, WORLD, a_decided_turn, entries_of
 from tests.test_source_proposals import (
     FILES,
     chat,
@@ -419,6 +422,198 @@ async def test_the_proposals_page_is_live(stack: Stack, browser: Browser) -> Non
             await tab.get_by_role("link", name="Sessions", exact=True).click()
         await expect(tab.get_by_role("heading", name="Sessions", exact=True)).to_be_visible()
         assert len(streams) == 1
+        assert elsewhere == []
+        await context.close()
+
+
+async def test_the_history_page_filters_pages_exports_verifies_and_shows_each_timeline(
+    stack: Stack, browser: Browser
+) -> None:
+    """The History page of an organisation made by six direct writes (the organisation, two guilds, three agents)
+    whose turn proposed two memory edits (one applied, one declined) and continued: its thirteen entries newest
+    first, a filter that narrows them (and names them in the address), Load more, the CSV export (downloaded with
+    the token), Verify; the session's timeline (each proposal proposed, decided, applied or declined in order, the
+    continuation in full at its place), the agent's timeline (its creation, then its proposal) and the agent's page
+    listing its decided item, linked to its card. A direct write (no session, no seq) shows as such, with no empty
+    link."""
+    n = WORLD + TURN
+    async with stack.http() as http:
+        world, sid, first, second = await a_decided_turn(http, stack)
+        linked = await entries_of(http, n)
+        told = next(e for e in linked if e["type"] == "continued")["detail"]
+        assert f"seq {first}: Memory of Ada: applied by {OPERATOR}" in told
+        token = http.headers["Authorization"].removeprefix("Bearer ")
+
+        context, elsewhere = await local_only(browser, stack)
+        tab = await context.new_page()
+        await sign_in(tab, token)
+        await tab.get_by_role("link", name="History", exact=True).click()
+        await expect(tab.get_by_role("heading", name="History", exact=True)).to_be_visible()
+        await expect(tab.get_by_role("link", name="History", exact=True)).to_have_attribute("aria-current", "page")
+        rows = tab.locator("#history-table tbody tr")
+        await expect(rows).to_have_count(n)
+        assert [int(p) for p in await rows.evaluate_all("rs => rs.map(r => r.dataset.position)")] == list(
+            range(n - 1, -1, -1)
+        )
+        await expect(rows.first).to_contain_text("Continued")
+        await expect(rows.first.get_by_role("link")).to_have_text([sid])  # a session, no seq: no link to a card
+        applied = rows.filter(has_text="Outcome: applied")
+        await expect(applied.get_by_role("link", name=f"seq {first}")).to_have_attribute(
+            "href", f"#/sessions/{sid}/edits/{first}"
+        )
+        await expect(applied).to_contain_text(f"{OPERATOR}")
+        await expect(applied.locator("time .ago")).to_have_text(re.compile("ago|now"))
+        await axe(tab)
+        await shot(tab, "history")
+
+        # A filter narrows the entries, and the address names it (a filtered view can be linked to).
+        await tab.get_by_label("Outcome").fill("declined")
+        await tab.get_by_role("button", name="Filter").click()
+        await expect(rows).to_have_count(1)
+        await expect(rows.first).to_contain_text("Outcome: declined")
+        await expect(rows.first.get_by_role("link", name=world.other_agent_id)).to_be_visible()
+        assert tab.url.endswith("#/history?outcome=declined")
+        await tab.get_by_label("Type").select_option("proposed")
+        await tab.get_by_role("button", name="Filter").click()
+        await expect(tab.locator("#history-count")).to_have_text("No entry matches these filters.")
+        await expect(rows).to_have_count(0)
+        # A window that ends before it begins holds nothing (the times are typed in the reader's zone, sent in UTC).
+        await tab.get_by_label("Type").select_option("")
+        await tab.get_by_label("Since (inclusive)").fill("2030-01-02T00:00:00")
+        await tab.get_by_label("Until (exclusive)").fill("2030-01-01T00:00:00")
+        await tab.get_by_role("button", name="Filter").click()
+        await expect(tab.locator("#history-count")).to_have_text("No entry matches these filters.")
+
+        # Load more follows the cursor, five entries a page.
+        await tab.get_by_role("button", name="Clear").click()
+        await expect(rows).to_have_count(n)
+        await tab.get_by_label("Per page").fill("5")
+        await tab.get_by_role("button", name="Filter").click()
+        await expect(rows).to_have_count(5)
+        more = tab.get_by_role("button", name="Load more")
+        await more.click()
+        await expect(rows).to_have_count(10)
+        await more.click()
+        await expect(rows).to_have_count(n)
+        await expect(more).to_be_hidden()
+        await expect(tab.locator("#history-count")).to_be_focused()
+        assert [int(p) for p in await rows.evaluate_all("rs => rs.map(r => r.dataset.position)")] == list(
+            range(n - 1, -1, -1)
+        )
+
+        # The export, fetched with the token and handed to the browser: JSON Lines, a line per entry; CSV, a header
+        # and a record per entry (the continuation's record spans lines: its text is quoted as it is).
+        exported = {}
+        for name, suffix in (("Download JSON Lines", "jsonl"), ("Download CSV", "csv")):
+            async with tab.expect_download() as downloading:
+                await tab.get_by_role("link", name=name).click()
+            downloaded = await downloading.value
+            assert downloaded.suggested_filename == f"history-{world.org_id}.{suffix}"
+            exported[suffix] = await asyncio.to_thread(Path(await downloaded.path()).read_text)
+            await expect(tab.locator("#history-report")).to_contain_text(f"Downloaded history-{world.org_id}.{suffix}")
+        lines = exported["jsonl"].splitlines()
+        assert [json.loads(line)["position"] for line in lines] == list(range(n))
+        records = list(csv.reader(io.StringIO(exported["csv"])))
+        assert len(records) == n + 1 and records[0][:4] == ["org_id", "position", "at", "type"], records[:2]
+        assert [r[records[0].index("hash")] for r in records[1:]] == [json.loads(line)["hash"] for line in lines]
+        await tab.get_by_role("button", name="Verify").click()
+        await expect(tab.locator("#history-report")).to_have_text(
+            f"The chain holds: {n} entries checked, 0 to {n - 1}."
+        )
+        await axe(tab)
+
+        # The session's timeline: per proposal, proposed, decided and what it did, in order; then the continuation.
+        await rows.first.get_by_role("link", name=sid).click()
+        await expect(tab.get_by_role("heading", name=f"Timeline of session {sid}")).to_be_visible()
+        moments = tab.locator("#timeline > li")
+        await expect(moments).to_have_count(3)
+        for moment, seq, agent, decision, outcome in (
+            (moments.nth(0), first, world.agent_id, "apply", "Applied"),
+            (moments.nth(1), second, world.other_agent_id, "decline", "Declined"),
+        ):
+            await expect(moment.get_by_role("heading")).to_contain_text(f"(seq {seq})")
+            await expect(moment.locator("li.step > strong")).to_have_text(
+                [
+                    "Proposed by coach (studio_edit_memory)",
+                    f"Decided: {decision} by {OPERATOR} (card)",
+                    f"{outcome} by {OPERATOR}",
+                ]
+            )
+            await expect(moment.get_by_role("link", name=f"agent {agent}")).to_be_visible()
+        await expect(moments.nth(0).locator("li.step").first).to_contain_text("Reason: mixups")
+        await expect(moments.nth(2).get_by_role("heading")).to_have_text("The continuation the coach got")
+        await expect(moments.nth(2).locator("pre.told")).to_have_text(told)
+        await axe(tab)
+        await shot(tab, "history-timeline")
+        await moments.nth(0).get_by_role("heading").get_by_role("link").click()
+        await expect(tab.get_by_role("region", name="What happened").locator(".outcome")).to_contain_text(
+            f"Applied by {OPERATOR}"
+        )
+        await tab.go_back()
+        await expect(moments).to_have_count(3)
+
+        # The agent's timeline (its creation, a direct write; then its proposal), and its page: its decided item,
+        # linked to its card.
+        await moments.nth(0).get_by_role("link", name=f"agent {world.agent_id}").click()
+        await expect(tab.get_by_role("heading", name=f"Timeline of agent {world.agent_id}")).to_be_visible()
+        await expect(moments).to_have_count(2)
+        await expect(moments.nth(0).get_by_role("heading")).to_have_text(
+            f"Written by {OPERATOR} (POST /api/workspace/agents), outside any proposal"
+        )
+        await expect(moments.nth(1).locator("li.step")).to_have_count(3)
+        await tab.get_by_role("link", name="The agent's page").click()
+        decided = tab.get_by_role("region", name="Decided items")
+        await expect(decided.get_by_role("listitem")).to_have_count(1)
+        await expect(decided.get_by_role("listitem")).to_contain_text(
+            f"Memory of Ada (seq {first}): applied by {OPERATOR}"
+        )
+        await axe(tab)
+        assert "null" not in await tab.locator("main").inner_text()
+        await decided.get_by_role("link", name=f"Memory of Ada (seq {first})").click()
+        await expect(tab.get_by_role("heading", name="Memory of Ada")).to_be_visible()
+        await expect(tab).to_have_url(re.compile(f"#/sessions/{sid}/edits/{first}$"))
+
+        # A direct write (no session, no seq, no proposal) as a page of the API shows it: in the table with no link
+        # to a session or a card, and in the agent's timeline as written outside any proposal.
+        written = {
+            **linked[0],
+            "position": n,
+            "type": "written",
+            "session_id": None,
+            "seq": None,
+            "proposal_id": None,
+            "decision": None,
+            "outcome": None,
+            "kind": "memory",
+            "action": "edit",
+            "agent_id": world.agent_id,
+            "target": "Memory of Ada",
+            "actor": OPERATOR,
+            "via": "page",
+            "detail": None,
+            "link": None,
+        }
+
+        async def with_a_write(route: Any) -> None:
+            answer = await route.fetch()
+            page = await answer.json()
+            if "cursor" not in route.request.url:
+                page["entries"].insert(0, written)
+            await route.fulfill(response=answer, json=page)
+
+        await tab.route(lambda url: "/api/history?" in url, with_a_write)
+        await tab.goto("/console#/history")
+        await expect(rows).to_have_count(n + 1)
+        await expect(rows.first).to_contain_text("Written")
+        await expect(rows.first.locator("td.session")).to_have_text("none")
+        await expect(rows.first.get_by_role("link")).to_have_text([world.agent_id])
+        await axe(tab)
+        await tab.goto(f"/console#/history/agent/{world.agent_id}")
+        await expect(moments).to_have_count(3)
+        await expect(moments.nth(2).get_by_role("heading")).to_have_text(
+            f"Written by {OPERATOR} (page), outside any proposal"
+        )
+        await axe(tab)
         assert elsewhere == []
         await context.close()
 

@@ -157,6 +157,7 @@ async def test_a_granted_login_request_and_a_published_draft_are_read_at_their_e
 
         pending = await read(http, logins)  # read while pending: the owner's live side, as an edit's
         assert (pending["status"], pending["kind"], pending["resolution"]) == ("pending", "login", None)
+        assert (await read(http, drafts))["resolution"] is None  # the owner's read of a pending draft
         granted = await http.post(logins, json={"decision": "grant"})
         assert granted.status_code == 200 and granted.json()["outcome"] == "granted", granted.text
         published = await http.post(drafts, json={"decision": "publish"})
@@ -180,6 +181,14 @@ async def test_a_granted_login_request_and_a_published_draft_are_read_at_their_e
             OPERATOR,
             1,
         )
+        # ... and how it was decided, as the gateway's cards show it: the decision, the outcome, what the coach was told.
+        assert decisions(shown) == [("publish", OPERATOR, "card", "published")]
+        assert shown["resolution"]["detail"] == published.json()["detail"]
+        assert shown["resolution"]["told"]["text"] == continuation.text
+        env = {"ASSENT_URL": stack.gateway_url, "ASSENT_TOKEN": token_of(http), "COLUMNS": "200"}
+        printed = await assent("show", sid, str(drafted), env=env)
+        assert printed.code == REFUSED and f"publish by {OPERATOR} (card): published" in printed.out, printed.out
+        assert "the coach was told" in printed.out
 
         as_admin_of(stranger, f"org_other_{world.org_id}")
         for path in (logins, drafts):

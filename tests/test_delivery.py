@@ -20,6 +20,7 @@ from assent.runtime.kit import proposal_id_for
 from assent.telemetry import trace_id_of
 from assent.topics import DECISIONS, PROPOSALS_DECIDED
 from tests.conftest import OPERATOR, Stack, new_world, running_stack, wait_for
+from tests.test_history import history_holds_once
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 
 pytestmark = pytest.mark.integration
@@ -64,6 +65,7 @@ async def test_kill_9_while_applying_loses_nothing_and_writes_once(
                 stack.topic("proposals.outcomes"), lambda r: json.loads(r.value)["decision_id"] == decision_id
             )
             assert len({json.loads(r.value)["id"] for r in outcomes}) == 1
+            await history_holds_once(http, sid, {seq: "applied"})
 
 
 async def test_kill_9_after_the_gateway_recorded_requests_in_one_statement_records_them_once(
@@ -97,6 +99,38 @@ async def test_kill_9_after_the_gateway_recorded_requests_in_one_statement_recor
             assert answer.json()["outcome"] == "applied"
             continuation = await turn.continuation(timeout=60)
             assert [(d.seq, d.outcome) for d in continuation.decisions] == [(seq, "applied")]
+            await history_holds_once(http, sid, {seq: "applied"})
+
+
+@pytest.mark.parametrize("crash_at", ["gateway.history.before_commit", "gateway.history.after_commit"])
+async def test_kill_9_while_linking_the_history_leaves_no_gap_and_no_duplicate(
+    endpoints: Any, tmp_path: Any, crash_at: str
+) -> None:
+    """The gateway dies as its history linker commits a batch (before, or right after): once back, the batch is
+    linked once, and the chain verifies."""
+    async with running_stack(endpoints, tmp_path, extra_env={"ASSENT_DECISION_TIMEOUT_SECONDS": "60"}) as stack:
+        async with stack.http() as http, stack.coach() as coach:
+            world = await new_world(http)
+            turn = await open_turn(coach, world)
+            sid = turn.session.session_id
+            await wait_pending(http, sid, 0)
+            base = await memory(http, world.agent_id)
+
+            gateway = stack.system.gateway
+            await asyncio.to_thread(gateway.stop)
+            await asyncio.to_thread(gateway.start, {"ASSENT_CRASH_AT": crash_at})
+            result = await propose(turn, world.agent_id, "Linked once.\n", base["version"])
+            assert result.ok, result.error
+            assert await asyncio.to_thread(gateway.wait_exit, 60) == -9
+            await asyncio.to_thread(gateway.start)
+
+            await turn.end_step()
+            seq = turn.calls[result.tool_call_id].seq
+            await wait_pending(http, sid, 1)
+            answer = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"})
+            assert answer.status_code == 200, answer.text
+            await turn.continuation(timeout=60)
+            await history_holds_once(http, sid, {seq: "applied"})
 
 
 async def test_malformed_tool_call_goes_to_the_dead_letter_topic_and_the_next_is_handled(stack: Stack) -> None:

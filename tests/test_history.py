@@ -1,8 +1,9 @@
 """The history against the real services: every proposal, decision, outcome and continuation of a turn in order,
 each with who, when, where and the hashes, after the direct writes that made its world; filters; a cursor that holds
 while entries arrive; the export as JSON Lines and CSV, checked outside the gateway as the docs describe; the chain
-verified, and a tampered and a deleted entry found; another organisation sees none of it; the CLI's ``history`` and
-``audit verify``. (Each direct write's entry: ``tests/test_history_writes.py``.)"""
+verified, and a tampered and a deleted entry found (tampered with as a database superuser can, past the append-only
+trigger); another organisation sees none of it; the CLI's ``history`` and ``audit verify``. (Each direct write's
+entry: ``tests/test_history_writes.py``.)"""
 
 from __future__ import annotations
 
@@ -146,14 +147,18 @@ async def test_a_turn_is_in_the_history_in_order_with_who_when_and_the_hashes(st
 
         # Another organisation sees none of it, even by its session.
         as_admin_of(stranger, f"org_other_{world.org_id}")
+        empty = await http.get(
+            "/api/history", params={"since": "2026-12-02T00:00:00Z", "until": "2026-12-01T00:00:00Z"}
+        )
+        assert empty.status_code == 200 and empty.json() == {"entries": [], "next_cursor": None}
         other = await stranger.get("/api/history", params={"session": sid})
         assert other.status_code == 200 and other.json()["entries"] == []
 
         # Client mistakes are 422 with the reason.
         for params, said in (
-            ({"cursor": "not-a-cursor"}, "is not a cursor"),
-            ({"since": "2026-12-02T00:00:00Z", "until": "2026-12-01T00:00:00Z"}, "until must be later"),
-            ({"since": "2026-12-02T00:00:00"}, "time zone"),
+            ({"cursor": "not-a-cursor"}, "should match pattern"),
+            ({"since": "2026-12-02T00:00:00"}, "timezone"),
+            ({"until": "1764720000"}, "not a number"),
         ):
             refused = await http.get("/api/history", params=params)
             assert refused.status_code == 422 and said in refused.text, refused.text
@@ -220,6 +225,9 @@ async def test_verify_names_an_edited_and_a_missing_entry(stack: Stack) -> None:
 
         conn = await asyncpg.connect(stack.database_url.replace("postgresql+asyncpg", "postgresql"))
         try:
+            # Tampered with as a database superuser can: past the trigger that keeps the history append-only
+            # (tests/test_history_proof.py: the application's own path is refused).
+            await conn.execute("SET session_replication_role = replica")
             await conn.execute(
                 "UPDATE gateway.history SET detail = 'nothing to see' WHERE org_id = $1 AND position = 3", world.org_id
             )
@@ -235,3 +243,18 @@ async def test_verify_names_an_edited_and_a_missing_entry(stack: Stack) -> None:
             assert (missing["first_break"]["position"], missing["first_break"]["reason"]) == (5, "gap")
         finally:
             await conn.close()
+
+
+async def history_holds_once(http: httpx.AsyncClient, session_id: str, outcomes: dict[int, str]) -> None:
+    """The session's history holds each proposal's entries once (proposed, decided, its outcome) and one
+    continuation, and the organisation's chain verifies with no gap: for the fault tests, after a kill -9."""
+    found = await entries_of(http, 3 * len(outcomes) + 1, session=session_id)
+    seen = sorted((e["type"], e["seq"], e["outcome"]) for e in found if e["type"] != "continued")
+    assert seen == sorted(
+        entry
+        for seq, outcome in outcomes.items()
+        for entry in (("proposed", seq, None), ("decided", seq, None), ("outcome", seq, outcome))
+    )
+    assert [e["type"] for e in found].count("continued") == 1
+    verified = (await http.get("/api/history/verify")).json()
+    assert verified["ok"] and verified["checked"] == verified["last"] + 1 - verified["first"], verified

@@ -184,6 +184,12 @@ async def test_an_agent_proposes_and_an_admin_approves_onto_the_hosted_source(st
         one = await http.get(f"/api/agents/{world.agent_id}/proposals/{pid}")  # decided, still read at its address
         assert one.status_code == 200, one.text
         assert (one.json()["status"], one.json()["resolved_by"], one.json()["commit"]) == ("approved", OPERATOR, commit)
+        resolution = one.json()["resolution"]  # how it was decided: the gateway's projection, beside the owner's read
+        assert (resolution["status"], resolution["resolved_by"]) == ("approved", OPERATOR)
+        assert [(d["decision"], d["actor"], d["outcome"]) for d in resolution["decisions"]] == [
+            ("approve", OPERATOR, "approved")
+        ]
+        assert resolution["detail"] == approved.json()["detail"]
 
         again = await decide(http, world.agent_id, pid, "discard")
         assert again.status_code == 422, again.text

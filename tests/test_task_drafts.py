@@ -221,6 +221,15 @@ async def test_a_draft_replaced_in_the_same_turn_needs_no_answer(stack: Stack) -
             [(old_seq, "superseded"), (new_seq, "published"), (other_seq, "discarded")]
         )
         assert (await agent(http, world.agent_id))["task"] == "Two.\n"
+        # The history: the replaced draft was proposed and superseded, with no decision; the others decided.
+        from tests.test_history import entries_of
+
+        entries = list(reversed(await entries_of(http, 9, session=sid)))
+        assert [(e["type"], e["outcome"]) for e in entries if e["seq"] == old_seq] == [
+            ("proposed", None),
+            ("outcome", "superseded"),
+        ]
+        assert [e["outcome"] for e in entries if e["seq"] == new_seq] == [None, None, "published"]
 
         # A later turn's draft does not replace a waiting one of an earlier turn.
         later = turn.session.begin_turn()

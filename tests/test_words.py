@@ -50,6 +50,7 @@ KEPT = frozenset(
         "studio_request",
         # the browser's
         "requestAnimationFrame",
+        "requestSubmit",
     }
 )
 """Identifiers that say ``request`` and mean something else than a proposal; each is named in the glossary."""

@@ -3,7 +3,8 @@ per owner (only the public service, the gateway, reaches its port), the kustomiz
 ConfigMap that tells the gateway where each owner's internal API lives.
 
 The base ships no Secret: the operator creates Secret ``assent`` (DATABASE_URL, ASSENT_API_TOKENS,
-ASSENT_SERVICE_KEY, ASSENT_CREDENTIALS_KEY) before applying it; the Deployments read it (docs/how-to/kubernetes.md).
+ASSENT_SERVICE_KEY, ASSENT_CREDENTIALS_KEY, ASSENT_HISTORY_SIGNING_KEY) before applying it; the Deployments read it
+(docs/how-to/kubernetes.md).
 
     python deploy/k8s/render.py          # rewrite deploy/k8s/base/{services,network,config,kustomization}.yaml
     python deploy/k8s/render.py --check  # exit 1 when the committed files differ from the rendering
@@ -303,7 +304,7 @@ image:
 
 secrets:
   # Created by the operator before installing: DATABASE_URL (a role that reads and writes rows), ASSENT_API_TOKENS,
-  # ASSENT_SERVICE_KEY, ASSENT_CREDENTIALS_KEY (docs/how-to/kubernetes.md).
+  # ASSENT_SERVICE_KEY, ASSENT_CREDENTIALS_KEY, ASSENT_HISTORY_SIGNING_KEY (docs/how-to/kubernetes.md).
   app: assent
   # The migration hook's DATABASE_URL: a role that may change the schema (only the hook connects as it).
   migration: assent-migration
@@ -431,6 +432,8 @@ data:
 #   ASSENT_SERVICE_KEY  the key the services sign and check their internal calls with (at least 32 bytes)
 #   ASSENT_CREDENTIALS_KEY  the Fernet key the connections service encrypts logins' credentials with (a
 #                       comma-separated list rotates: the first encrypts, each decrypts)
+#   ASSENT_HISTORY_SIGNING_KEY  the Ed25519 key (a 32-byte seed in base64) the gateway signs the history's
+#                       checkpoints with; unset, none is signed and the history is not pruned
 # The Secret `assent-migration` holds DATABASE_URL for the migration Job (migrate.yaml): a role that may change the
 # schema. The services' own DATABASE_URL needs only the rights to read and write rows.
 """

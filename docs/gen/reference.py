@@ -688,16 +688,25 @@ def cli_page() -> str:
             ],
         ),
     ]
-    for name in group.list_commands(root):
-        command = group.commands[name]
-        ctx = click.Context(command, info_name=name, parent=root)
-        parts.append(f"\n### assent {name} {{ #{slug('assent-' + name)} }}\n\n")
+
+    def command_section(command: click.Command, ctx: click.Context, level: str) -> None:
+        path = ctx.command_path.removeprefix("assent ")
+        parts.append(f"\n{level} assent {path} {{ #{slug('assent-' + path.replace(' ', '-'))} }}\n\n")
         parts.append(f"`{command.get_usage(ctx).removeprefix('Usage: ')}`\n\n")
         parts.append(markdown(command.help) + "\n\n")
         rows = param_rows(command, ctx)
         rows = [r for r in rows if "--help" not in r[0]]
         if rows:
             parts.append(table(["Argument or option", "Type", "Default", "Description"], rows))
+        if isinstance(command, click.Group):  # its own commands (``assent audit verify``), each a section
+            for sub in command.list_commands(ctx):
+                command_section(
+                    command.commands[sub], click.Context(command.commands[sub], info_name=sub, parent=ctx), "####"
+                )
+
+    for name in group.list_commands(root):
+        command = group.commands[name]
+        command_section(command, click.Context(command, info_name=name, parent=root), "###")
     parts += [
         "\n## Exit codes\n\n",
         "What scripts may rely on (`assent codes` prints them), from `assent_cli.exit_codes`.\n\n",

@@ -80,7 +80,7 @@ class ExitCode(IntEnum):
         8,
         "the audit log does not hold",
         "``audit verify`` found an entry of the history that does not fit its chain (edited, missing, or not linked "
-        "to the one before it); the message names the first.",
+        "to the one before it), or a signed checkpoint that does not hold; the message names the first.",
     )
 
     @classmethod

@@ -703,7 +703,8 @@ def audit() -> None:
 @pass_state
 def verify(state: State, first: int | None, last: int | None, as_json: bool) -> None:
     """Check the organisation's hash chain: every entry matches its hash and names the one before it, and none is
-    missing. Exits 0 when the range holds, 8 naming the first entry that does not fit."""
+    missing; the kept chain goes on from the newest pruned checkpoint, and the newest signed checkpoint in the range
+    holds. Exits 0 when the range holds, 8 naming the first entry that does not fit."""
     found = state.api.get("/api/history/verify", first=first, last=last)
     emit(found, as_json, show_verified)
     if not found["ok"]:
@@ -720,7 +721,69 @@ def show_verified(found: dict[str, Any]) -> None:
         out.print(f"{plural(found['checked'], 'entry', 'entries')} before it fit")
     if found["head"]:
         out.print(f"head: {found['head']}")
+    if found["kept_from"]:
+        out.print(f"kept from entry {found['kept_from']} (the entries before it were pruned)")
+    for c in found["checkpoints"]:
+        said = "holds" if c["ok"] else f"[red]does not hold[/red]: {escape(c['detail'] or '')}"
+        out.print(f"{c['kind']} checkpoint of entry {c['position']}, signed {c['at']} with key {c['key_id']}: {said}")
+    if found["checkpoints_checked"]:
+        out.print(f"{plural(found['checkpoints_checked'], 'signed checkpoint')} checked")
+    if found["signing_key_id"] is None:
+        out.print("no checkpoints are signed: the gateway has no signing key (ASSENT_HISTORY_SIGNING_KEY)")
+    elif not found["checkpoints_checked"]:
+        out.print("no signed checkpoint in this range yet")
     if found["unlinked"]:
         out.print(
             f"{plural(found['unlinked'], 'entry', 'entries')} wait to be linked (since {found['oldest_unlinked_at']})"
         )
+
+
+@audit.command("checkpoints")
+@click.option("--kind", type=click.Choice(["head", "pruned"]), help="Only checkpoints of this kind.")
+@click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True, help="Checkpoints per page.")
+@click.option("--cursor", help="Go on from a page's next cursor.")
+@click.option("--all", "every", is_flag=True, help="Every page, not only the first.")
+@json_option
+@pass_state
+def checkpoints(state: State, kind: str | None, limit: int, cursor: str | None, every: bool, as_json: bool) -> None:
+    """The organisation's signed checkpoints, newest first: each says, under the deployment's key, that the entry at
+    its position had its hash when signed (head: the chain's head; pruned: the last entry a prune removed). Keep a
+    copy outside Assent (``--all --json``): with an export and the public keys it proves the history."""
+    page = state.api.get("/api/history/checkpoints", kind=kind, limit=limit, cursor=cursor)
+    found = list(page["checkpoints"])
+    while every and page["next_cursor"] is not None:
+        page = state.api.get("/api/history/checkpoints", kind=kind, limit=limit, cursor=page["next_cursor"])
+        found += page["checkpoints"]
+    emit({"checkpoints": found, "next_cursor": page["next_cursor"]}, as_json, show_checkpoints)
+
+
+def show_checkpoints(page: dict[str, Any]) -> None:
+    table = Table(title=f"checkpoints ({plural(len(page['checkpoints']), 'checkpoint')})")
+    for column in ("kind", "entry", "hash", "signed", "key"):
+        table.add_column(column)
+    for c in page["checkpoints"]:
+        row(table, c["kind"], str(c["position"]), c["hash"], c["at"], c["key_id"])
+    out.print(table)
+    if page["next_cursor"]:
+        out.print(f"more: --cursor {page['next_cursor']}")
+
+
+@audit.command("keys")
+@json_option
+@pass_state
+def audit_keys(state: State, as_json: bool) -> None:
+    """The public keys that verify the checkpoints (Ed25519, 32 raw bytes in base64): the one that signs now and the
+    retired ones. Compare them with a copy kept outside Assent before trusting them."""
+    found = state.api.get("/api/history/keys")
+    emit(found, as_json, show_keys)
+
+
+def show_keys(found: dict[str, Any]) -> None:
+    table = Table(title="keys that verify the history's checkpoints")
+    for column in ("key", "status", "public key (Ed25519, base64)"):
+        table.add_column(column)
+    for k in found["keys"]:
+        row(table, k["key_id"], k["status"], k["public_key"])
+    out.print(table)
+    if found["signing_key_id"] is None:
+        out.print("no key signs: the gateway has no ASSENT_HISTORY_SIGNING_KEY")

@@ -220,9 +220,10 @@ def build_system(
     gateway_port: int | None = None,
     image_tag: str | None = None,
 ) -> System:
-    """The system, with a fresh random service key (``ASSENT_SERVICE_KEY``) that its services share, and a fresh
-    key for logins' credentials (``ASSENT_CREDENTIALS_KEY``, a Fernet key); an ``extra_env`` entry of the same name
-    overrides either.
+    """The system, with a fresh random service key (``ASSENT_SERVICE_KEY``) that its services share, a fresh key
+    for logins' credentials (``ASSENT_CREDENTIALS_KEY``, a Fernet key) and a fresh key that signs the history's
+    checkpoints (``ASSENT_HISTORY_SIGNING_KEY``, an Ed25519 seed in base64); an ``extra_env`` entry of the same name
+    overrides any of them (an empty ``ASSENT_HISTORY_SIGNING_KEY``: no checkpoints).
 
     Each service is a process of this environment, or, with ``image_tag`` (by default ``ASSENT_SERVICE_IMAGES``,
     which ``make test-containers`` sets), a container of its image ``assent-<service>:<image_tag>``
@@ -245,6 +246,7 @@ def build_system(
         "ASSENT_OWNER_URLS": json.dumps(owner_urls),
         "ASSENT_SERVICE_KEY": secrets.token_urlsafe(48),
         "ASSENT_CREDENTIALS_KEY": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
+        "ASSENT_HISTORY_SIGNING_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
         **(extra_env or {}),
     }
     image_tag = image_tag or os.environ.get("ASSENT_SERVICE_IMAGES") or None

@@ -9,14 +9,14 @@ kind registry, the owners' routes from :data:`assent.api.ROUTES`.
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from assent.api import ROUTES, Error, Identity, Permission
+from assent.api.resolution import Resolution
 from assent.contracts import DecisionSummary, LineCounts, ProposalBase, ProposalTarget
 from assent.hashing import unified_diff
 from assent.http import RETRY_AFTER_SECONDS, PathId
@@ -28,7 +28,7 @@ from .adapters.owners import Owners, OwnerUnavailable
 from .answers import PERSON_ERRORS
 from .auth import AgentNotFound, Authenticator, Gate
 from .domain.events import Stream
-from .domain.history import DecisionTaken, History, Told
+from .domain.history import History
 from .domain.proposals import Proposal
 from .handlers import Deps
 
@@ -48,22 +48,6 @@ class FieldDiff(BaseModel):
     proposal: str | None
     diff: str
     lines: LineCounts
-
-
-class Resolution(BaseModel):
-    """How a proposal was resolved: its outcome, by whom, when; the outcome's reason (``detail``), every decision
-    taken on it, oldest first (a stale or refused attempt before the one that resolved it too; none for a proposal
-    resolved without a decision, a superseded one), and what its coach was told (``told``: null until the turn that
-    held it continued)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    status: str
-    resolved_by: str | None
-    resolved_at: datetime | None
-    detail: str | None
-    decisions: tuple[DecisionTaken, ...]
-    told: Told | None
 
 
 class LiveSide(BaseModel):
@@ -135,6 +119,16 @@ def _resolution(proposal: Proposal, history: History | None = None) -> Resolutio
     )
 
 
+async def resolution_in(deps: Deps, org_id: str, answer: dict[str, Any]) -> dict[str, Any] | None:
+    """The resolution of the decided proposal an owner's answer reads (None while it is pending, or when the answer
+    names none of ``org_id``'s), as JSON."""
+    found = await handlers.decided_in(deps, org_id, answer)
+    if found is None:
+        return None
+    resolution = _resolution(*found)
+    return None if resolution is None else resolution.model_dump(mode="json")
+
+
 def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
     """Add the public routes to ``app``: the studio's, the decision route of each endpoint of the kind registry
     (:mod:`gateway.decisions`), the activity feed (:mod:`gateway.activity`), the live stream of agents' Proposals
@@ -147,7 +141,7 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
     app.include_router(activity.router(deps, owners, user))
     app.include_router(history.router(deps, user))
     app.include_router(proposal_events_router(deps, user))
-    owner_routes.mount(app, ROUTES, gate, owners)
+    owner_routes.mount(app, ROUTES, gate, owners, resolved=lambda org, answer: resolution_in(deps, org, answer))
     errors(app)
 
 

@@ -3,12 +3,16 @@ public HTTP API."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 
 from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from assent.db import create_engine
 from assent.runtime import ServiceRuntime
 from assent.topics import (
     PROPOSALS_OUTCOMES,
@@ -21,6 +25,7 @@ from assent.topics import (
 
 from . import api, console, desk, handlers
 from .adapters import tables
+from .adapters.checkpoints import CheckpointSigner, HistoryPruner
 from .adapters.history import HistoryLinker, WrittenEntries
 from .adapters.metrics import PendingDecisions
 from .adapters.notify import EventFeed
@@ -28,6 +33,39 @@ from .adapters.owners import Owners
 from .settings import GatewaySettings
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # inside the package: installed with it
+log = logging.getLogger(__name__)
+
+
+def history_jobs(
+    settings: GatewaySettings, deps: handlers.Deps, engine: AsyncEngine, engines: list[AsyncEngine]
+) -> list[CheckpointSigner | HistoryPruner]:
+    """The history's jobs beside the linker: the checkpoint signer, where a signing key is set, and the retention
+    job, where a retention period is set too (a prune must leave a signed checkpoint). A retention job's own
+    engine (``ASSENT_HISTORY_RETENTION_DATABASE_URL``) is appended to ``engines``, to be disposed of."""
+    keys = deps.history_keys  # refuses a key it cannot read, as the gateway starts
+    if not keys.can_sign:
+        if settings.history_retention_days is not None:
+            log.warning(
+                "ASSENT_HISTORY_RETENTION_DAYS is set but ASSENT_HISTORY_SIGNING_KEY is not: the history is not pruned"
+                " (a prune leaves a signed checkpoint)"
+            )
+        return []
+    jobs: list[CheckpointSigner | HistoryPruner] = [CheckpointSigner(engine, keys, settings.history_checkpoint_seconds)]
+    if settings.history_retention_days is not None:
+        url = settings.history_retention_database_url
+        if url is not None:
+            engine = create_engine(url.get_secret_value(), pool_size=1)
+            engines.append(engine)
+        jobs.append(
+            HistoryPruner(
+                engine,
+                keys,
+                timedelta(days=settings.history_retention_days),
+                settings.history_prune_seconds,
+                settings.history_prune_batch,
+            )
+        )
+    return jobs
 
 
 def create_app(settings: GatewaySettings) -> FastAPI:
@@ -48,18 +86,26 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     # Every owner's direct writes, filed in their organisations' history (the linker chains them with the rest).
     runtime.consume_batch(WORKSPACE_WRITES, handlers.file_writes, label="written")
     runtime.on_scrape(PendingDecisions(runtime.engine).refresh)
+    retention_engines: list[AsyncEngine] = []
     linker = HistoryLinker(runtime.engine, settings.history_link_seconds, settings.history_link_batch)
+    jobs = history_jobs(settings, deps, runtime.engine, retention_engines)
 
     @asynccontextmanager
     async def feed_owners_and_linker() -> AsyncIterator[None]:
         await events.start()
         linker.start()
+        for job in jobs:
+            job.start()
         try:
             yield
         finally:
+            for job in reversed(jobs):
+                await job.stop()
             await linker.stop()
             await events.stop()
             await owners.close()
+            for engine in retention_engines:
+                await engine.dispose()
 
     app = runtime.app(
         title="Assent",

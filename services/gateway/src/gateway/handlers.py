@@ -49,6 +49,7 @@ from .adapters.projection import (
     SqlDecisions,
     insert_claimed_proposals,
 )
+from .domain.checkpoints import HistoryKeys
 from .domain.events import (
     LiveEvent,
     PageEvent,
@@ -103,6 +104,12 @@ class Deps:
         if self.decisions is not None:
             return self.decisions
         return SqlDecisions(self.runtime.engine, self.runtime.outbox)
+
+    @functools.cached_property
+    def history_keys(self) -> HistoryKeys:
+        """The key that signs the history's checkpoints and those that verify them (refuses a key it cannot
+        read, naming the variable)."""
+        return HistoryKeys(self.settings.history_signing_key, self.settings.history_retired_keys)
 
 
 class NotFound(LookupError):
@@ -479,6 +486,23 @@ async def history(deps: Deps, proposal: Proposal) -> History:
     on it, and what its coach was told."""
     async with deps.engine.connect() as conn:
         return await (await ProjectionStore.over(conn)).history(proposal.proposal_id)
+
+
+async def decided_in(deps: Deps, org_id: str, answer: dict[str, Any]) -> tuple[Proposal, History] | None:
+    """The proposal an owner's answer reads (by its ``proposal_id``, else its ``session_id`` and ``seq``), with its
+    history, when it is ``org_id``'s and no longer pending; else None."""
+    proposal_id, session_id, seq = answer.get("proposal_id"), answer.get("session_id"), answer.get("seq")
+    async with deps.engine.connect() as conn:
+        store = await ProjectionStore.over(conn)
+        if isinstance(proposal_id, str):
+            found = await store.proposal_of(proposal_id)
+        elif isinstance(session_id, str) and isinstance(seq, int):
+            found = await store.proposal_at(session_id, seq)
+        else:
+            return None
+        if found is None or found[1] != org_id or found[0].status == "pending":
+            return None
+        return found[0], await store.history(found[0].proposal_id)
 
 
 def _at(proposal: Proposal, endpoint: str) -> bool:

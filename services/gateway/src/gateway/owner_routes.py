@@ -6,12 +6,16 @@ and passes the call on to the owner: the path with each id as one segment, the v
 bytes, the person's organisation, user and roles (the owner enforces the organisation's wall), and any header the
 route declares. The owner's answer goes back as it came; an owner that does not answer is 503. Nothing here names a
 kind, an owner or a route.
+
+A ``GET`` whose answer model declares ``resolution`` (:class:`assent.api.resolution.Resolution`: a Task draft, a
+source proposal) reads a proposal: once it is decided, the gateway fills that field from its projection (the
+decisions taken on it, the outcome and its reason, what the coach was told), as its own cards show it.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -24,9 +28,15 @@ from assent.api.serve import Call
 from .adapters.owners import Owners, segment
 from .auth import Gate
 
+Resolved = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+"""The resolution (as JSON) of the decided proposal that an owner's answer reads, for an organisation; None if none."""
 
-def mount(app: FastAPI, routes: Iterable[PublicRoute], gate: Gate, owners: Owners) -> None:
-    """Serve ``routes`` on ``app``: one router per resource (a route's tag), one endpoint per route."""
+
+def mount(
+    app: FastAPI, routes: Iterable[PublicRoute], gate: Gate, owners: Owners, resolved: Resolved | None = None
+) -> None:
+    """Serve ``routes`` on ``app``: one router per resource (a route's tag), one endpoint per route; ``resolved``
+    fills the ``resolution`` of a read whose answer model declares one."""
     person = inspect.Parameter(
         "identity", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[Identity, Depends(gate.person)]
     )
@@ -35,14 +45,21 @@ def mount(app: FastAPI, routes: Iterable[PublicRoute], gate: Gate, owners: Owner
         router = routers.setdefault(route.tag, APIRouter())
         extra = [person] if route.wall is Wall.ORG else []
         router.add_api_route(
-            route.public_path, endpoint(route, passing_on(route, gate, owners), extra), **route_options(route)
+            route.public_path, endpoint(route, passing_on(route, gate, owners, resolved), extra), **route_options(route)
         )
     for router in routers.values():
         app.include_router(router)
 
 
-def passing_on(route: PublicRoute, gate: Gate, owners: Owners) -> Call:
+def reads_resolution(route: PublicRoute) -> bool:
+    """Whether ``route`` reads a proposal whose resolution the gateway fills in (a GET whose answer declares one)."""
+    fields = getattr(route.response, "model_fields", {})
+    return route.method == "GET" and "resolution" in fields
+
+
+def passing_on(route: PublicRoute, gate: Gate, owners: Owners, resolved: Resolved | None = None) -> Call:
     """What the gateway does for ``route``: check the permission, then ask its owner for the person."""
+    fill = resolved if resolved is not None and reads_resolution(route) else None
 
     async def call(request: Request, values: dict[str, Any]) -> JSONResponse:
         identity: Identity | None = values.get("identity")
@@ -59,6 +76,9 @@ def passing_on(route: PublicRoute, gate: Gate, owners: Owners) -> Call:
         reply = await owners.call(route.owner, route.method, path, headers=headers, content=content)
         # An owner's 401 means the gateway's credential was refused (503); a signed route's refusal comes as 403.
         status = 401 if route.permission is Permission.SIGNED and reply.status == 403 else reply.status
-        return JSONResponse(reply.body, status_code=status)
+        body = reply.body
+        if fill is not None and identity is not None and status == 200 and isinstance(body, dict):
+            body = {**body, "resolution": await fill(identity.org_id, body)}
+        return JSONResponse(body, status_code=status)
 
     return call

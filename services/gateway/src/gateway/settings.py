@@ -2,7 +2,7 @@
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from assent.contracts import Id
 from assent.settings import ServiceSettings
@@ -62,3 +62,27 @@ class GatewaySettings(ServiceSettings):
     after its change, at most, while the linker keeps up)."""
     history_link_batch: int = Field(default=2000, ge=1)
     """How many entries the linker chains in one transaction."""
+    history_signing_key: SecretStr | None = None
+    """The Ed25519 key that signs the history's checkpoints (``ASSENT_HISTORY_SIGNING_KEY``): its 32-byte seed in
+    base64 (``python3 -c 'import base64, os; print(base64.b64encode(os.urandom(32)).decode())'``), or a PEM private
+    key. Its id is the first 16 hex digits of the SHA-256 of its raw public key. Unset: no checkpoint is signed,
+    nothing is pruned, and verify says so. Rotation: docs, how-to, Rotate keys and tokens."""
+    history_retired_keys: str = ""
+    """Public keys that verify checkpoints but sign none (``ASSENT_HISTORY_RETIRED_KEYS``): the keys that signed
+    before the current one, each its 32 raw bytes in base64 (as ``GET /api/history/keys`` lists them),
+    comma-separated."""
+    history_checkpoint_seconds: float = Field(default=60.0, gt=0)
+    """How often each organisation's chain head is signed, when it moved since its last checkpoint: what was linked
+    since the newest checkpoint is what a checkpoint does not yet prove."""
+    history_retention_days: float | None = Field(default=None, gt=0)
+    """How long history entries are kept (``ASSENT_HISTORY_RETENTION_DAYS``); older ones are pruned, each prune
+    leaving a signed checkpoint of the last entry it removed. Unset: kept for ever."""
+    history_prune_seconds: float = Field(default=3600.0, gt=0)
+    """How often the retention job looks for entries older than the retention period."""
+    history_prune_batch: int = Field(default=1000, ge=1)
+    """How many entries the retention job deletes in one transaction (each its own, short)."""
+    history_retention_database_url: SecretStr | None = None
+    """The login the retention job connects as (``ASSENT_HISTORY_RETENTION_DATABASE_URL``, ``postgresql+asyncpg://
+    ...``): a member of the role ``assent_history_retention``, which alone may delete history. Unset: the job
+    uses ``DATABASE_URL`` and takes the role there (``SET ROLE``), which works where that login is a superuser or a
+    member of it."""

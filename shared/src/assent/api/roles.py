@@ -1,12 +1,12 @@
 """Who may do what: the roles of a person in their organisation and on one agent, as plain rules.
 
-| role | read | decide a Studio request | write the workspace | set an agent's owners and editors |
-| --- | --- | --- | --- | --- |
-| admin | yes | yes | yes | yes |
-| developer | yes | yes | yes | no |
-| reviewer | yes | no | no | no |
-| viewer | yes | no | no | no |
-| owner or editor of an agent | yes | that agent's requests | that agent and its Memory | no |
+| role | read | decide a Studio request | write the workspace | set an agent's owners and editors | set the policy |
+| --- | --- | --- | --- | --- | --- |
+| admin | yes | yes | yes | yes | yes |
+| developer | yes | yes | yes | no | no |
+| reviewer | yes | no | no | no | no |
+| viewer | yes | no | no | no | no |
+| owner or editor of an agent | yes | that agent's requests | that agent and its Memory | no | no |
 
 Source proposals follow the same table: approving one (which commits to the agent's source, and deploys) needs an
 admin or developer, or the agent's owner or editor; discarding one needs permission to review feedback, which
@@ -42,6 +42,8 @@ class Permission(StrEnum):
     """Admin."""
     APPROVE_SOURCE = "approve source"
     """Edit an agent's source and manage its deploys: as :attr:`CHANGE_AGENT`."""
+    SET_POLICY = "set the organisation's policy"
+    """Admin."""
     REVIEW_FEEDBACK = "review feedback"
     """Admin, developer or reviewer, or the agent's owner or editor."""
     SIGNED = "signed by the provider"
@@ -65,6 +67,7 @@ _REFUSALS = {
     Permission.SET_AGENT_ROLES: "setting an agent's owners and editors needs the admin role",
     Permission.APPROVE_SOURCE: "approving needs permission to edit source and manage deploys: admin or developer, "
     "or to own or edit the agent",
+    Permission.SET_POLICY: "setting the organisation's policy needs the admin role",
     Permission.REVIEW_FEEDBACK: "this needs permission to review feedback: a reviewer, developer or admin role",
     Permission.SIGNED: "the request's signature does not fit",
 }
@@ -84,8 +87,8 @@ class Identity:
             return self.may_read()
         if permission is Permission.CHANGE_WORKSPACE:
             return self.may_write_workspace()
-        if permission is Permission.SET_AGENT_ROLES:
-            return self.may_set_agent_roles()
+        if permission in (Permission.SET_AGENT_ROLES, Permission.SET_POLICY):
+            return "admin" in self.roles
         if permission is Permission.REVIEW_FEEDBACK:
             return self.may_review_feedback(owners, editors)
         if permission.on_agent:

@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from assent.api.declare import KeysMatch, Matching, PublicRoute, RequestModel
+from assent.api.resolution import Resolution
 from assent.api.roles import Permission
 from assent.contracts import LineCounts
 from assent.domain import Refusal
@@ -336,6 +337,14 @@ class Proposal(BaseModel):
     replaced_by: str | None
 
 
+class ProposalRead(Proposal):
+    """One source proposal as its own read answers it: as the Proposals page shows it, and once it is decided, how
+    (``resolution``: the decisions taken on it, the outcome and its reason, what the coach was told; the gateway fills
+    it from its projection, the deployer answers null)."""
+
+    resolution: Resolution | None = None
+
+
 class ProposalCounts(BaseModel):
     waiting: int
     decided: int
@@ -449,11 +458,11 @@ PROPOSALS = (
         "GET",
         "/agents/{agent_id}/proposals/{proposal_id}",
         "read_proposal",
-        "One source proposal as the Proposals page shows it",
+        "One source proposal as the Proposals page shows it, and how it was decided",
         Permission.READ,
         "proposals",
         prefix="/api",
-        response=Proposal,
+        response=ProposalRead,
         errors={404: "No such proposal of this agent in the caller's organisation"},
     ),
     _route(

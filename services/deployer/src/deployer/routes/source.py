@@ -176,14 +176,14 @@ class Proposals(Resource):
             await agent_in(uow, agent_id, caller.org)
             return await self.page(uow, agent_id)
 
-    async def read_proposal(self, caller: Caller, agent_id: str, proposal_id: str) -> api.Proposal:
+    async def read_proposal(self, caller: Caller, agent_id: str, proposal_id: str) -> api.ProposalRead:
         async with self.runtime.unit_of_work() as uow:
             await agent_in(uow, agent_id, caller.org)
             found = await self.page(uow, agent_id, only=proposal_id)
         items = found.waiting + found.decided
         if not items:
             raise NotFound(f"agent {agent_id!r} has no proposal {proposal_id!r}")
-        return items[0]
+        return api.ProposalRead(**dict(items[0]))  # its resolution: the gateway's to fill
 
     async def builder_chat(self, caller: Caller, agent_id: str) -> api.BuilderChat:
         """Whether the agent shows the builder chat to the caller: its active deployment declares

@@ -16,6 +16,7 @@ from fastapi import Path
 from pydantic import Field
 
 from assent.api.declare import PublicRoute, RequestModel
+from assent.api.resolution import Resolution
 from assent.api.roles import Permission
 from assent.http import NoNul, Omissible
 
@@ -81,6 +82,9 @@ class DraftCard(Answer):
     published_by_user_id: str | None
     discarded_by_user_id: str | None
     published_version: int | None
+    resolution: Resolution | None = None
+    """Once the draft is decided, how: the decisions taken on it, the outcome and its reason, what the coach was told
+    (the gateway fills it from its projection; the owner answers null)."""
 
 
 DRAFT_404 = {404: "No such session, or no Task draft at that message, in the caller's organisation"}

@@ -11,9 +11,8 @@ round pays only for the INSERT of its entries.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import logging
+import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,8 +24,10 @@ from assent.contracts import WorkspaceWritten
 from assent.db import driver_connection
 from assent.faults import crash_point
 
-from ..domain.audit import GENESIS, HASHED_FIELDS, Break, Entry, first_break, link
+from ..domain.audit import GENESIS, HASHED_FIELDS, Break, Entry, first_break, link, timestamp
+from ..domain.checkpoints import Checkpoint, HistoryKeys
 from . import tables as t
+from .checkpoints import SELECT_CHECKPOINTS, checkpoint_of
 
 log = logging.getLogger(__name__)
 
@@ -204,28 +205,28 @@ class Query:
 SELECT_ENTRIES = f"SELECT {', '.join(HASHED_FIELDS)}, hash FROM {t.history.fullname}"
 
 
+CURSOR = r"^c[0-9a-f]{1,15}$"
+"""What a cursor looks like: every string of this form names a position (a page below it)."""
+
+
 def encode_cursor(position: int) -> str:
     """The opaque cursor of a page that goes on below ``position``."""
-    return base64.urlsafe_b64encode(f"h1:{position}".encode()).decode().rstrip("=")
+    return f"c{position:x}"
 
 
 def decode_cursor(cursor: str) -> int:
-    """The position a cursor names; ValueError for a cursor this gateway did not make."""
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        tag, _, position = text.partition(":")
-        if tag != "h1" or not position.isdigit():
-            raise ValueError
-        return int(position)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise ValueError(f"{cursor!r} is not a cursor of this history") from None
+    """The position a cursor names; ValueError for one of another form."""
+    if re.fullmatch(CURSOR, cursor) is None:
+        raise ValueError(f"{cursor!r} is not a cursor of this history")
+    return int(cursor[1:], 16)
 
 
 class HistoryReader:
-    """Reads an organisation's history."""
+    """Reads an organisation's history; ``keys`` check its checkpoints' signatures."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, keys: HistoryKeys | None = None) -> None:
         self.engine = engine
+        self.keys = keys or HistoryKeys()
 
     async def page(self, query: Query, limit: int, before: int | None = None) -> tuple[list[Entry], int | None]:
         """Up to ``limit`` entries, newest first, below position ``before`` (None: from the newest); and the
@@ -264,50 +265,126 @@ class HistoryReader:
 
     async def verify(self, org_id: str, first: int | None, last: int | None, chunk: int = 5000) -> Verified:
         """Check the chain of ``org_id`` from position ``first`` (None: its oldest kept entry) to ``last`` (None: its
-        head): each entry matches its hash and names the one before it, and no position is missing."""
+        head): each entry matches its hash and names the one before it, and no position is missing; the chain's
+        oldest kept entry goes on from the newest ``pruned`` checkpoint (an organisation's first entry, from
+        :data:`GENESIS`); every ``head`` checkpoint in the range holds (its signature, under a key this gateway
+        knows, and the hash of the entry at its position); and, for a range to the head, no head checkpoint names an
+        entry past it. Read in one snapshot, so a prune or a link meanwhile does not show as a break."""
         async with self.engine.connect() as sa_conn:
             conn = await driver_connection(sa_conn)
-            head = await conn.fetchrow(
-                f"SELECT position, hash FROM {t.history_heads.fullname} WHERE org_id = $1", org_id
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                return await self._verify(conn, org_id, first, last, chunk)
+
+    async def _verify(self, conn: Any, org_id: str, first: int | None, last: int | None, chunk: int) -> Verified:
+        head = await conn.fetchrow(f"SELECT position, hash FROM {t.history_heads.fullname} WHERE org_id = $1", org_id)
+        unlinked = await conn.fetchrow(
+            f"SELECT count(*) AS n, min(at) AS oldest FROM {t.history_unlinked.fullname} WHERE org_id = $1", org_id
+        )
+        pruned_row = await conn.fetchrow(
+            f"{SELECT_CHECKPOINTS} WHERE org_id = $1 AND kind = 'pruned' ORDER BY position DESC, id DESC LIMIT 1",
+            org_id,
+        )
+        pruned = None if pruned_row is None else checkpoint_of(pruned_row)
+        kept_from = 0 if pruned is None else pruned.position + 1
+        head_position = head["position"] if head is not None else -1
+        end = head_position if last is None else min(head_position, last)
+        checks: list[CheckedCheckpoint] = []  # the newest pruned one, the newest head one that held, one that did not
+        failed: Break | None = None  # the first checkpoint that does not hold; the chain's own break comes first
+
+        if pruned is not None:
+            why = self.keys.check(pruned)
+            if why is None and pruned.position > head_position:
+                why = f"it names entry {pruned.position}, past the chain's head ({head_position})"
+            if why is None and head is not None and pruned.position == head_position and head["hash"] != pruned.hash:
+                why = f"the head of the chain, entry {head_position}, is not the entry it names"
+            checks.append(CheckedCheckpoint(**pruned.model_dump(), ok=why is None, detail=why))
+            if why is not None:
+                failed = Break(
+                    position=pruned.position,
+                    reason="checkpoint",
+                    detail=f"the pruned checkpoint of entry {pruned.position} does not hold: {why}",
+                )
+
+        if first is None or first <= kept_from:
+            # From the chain's start: what the newest pruned checkpoint names, or the genesis.
+            start, prev_hash = kept_from, GENESIS if pruned is None else pruned.hash
+        else:
+            start = first
+            # The entry before the range: when it is missing, the range's first entry is taken as it is (the gap is
+            # outside the range; a check from the start finds it).
+            prev_hash = await conn.fetchval(
+                f"SELECT hash FROM {t.history.fullname} WHERE org_id = $1 AND position = $2", org_id, start - 1
             )
-            oldest = await conn.fetchval(f"SELECT min(position) FROM {t.history.fullname} WHERE org_id = $1", org_id)
-            unlinked = await conn.fetchrow(
-                f"SELECT count(*) AS n, min(at) AS oldest FROM {t.history_unlinked.fullname} WHERE org_id = $1",
+        checked, broken, position, signed = 0, None, start, 0
+        held: CheckedCheckpoint | None = None  # the newest head checkpoint that held
+        wrong: CheckedCheckpoint | None = None  # the first that did not
+        while position <= end and broken is None and wrong is None:
+            rows = await conn.fetch(
+                f"{SELECT_ENTRIES} WHERE org_id = $1 AND position >= $2 AND position <= $3 ORDER BY position LIMIT $4",
                 org_id,
+                position,
+                end,
+                chunk,
             )
-            start = max(first if first is not None else 0, oldest if oldest is not None else 0)
-            end = head["position"] if head is not None else -1
-            if last is not None:
-                end = min(end, last)
-            prev_hash = GENESIS
-            if start > 0:
-                before = await conn.fetchval(
-                    f"SELECT hash FROM {t.history.fullname} WHERE org_id = $1 AND position = $2", org_id, start - 1
-                )
-                # The entry before the range is gone (pruned, or removed): the range's first entry is trusted as
-                # the chain's start (a checkpoint proves what came before it); its link is not checked.
-                prev_hash = before
-            checked, broken, position = 0, None, start
-            while position <= end and broken is None:
-                rows = await conn.fetch(
-                    f"{SELECT_ENTRIES} WHERE org_id = $1 AND position >= $2 AND position <= $3 ORDER BY position"
-                    " LIMIT $4",
-                    org_id,
-                    position,
-                    end,
-                    chunk,
-                )
-                entries = [Entry.model_validate(dict(row)) for row in rows]
-                if prev_hash is None and entries:
-                    prev_hash = entries[0].prev_hash
-                if not entries:
-                    broken = Break(position=position, reason="gap", detail=f"entries {position} to {end} are missing")
+            entries = [Entry.model_validate(dict(row)) for row in rows]
+            if prev_hash is None and entries:
+                prev_hash = entries[0].prev_hash
+            if not entries:
+                broken = Break(position=position, reason="gap", detail=f"entries {position} to {end} are missing")
+                break
+            broken, n, prev_hash = first_break(entries, prev_hash or GENESIS, position)
+            # Every head checkpoint of the entries that fit: a chain rewritten from some entry on and hashed again
+            # fits itself, but not what was signed before.
+            fit = {entry.position: entry.hash for entry in entries[:n]}
+            for row in await conn.fetch(
+                f"{SELECT_CHECKPOINTS} WHERE org_id = $1 AND kind = 'head' AND position >= $2 AND position < $3"
+                " ORDER BY position, id",
+                org_id,
+                position,
+                position + n,
+            ):
+                checkpoint = checkpoint_of(row)
+                signed += 1
+                why = self.keys.check(checkpoint)
+                if why is None and fit[checkpoint.position] != checkpoint.hash:
+                    why = (
+                        f"entry {checkpoint.position} is not the entry signed at {timestamp(checkpoint.at)}: the chain"
+                        " was rewritten at or before it"
+                    )
+                if why is not None:
+                    wrong = CheckedCheckpoint(**checkpoint.model_dump(), ok=False, detail=why)
+                    n = checkpoint.position - position
                     break
-                broken, n, prev_hash = first_break(entries, prev_hash or GENESIS, position)
-                checked += n
-                position += n
-                if len(entries) < chunk and broken is None and position <= end:
-                    broken = Break(position=position, reason="gap", detail=f"entries {position} to {end} are missing")
+                held = CheckedCheckpoint(**checkpoint.model_dump(), ok=True, detail=None)
+            checked += n
+            position += n
+            if len(entries) < chunk and broken is None and wrong is None and position <= end:
+                broken = Break(position=position, reason="gap", detail=f"entries {position} to {end} are missing")
+
+        if last is None and broken is None and wrong is None:
+            # A head checkpoint past the head: the chain lost its tail (and its head was moved back).
+            row = await conn.fetchrow(
+                f"{SELECT_CHECKPOINTS} WHERE org_id = $1 AND kind = 'head' AND position > $2"
+                " ORDER BY position DESC, id DESC LIMIT 1",
+                org_id,
+                end,
+            )
+            if row is not None:
+                checkpoint = checkpoint_of(row)
+                signed += 1
+                why = self.keys.check(checkpoint) or (
+                    f"it names entry {checkpoint.position}, signed at {timestamp(checkpoint.at)}, but the chain ends"
+                    f" at entry {end}: entries {end + 1} to {checkpoint.position} are gone"
+                )
+                wrong = CheckedCheckpoint(**checkpoint.model_dump(), ok=False, detail=why)
+        checks += [c for c in (held, wrong) if c is not None]
+        if wrong is not None and failed is None:
+            failed = Break(
+                position=min(wrong.position, end + 1),
+                reason="checkpoint",
+                detail=f"the checkpoint of entry {wrong.position} does not hold: {wrong.detail}",
+            )
+        broken = broken or failed
         return Verified(
             org_id=org_id,
             first=start,
@@ -316,15 +393,27 @@ class HistoryReader:
             ok=broken is None,
             first_break=broken,
             head=None if head is None else head["hash"],
+            kept_from=kept_from,
+            checkpoints=checks,
+            checkpoints_checked=signed + (pruned is not None),
+            signing_key_id=self.keys.signing_key_id,
             unlinked=unlinked["n"],
             oldest_unlinked_at=unlinked["oldest"],
         )
 
 
+class CheckedCheckpoint(Checkpoint):
+    """A checkpoint ``verify`` checked: ``ok`` when it holds, else ``detail`` says why not."""
+
+    ok: bool
+    detail: str | None
+
+
 @dataclass(frozen=True)
 class Verified:
     """What ``verify`` found: the range checked, how many entries fit, the first that did not (None: all fit), the
-    chain's head hash, and how many entries wait to be linked (the oldest since when)."""
+    chain's head hash, where the kept chain starts (after the newest pruned checkpoint), the checkpoints checked,
+    the key that signs now (None: none), and how many entries wait to be linked (the oldest since when)."""
 
     org_id: str
     first: int
@@ -333,5 +422,9 @@ class Verified:
     ok: bool
     first_break: Break | None
     head: str | None
+    kept_from: int
+    checkpoints: list[CheckedCheckpoint]
+    checkpoints_checked: int
+    signing_key_id: str | None
     unlinked: int
     oldest_unlinked_at: datetime | None

@@ -6,6 +6,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    CheckConstraint,
     Column,
     DateTime,
     Identity,
@@ -188,3 +189,22 @@ history_heads = Table(
     Column("hash", Text, nullable=False),
 )
 """The last linked entry of each organisation's chain."""
+
+history_checkpoints = Table(
+    "history_checkpoints",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column("org_id", Text, nullable=False),
+    Column("position", BigInteger, nullable=False),
+    Column("hash", Text, nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("key_id", Text, nullable=False),
+    Column("signature", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    CheckConstraint("kind IN ('head', 'pruned')", name="ck_history_checkpoints_kind"),
+    Index("ix_history_checkpoints_org", "org_id", "id"),
+    Index("ix_history_checkpoints_kind", "org_id", "kind", "position"),
+)
+"""Each organisation's signed checkpoints (migration 0008, :class:`gateway.domain.checkpoints.Checkpoint`): its
+chain's head, signed at an interval (``head``), and the last entry each prune removed (``pruned``). Append-only,
+as ``history`` is: a trigger refuses UPDATE, DELETE and TRUNCATE to every role but the retention job's."""

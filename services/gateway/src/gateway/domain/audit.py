@@ -99,13 +99,14 @@ def link(org_id: str, position: int, prev_hash: str, fields: dict[str, object]) 
 
 class Break(BaseModel):
     """The first entry of a range that does not fit the chain, and why: ``gap`` (the positions skip: entries were
-    removed before ``position``), ``edited`` (the entry no longer matches its hash) or ``unlinked`` (its
-    ``prev_hash`` is not the hash of the entry before it)."""
+    removed before ``position``), ``edited`` (the entry no longer matches its hash), ``unlinked`` (its
+    ``prev_hash`` is not the hash of the entry before it) or ``checkpoint`` (a signed checkpoint does not hold:
+    the entry at its position is not the one it names, the chain ends before it, or its signature fails)."""
 
     model_config = ConfigDict(frozen=True)
 
     position: int
-    reason: Literal["gap", "edited", "unlinked"]
+    reason: Literal["gap", "edited", "unlinked", "checkpoint"]
     detail: str
 
 

@@ -70,13 +70,39 @@ async function api(method, path, body, headers = {}) {
   let parsed = null;
   try { parsed = text ? JSON.parse(text) : null; } catch { parsed = { detail: text }; }
   if (response.status === 401) {
-    sessionStorage.removeItem(TOKEN_KEY);
-    signInMessage = "The token was refused (it may have expired): sign in again.";
-    location.hash = "#/sign-in";
+    tokenRefused();
     throw new ApiError(401, parsed);
   }
   if (!response.ok) throw new ApiError(response.status, parsed);
   return parsed;
+}
+
+/** The API refused the token: back to the sign-in page, which says why. */
+function tokenRefused() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  signInMessage = "The token was refused (it may have expired): sign in again.";
+  location.hash = "#/sign-in";
+}
+
+/** Download what the API answers at ``path`` (with the token, which a link cannot send): the body becomes a Blob
+ * that the browser saves under the name the answer gives (else ``fallback``). Answers the name and the size. */
+async function download(path, fallback) {
+  const response = await fetch(path, { headers: { Authorization: `Bearer ${token()}` } });
+  if (!response.ok) {
+    let parsed = null;
+    try { parsed = await response.json(); } catch { /* not JSON */ }
+    if (response.status === 401) tokenRefused();
+    throw new ApiError(response.status, parsed);
+  }
+  const blob = await response.blob();
+  const name = /filename="([^"]+)"/.exec(response.headers.get("Content-Disposition") || "")?.[1] || fallback;
+  const url = URL.createObjectURL(blob);
+  const link = h("a", { href: url, download: name, hidden: true });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  return { name, size: blob.size };
 }
 
 function detailOf(error) {
@@ -510,6 +536,7 @@ async function sessionView(sessionId) {
 
   show(
     heading(`Session ${sessionId}`),
+    h("p", {}, h("a", { href: sessionHref(sessionId) }, "This session's timeline")),
     h("section", { class: "tray", "aria-label": "Tray" }, summary, sectionList, agentList, toolbar, result, loginsPanel),
     items);
   summary.setAttribute("tabindex", "-1");
@@ -518,11 +545,17 @@ async function sessionView(sessionId) {
   if (mine === generation) leaving = follow(`${base}/events`, refresh);
 }
 
-/** A link to the card page of the proposal of ``kind`` at ``seq`` (null where its endpoint reads none by seq). */
-function cardLink(sessionId, kind, seq, text) {
+/** The address of the card page of the proposal of ``kind`` at ``seq`` (null where its endpoint reads none by seq). */
+function cardHref(sessionId, kind, seq) {
   const endpoint = registry.kinds[kind]?.endpoint;
   if (!endpoint || !operations[`/api/studio/sessions/{session_id}/${endpoint}/{seq}`]?.includes("get")) return null;
-  return h("a", { href: `#/sessions/${encodeURIComponent(sessionId)}/${encodeURIComponent(endpoint)}/${seq}` }, text);
+  return `#/sessions/${encodeURIComponent(sessionId)}/${encodeURIComponent(endpoint)}/${seq}`;
+}
+
+/** A link to the card page of the proposal of ``kind`` at ``seq`` (null where its endpoint reads none by seq). */
+function cardLink(sessionId, kind, seq, text) {
+  const href = cardHref(sessionId, kind, seq);
+  return href ? h("a", { href }, text) : null;
 }
 
 function bulkReport(which, answer, sessionId) {
@@ -742,7 +775,11 @@ async function proposalsView(agentId) {
   const waiting = h("section", { "aria-labelledby": "waiting-title" });
   const decided = h("section", { "aria-labelledby": "decided-title" });
   const feed = h("section", { "aria-labelledby": "activity-title" });
-  show(heading(`Proposals of ${agentId}`), agentForm(agentId), waiting, decided, feed);
+  const outcomes = h("section", { "aria-labelledby": "decided-items-title" });
+  show(heading(`Proposals of ${agentId}`), agentForm(agentId),
+    h("p", {}, h("a", { href: agentHref(agentId) }, "This agent's timeline"), " · ",
+      h("a", { href: `#/history?${new URLSearchParams({ agent: agentId })}` }, "Its entries in the History table")),
+    waiting, decided, outcomes, feed);
 
   // A hosted source has one branch (approving commits and deploys); an external one offers the branch choice.
   let repository = null;
@@ -753,6 +790,32 @@ async function proposalsView(agentId) {
   // arrived, or one was decided elsewhere) keeps what the operator is typing into its form.
   let waitingItems = new Map();
   const refresh = coalesced(async () => {
+    await Promise.all([readProposals(), readOutcomes()]);
+  });
+
+  /** The agent's decided items, of every kind: the outcome entries of its history, newest first, each linked to its
+   * card (a kind decided on this page has its card under Decided above). */
+  async function readOutcomes() {
+    const title = h("h2", { id: "decided-items-title" }, "Decided items");
+    let page;
+    try {
+      page = await api("GET", `/api/history?${new URLSearchParams({ agent: agentId, type: "outcome", limit: "50" })}`);
+    } catch (error) { outcomes.replaceChildren(title, errorBox(error)); return; }
+    const all = `#/history?${new URLSearchParams({ agent: agentId, type: "outcome" })}`;
+    outcomes.replaceChildren(...[title,
+      page.entries.length ? h("ol", { class: "feed", id: "decided-items" }, page.entries.map((e) => {
+        const here = registry.kinds[e.kind]?.addressed_by === "agent";
+        const href = here ? null : entryHref(e);
+        return h("li", { dataset: { position: e.position } },
+          href ? h("a", { href }, subjectOf(e)) : h("strong", {}, subjectOf(e)),
+          `: ${e.outcome ?? "resolved"}`, e.actor ? ` by ${e.actor}` : "", ` · ${when(e.at)}`,
+          e.detail ? h("span", { class: "hint" }, ` — ${preview(e.detail, 140)}`) : "",
+          here ? h("span", { class: "hint" }, " (its card is under Decided)") : "");
+      })) : h("p", {}, "Nothing of this agent is decided yet."),
+      page.next_cursor ? h("p", {}, h("a", { href: all }, "Every decided item in the History table")) : null].filter(Boolean));
+  }
+
+  async function readProposals() {
     let page;
     try { page = await api("GET", base); } catch (error) { waiting.replaceChildren(errorBox(error)); return; }
     const items = new Map(page.waiting.map((p) => {
@@ -780,7 +843,7 @@ async function proposalsView(agentId) {
         h("strong", {}, e.what), ` by ${e.who ?? "someone"} · ${when(e.when)}`,
         e.reason ? ` · ${e.reason}` : "", e.detail ? h("span", { class: "hint" }, ` — ${e.detail}`) : "",
         e.links?.commit ? h("span", { class: "hint" }, ` · commit ${String(e.links.commit).slice(0, 10)}`) : ""))) : h("p", {}, "No activity yet."));
-  });
+  }
 
   function proposalElement(p, open) {
     const id = `proposal-${p.proposal_id}`;
@@ -857,6 +920,381 @@ async function proposalsView(agentId) {
   if (mine === generation) leaving = follow(`/api/agents/${encodeURIComponent(agentId)}/proposal-events`, refresh);
 }
 
+// --- the history --------------------------------------------------------------------------------------------
+
+/** The filters of GET /api/history, named as the History page's address (``#/history?agent=…``) names them. */
+const HISTORY_FILTERS = ["agent", "guild", "kind", "actor", "outcome", "session", "type", "since", "until"];
+const ENTRY_TYPES = ["proposed", "decided", "outcome", "continued", "written"];
+const HISTORY_PAGE = 50;
+
+/** How long ago ``value`` was, in words ("3 minutes ago"). */
+function ago(value) {
+  const date = new Date(value);
+  if (!value || Number.isNaN(date.getTime())) return "";
+  const seconds = (date.getTime() - Date.now()) / 1000;
+  const format = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+  const units = [["year", 31_536_000], ["month", 2_592_000], ["week", 604_800], ["day", 86_400], ["hour", 3600], ["minute", 60]];
+  for (const [unit, size] of units) if (Math.abs(seconds) >= size) return format.format(Math.round(seconds / size), unit);
+  return format.format(Math.round(seconds), "second");
+}
+
+/** A time, relative ("3 minutes ago") and absolute (in the reader's own zone). */
+function stamp(at) {
+  return h("time", { datetime: at }, h("span", { class: "ago" }, ago(at)), h("span", { class: "hint absolute" }, when(at)));
+}
+
+function capitalised(word) {
+  return word ? word[0].toUpperCase() + word.slice(1) : "";
+}
+
+/** A content hash's first digits ("sha256:" left out). */
+function shortHash(hash) {
+  return hash ? hash.replace(/^sha256:/, "").slice(0, 12) : "none";
+}
+
+/** The first line of ``text``, cut at ``n`` characters. */
+function preview(text, n = 90) {
+  const line = String(text).split("\n")[0];
+  return line.length > n || String(text).includes("\n") ? `${line.slice(0, n).trimEnd()}…` : line;
+}
+
+/** Where the console shows an entry's proposal: its card's page (a proposal read by session and seq), or the agent's
+ * Proposals page (a kind decided there); null for an entry of no proposal (a continuation, a direct write) or one
+ * whose kind this gateway no longer has. */
+function entryHref(entry) {
+  if (!entry.link || !entry.proposal_id) return null;
+  if (registry.kinds[entry.kind]?.addressed_by === "agent") {
+    return entry.agent_id ? `#/agents/${encodeURIComponent(entry.agent_id)}/proposals` : null;
+  }
+  if (!entry.session_id || entry.seq === null || entry.seq === undefined) return null;
+  return cardHref(entry.session_id, entry.kind, entry.seq);
+}
+
+/** What a proposal is about, as a title: its target (else its kind and action) and its seq. */
+function subjectOf(entry) {
+  const what = entry.target || [entry.kind, entry.action].filter(Boolean).join(" ") || "A proposal";
+  return entry.seq === null || entry.seq === undefined ? what : `${what} (seq ${entry.seq})`;
+}
+
+/** What an entry says happened, with who (a timeline's step). */
+function whatOf(entry) {
+  const via = entry.via ? ` (${entry.via})` : "";
+  switch (entry.type) {
+    case "proposed": return `Proposed by ${entry.actor}${via}`;
+    case "decided": return `Decided: ${entry.decision ?? "a decision"} by ${entry.actor}${via}`;
+    case "outcome": return `${capitalised(entry.outcome || "resolved")}${entry.actor ? ` by ${entry.actor}` : ""}`;
+    case "continued": return "Continued: what the coach was told";
+    case "written": return `Written by ${entry.actor}${via}, outside any proposal`;
+    default: return `${capitalised(entry.type)} by ${entry.actor}`;
+  }
+}
+
+/** What an entry says happened, in a word or two (the History table, where who has a column of its own). */
+function typeOf(entry) {
+  if (entry.type === "decided") return `Decided: ${entry.decision ?? "?"}`;
+  if (entry.type === "outcome") return `Outcome: ${entry.outcome ?? "?"}`;
+  return capitalised(entry.type);
+}
+
+function hashesOf(entry) {
+  if (!entry.hash_before && !entry.hash_after) return null;
+  return h("span", { class: "hint hashes" }, ` · content ${shortHash(entry.hash_before)} → ${shortHash(entry.hash_after)}`);
+}
+
+function sessionHref(sessionId) {
+  return `#/history/session/${encodeURIComponent(sessionId)}`;
+}
+
+function agentHref(agentId) {
+  return `#/history/agent/${encodeURIComponent(agentId)}`;
+}
+
+/** A time given as an RFC 3339 string, as a ``datetime-local`` field shows it (the reader's own zone). */
+function localTime(value) {
+  const date = new Date(value);
+  if (!value || Number.isNaN(date.getTime())) return "";
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+}
+
+/** A ``datetime-local`` field's value (the reader's zone) as the API takes a time: RFC 3339, in UTC. */
+function zonedTime(value) {
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? value : date.toISOString();
+}
+
+/** What GET /api/history/verify found, in words: it holds (how many entries), or where it breaks and why. */
+function verdictOf(found) {
+  const waiting = found.unlinked
+    ? ` ${plural(found.unlinked, "entry", "entries")} wait to be linked (the oldest since ${when(found.oldest_unlinked_at)}).` : "";
+  if (found.ok) {
+    return h("p", { class: "verdict ok" }, h("strong", {}, "The chain holds: "),
+      found.checked ? `${plural(found.checked, "entry", "entries")} checked, ${found.first} to ${found.last}.` : "no entry to check yet.",
+      waiting);
+  }
+  const broken = found.first_break;
+  return h("p", { class: "verdict broken" }, h("strong", {}, `The chain breaks at entry ${broken.position} (${broken.reason}): `),
+    broken.detail, `. ${plural(found.checked, "entry", "entries")} before it fit.`, waiting);
+}
+
+/** The History page: the organisation's entries, newest first, filtered as the API filters them (the filters are
+ * the page's address, so a filtered view can be linked to); Load more follows the cursor; the export downloads
+ * with the token; Verify checks the chain. */
+async function historyView(search) {
+  const filters = Object.fromEntries(HISTORY_FILTERS.map((name) => [name, search.get(name) || ""]));
+  const sizeOf = (value) => Math.min(500, Math.max(1, Number.parseInt(value, 10) || HISTORY_PAGE));
+  let limit = sizeOf(search.get("limit"));
+  let cursor = null;
+  let shown = 0;
+  let reading = 0; // the newest read's number: an answer to an older one (filters changed meanwhile) is dropped
+
+  const chosen = () => Object.fromEntries(HISTORY_FILTERS.filter((name) => filters[name]).map((name) => [name, filters[name]]));
+  const exportPath = (format) => `/api/history/export?${new URLSearchParams({ format, ...chosen() })}`;
+
+  const id = (name) => `history-${name}`;
+  const field = (name, label, control) => h("div", { class: "field" }, h("label", { for: id(name) }, label), control);
+  const text = (name, hint) => h("input", { id: id(name), name, value: filters[name], placeholder: hint, autocomplete: "off" });
+  const choice = (name, values, any) => h("select", { id: id(name), name },
+    h("option", { value: "" }, any), values.map((v) => h("option", { value: v, selected: filters[name] === v }, v)));
+  const moment = (name) => h("input", { id: id(name), name, type: "datetime-local", step: "1", value: localTime(filters[name]) });
+  const kinds = Object.keys(registry.kinds).sort();
+  if (filters.kind && !kinds.includes(filters.kind)) kinds.push(filters.kind);
+  const types = filters.type && !ENTRY_TYPES.includes(filters.type) ? [...ENTRY_TYPES, filters.type] : ENTRY_TYPES;
+
+  const form = h("form", {
+    class: "filters",
+    "aria-label": "Filters",
+    onsubmit: async (event) => {
+      event.preventDefault();
+      const data = new FormData(form);
+      for (const name of HISTORY_FILTERS) {
+        const value = String(data.get(name) || "").trim();
+        filters[name] = value && (name === "since" || name === "until") ? zonedTime(value) : value;
+      }
+      limit = sizeOf(data.get("limit"));
+      remember();
+      await load(null);
+      announce(count.textContent);
+    },
+  },
+  field("agent", "Agent", text("agent")), field("guild", "Guild", text("guild")),
+  field("kind", "Kind", choice("kind", kinds, "Any kind")), field("actor", "Actor", text("actor", "a person, a rule, coach")),
+  field("outcome", "Outcome", text("outcome", "applied, declined, …")), field("session", "Session", text("session")),
+  field("type", "Type", choice("type", types, "Any type")),
+  field("since", "Since (inclusive)", moment("since")), field("until", "Until (exclusive)", moment("until")),
+  field("limit", "Per page", h("input", { id: id("limit"), name: "limit", type: "number", min: "1", max: "500", value: limit })),
+  h("div", { class: "actions" },
+    h("button", { type: "submit", class: "primary" }, "Filter"),
+    h("button", { type: "button", onclick: () => { form.querySelectorAll("input:not([type=number]), select").forEach((c) => { c.value = ""; }); form.requestSubmit(); } }, "Clear")));
+
+  /** The page's address says its filters (replaced, not pushed: the Back button leaves the page). */
+  function remember() {
+    const query = new URLSearchParams(chosen());
+    if (limit !== HISTORY_PAGE) query.set("limit", String(limit));
+    const address = `#/history${String(query) ? `?${query}` : ""}`;
+    if (location.hash !== address) history.replaceState(null, "", address);
+    for (const link of exports) link.setAttribute("href", exportPath(link.dataset.format));
+  }
+
+  const report = h("div", { id: "history-report", role: "status" });
+  const exportLink = (format, label) => h("a", {
+    class: "button",
+    href: exportPath(format),
+    download: "",
+    dataset: { format },
+    onclick: async (event) => {
+      event.preventDefault();
+      try {
+        const got = await download(exportPath(format), `history.${format}`);
+        report.replaceChildren(h("p", {}, `Downloaded ${got.name} (${plural(got.size, "byte")}).`));
+      } catch (error) { report.replaceChildren(errorBox(error)); }
+    },
+  }, label);
+  const exports = [exportLink("csv", "Download CSV"), exportLink("jsonl", "Download JSON Lines")];
+  const verify = h("button", {
+    type: "button",
+    id: "verify",
+    onclick: async () => {
+      verify.disabled = true;
+      try { report.replaceChildren(verdictOf(await api("GET", "/api/history/verify"))); } catch (error) { report.replaceChildren(errorBox(error)); }
+      verify.disabled = false;
+    },
+  }, "Verify");
+
+  const rows = h("tbody");
+  const problem = h("div");
+  const count = h("p", { id: "history-count", class: "meta", tabindex: "-1" }, "Loading…");
+  const table = h("table", { class: "history", id: "history-table", hidden: true },
+    h("caption", { class: "visually-hidden" }, "History entries, newest first"),
+    h("thead", {}, h("tr", {}, ["When", "What", "Actor", "Kind", "Target", "Agent", "Session · seq"].map((c) => h("th", { scope: "col" }, c)))),
+    rows);
+  const more = h("button", {
+    type: "button",
+    id: "load-more",
+    hidden: true,
+    onclick: async () => {
+      more.disabled = true;
+      const added = await load(cursor);
+      more.disabled = false;
+      if (added !== null) announce(`${plural(added, "more entry", "more entries")}. ${count.textContent}`);
+      if (more.hidden) count.focus();
+    },
+  }, "Load more");
+
+  function row(entry) {
+    const card = entryHref(entry);
+    const seq = entry.seq === null || entry.seq === undefined ? null : `seq ${entry.seq}`;
+    return h("tr", { dataset: { position: entry.position, type: entry.type } },
+      h("td", {}, stamp(entry.at)),
+      h("td", {}, h("strong", {}, typeOf(entry)), entry.detail ? h("span", { class: "hint detail" }, preview(entry.detail)) : null),
+      h("td", {}, entry.actor, entry.via ? h("span", { class: "hint" }, ` (${entry.via})`) : null),
+      h("td", {}, [entry.kind, entry.action].filter(Boolean).join(" · ")),
+      h("td", {}, entry.target ?? ""),
+      h("td", {}, entry.agent_id ? h("a", { href: agentHref(entry.agent_id) }, entry.agent_id) : ""),
+      h("td", { class: "session" }, entry.session_id
+        ? [h("a", { href: sessionHref(entry.session_id) }, entry.session_id), seq ? " · " : null,
+          seq ? h("span", { class: "seq" }, card ? h("a", { href: card }, seq) : seq) : null]
+        : h("span", { class: "hint" }, "none")));
+  }
+
+  /** Read a page (the first, or the one at ``next``) and show it; answers how many entries it added (null: none
+   * read, or an answer to an older read). */
+  async function load(next) {
+    const mine = ++reading;
+    const query = new URLSearchParams({ ...chosen(), limit: String(limit) });
+    if (next) query.set("cursor", next);
+    let page;
+    try { page = await api("GET", `/api/history?${query}`); } catch (error) {
+      if (mine !== reading) return null;
+      problem.replaceChildren(errorBox(error));
+      if (!next) { rows.replaceChildren(); shown = 0; cursor = null; more.hidden = true; table.hidden = true; count.textContent = ""; }
+      return null;
+    }
+    if (mine !== reading) return null;
+    problem.replaceChildren();
+    if (!next) { rows.replaceChildren(); shown = 0; }
+    rows.append(...page.entries.map(row));
+    shown += page.entries.length;
+    cursor = page.next_cursor;
+    more.hidden = !cursor;
+    table.hidden = shown === 0;
+    count.textContent = shown
+      ? `${plural(shown, "entry", "entries")}, newest first${cursor ? "; more to load" : ""}.`
+      : Object.keys(chosen()).length ? "No entry matches these filters." : "No entry yet.";
+    return page.entries.length;
+  }
+
+  show(heading("History"),
+    h("p", { class: "hint" }, "Every proposal, decision, outcome and continuation of the organisation, and every direct write of its workspace. ",
+      "A session's or an agent's link opens its timeline."),
+    form,
+    h("div", { class: "toolbar", role: "group", "aria-label": "Export and verify" }, ...exports, verify),
+    report,
+    h("section", { "aria-labelledby": "entries-title" }, h("h2", { id: "entries-title" }, "Entries"), count, problem, table, more));
+  await load(null);
+}
+
+/** Group a timeline's entries (oldest first) per proposal: a proposal's entries (proposed, decided, outcome) at the
+ * place of its first; a continuation and a direct write each at its own place. */
+function momentsOf(entries) {
+  const moments = [];
+  const proposals = new Map();
+  for (const entry of entries) {
+    if (entry.proposal_id && entry.type !== "continued" && entry.type !== "written") {
+      const key = `${entry.kind}/${entry.proposal_id}`;
+      let moment = proposals.get(key);
+      if (!moment) { moment = { proposal: true, entries: [] }; proposals.set(key, moment); moments.push(moment); }
+      moment.entries.push(entry);
+    } else {
+      moments.push({ proposal: false, entries: [entry] });
+    }
+  }
+  return moments;
+}
+
+/** A timeline's moment: a proposal with its steps, a continuation (what the coach was told, in full), or a direct
+ * write. ``scope`` is the timeline's ("session" or "agent"): the other one is linked. */
+function momentElement(moment, index, scope) {
+  const id = `moment-${index}`;
+  const first = moment.entries[0];
+  const where = [
+    scope !== "session" && first.session_id ? h("a", { href: sessionHref(first.session_id) }, `session ${first.session_id}`) : null,
+    scope !== "agent" && first.agent_id ? h("a", { href: agentHref(first.agent_id) }, `agent ${first.agent_id}`) : null,
+  ].filter(Boolean);
+  const meta = (...parts) => h("p", { class: "meta" }, parts.filter(Boolean).flatMap((part, i) => (i ? [" · ", part] : [part])));
+  if (moment.proposal) {
+    const href = entryHref(first);
+    const title = subjectOf(first);
+    return h("li", { class: "moment proposal", dataset: { proposal: first.proposal_id } },
+      h("article", { "aria-labelledby": `${id}-title` },
+        h("h3", { id: `${id}-title` }, href ? h("a", { href }, title) : title),
+        meta([first.kind, first.action].filter(Boolean).join(" · "), ...where),
+        h("ol", { class: "steps", "aria-label": `What happened to ${title}` }, moment.entries.map((entry) =>
+          h("li", { class: `step ${entry.type}`, dataset: { type: entry.type, position: entry.position } },
+            h("strong", {}, whatOf(entry)), " · ", stamp(entry.at), hashesOf(entry),
+            entry.detail ? h("div", { class: "detail" }, entry.type === "proposed" ? `Reason: ${entry.detail}` : entry.detail) : null)))));
+  }
+  if (first.type === "continued") {
+    return h("li", { class: "moment continued", dataset: { type: "continued", position: first.position } },
+      h("article", { "aria-labelledby": `${id}-title` },
+        h("h3", { id: `${id}-title` }, "The continuation the coach got"),
+        meta(stamp(first.at), first.target, ...where),
+        h("pre", { class: "told", tabindex: "0", "aria-label": `What the coach was told, ${when(first.at)}` }, first.detail ?? "")));
+  }
+  return h("li", { class: `moment ${first.type}`, dataset: { type: first.type, position: first.position } },
+    h("article", { "aria-labelledby": `${id}-title` },
+      h("h3", { id: `${id}-title` }, whatOf(first)),
+      meta(stamp(first.at), [first.kind, first.action].filter(Boolean).join(" · "), first.target, ...where),
+      hashesOf(first),
+      first.detail ? h("div", { class: "detail" }, first.detail) : null));
+}
+
+/** A session's or an agent's timeline: its entries oldest first, grouped per proposal, with each continuation in
+ * full at its place. The newest entries are read first; Load earlier reads back from there. */
+async function timelineView(scope, subject) {
+  const by = scope === "session" ? "session" : "agent";
+  const enc = encodeURIComponent(subject);
+  const links = scope === "session"
+    ? [h("a", { href: `#/sessions/${enc}` }, "The session's desk"), h("a", { href: `#/history?session=${enc}` }, "Its entries in the History table")]
+    : [h("a", { href: `#/agents/${enc}/proposals` }, "The agent's page"), h("a", { href: `#/history?agent=${enc}` }, "Its entries in the History table")];
+  const list = h("ol", { class: "timeline", id: "timeline", "aria-label": "Timeline, oldest first", hidden: true });
+  const count = h("p", { id: "timeline-count", class: "meta", tabindex: "-1" }, "Loading…");
+  const problem = h("div");
+  let entries = []; // newest first, as read
+  let cursor = null;
+  const earlier = h("button", {
+    type: "button",
+    id: "load-earlier",
+    hidden: true,
+    onclick: async () => {
+      earlier.disabled = true;
+      await load();
+      earlier.disabled = false;
+      if (earlier.hidden) count.focus();
+      announce(count.textContent);
+    },
+  }, "Load earlier entries");
+
+  async function load() {
+    const query = new URLSearchParams({ [by]: subject, limit: "200" });
+    if (cursor) query.set("cursor", cursor);
+    let page;
+    try { page = await api("GET", `/api/history?${query}`); } catch (error) { problem.replaceChildren(errorBox(error)); return; }
+    problem.replaceChildren();
+    entries = entries.concat(page.entries);
+    cursor = page.next_cursor;
+    list.replaceChildren(...momentsOf([...entries].reverse()).map((moment, i) => momentElement(moment, i, scope)));
+    list.hidden = !entries.length;
+    earlier.hidden = !cursor;
+    count.textContent = entries.length
+      ? `${plural(entries.length, "entry", "entries")}, oldest first${cursor ? "; earlier ones to load" : ""}.` : "No entry yet.";
+  }
+
+  show(heading(scope === "session" ? `Timeline of session ${subject}` : `Timeline of agent ${subject}`),
+    h("p", {}, links[0], " · ", links[1]), count, earlier, problem, list);
+  await load();
+}
+
 // --- routing ------------------------------------------------------------------------------------------------
 
 async function route() {
@@ -865,7 +1303,7 @@ async function route() {
   leaving = () => {};
   const signedIn = Boolean(token());
   document.getElementById("sign-out").hidden = !signedIn;
-  const hash = location.hash.replace(/^#/, "") || "/sessions";
+  const [hash, search = ""] = (location.hash.replace(/^#/, "") || "/sessions").split("?");
   const parts = hash.split("/").filter(Boolean).map(decodeURIComponent);
   for (const link of document.querySelectorAll("header nav a")) {
     const current = link.getAttribute("href") === `#/${parts[0]}` || (parts[0] === "agents" && link.getAttribute("href") === "#/proposals");
@@ -877,6 +1315,8 @@ async function route() {
   if (parts[0] === "sessions") return sessionsView();
   if (parts[0] === "agents" && parts[2] === "proposals") return proposalsView(parts[1]);
   if (parts[0] === "proposals") return proposalsView(null);
+  if (parts[0] === "history" && ["session", "agent"].includes(parts[1]) && parts[2]) return timelineView(parts[1], parts[2]);
+  if (parts[0] === "history" && !parts[1]) return historyView(new URLSearchParams(search));
   return show(heading("Not found"), h("p", {}, "No such page. "), h("a", { href: "#/sessions" }, "Sessions"));
 }
 

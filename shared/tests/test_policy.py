@@ -1,0 +1,148 @@
+"""The policy's rules, table-driven: what a rule matches, how rules combine (for each effect the first matching rule
+wins; every notify rule notifies), and the documents refused with the reason."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from assent.policy import Match, Policy, Proposed, evaluate, matches
+
+NOON = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+
+def proposed(**given: Any) -> Proposed:
+    values: dict[str, Any] = {
+        "kind": "memory",
+        "action": "edit",
+        "agent_id": "ada",
+        "guild_id": "support",
+        "label": "Memory of Ada",
+        "lines": 3,
+        "widens": False,
+        "proposed_at": NOON,
+    }
+    return Proposed(**{**values, **given})
+
+
+@pytest.mark.parametrize(
+    ("match", "request_", "holds"),
+    [
+        ({}, {}, True),
+        ({"kind": ["memory", "note"]}, {}, True),
+        ({"kind": ["note"]}, {}, False),
+        ({"action": ["grant"]}, {"kind": "login", "action": "grant"}, True),
+        ({"agent": ["bo"]}, {}, False),
+        ({"guild": ["support"]}, {}, True),
+        ({"guild": ["support"]}, {"guild_id": None}, False),
+        ({"target": ["skills/*"]}, {"kind": "source", "path": "skills/refunds.md"}, True),
+        ({"target": ["skills/*"]}, {"kind": "source", "path": "knowledge/faq.md"}, False),
+        ({"target": ["Memory of *"]}, {}, True),
+        ({"server": ["https://*.example.com/*"]}, {"server": "https://mcp.example.com/mcp"}, True),
+        ({"server": ["https://*.example.com/*"]}, {}, False),
+        ({"lines_at_most": 3}, {}, True),
+        ({"lines_at_most": 2}, {}, False),
+        ({"lines_at_least": 100}, {"lines": 100}, True),
+        ({"widens": True}, {}, False),
+        ({"widens": True}, {"widens": True}, True),
+        ({"coach": {"channel": ["builder"]}}, {}, False),
+        ({"coach": {"model": ["claude-*"]}}, {"model": "claude-sonnet-4-5"}, True),
+        ({"time_of_day": {"after": "09:00", "before": "17:00", "zone": "Europe/Paris"}}, {}, True),
+        ({"time_of_day": {"after": "09:00", "before": "12:30", "zone": "Europe/Paris"}}, {}, False),
+        ({"time_of_day": {"after": "22:00", "before": "06:00"}}, {"proposed_at": NOON + timedelta(hours=11)}, True),
+        ({"time_of_day": {"after": "22:00", "before": "06:00"}}, {}, False),
+        ({"kind": ["memory"], "widens": True}, {}, False),
+    ],
+)
+def test_a_match_holds_when_every_condition_given_holds(
+    match: dict[str, Any], request_: dict[str, Any], holds: bool
+) -> None:
+    assert matches(Match.model_validate(match), proposed(**request_)) is holds
+
+
+POLICY = Policy.model_validate(
+    {
+        "rules": [
+            {
+                "name": "widening needs two admins",
+                "match": {"widens": True},
+                "require": {"approvals": 2, "roles": ["admin"]},
+            },
+            {"name": "small memory edits", "match": {"kind": ["memory"], "lines_at_most": 5}, "decide": "apply"},
+            {"name": "logins lapse", "match": {"kind": ["login"]}, "expire_after": "P1D"},
+            {"name": "everything waits a day", "expire_after": "PT12H"},
+            {"name": "tell the channel", "notify": ["ops"]},
+            {"name": "tell security of logins", "match": {"kind": ["login"]}, "notify": ["security"]},
+            {"name": "wake an admin", "match": {"kind": ["login"]}, "escalate": {"after": "PT1H", "roles": ["admin"]}},
+            {"name": "never reached for memory", "match": {"kind": ["memory"]}, "decide": "decline"},
+        ]
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("request_", "decision", "expiry", "notify", "escalation"),
+    [
+        ({}, "small memory edits", "everything waits a day", ["tell the channel"], None),
+        ({"lines": 50}, "never reached for memory", "everything waits a day", ["tell the channel"], None),
+        ({"widens": True}, "widening needs two admins", "everything waits a day", ["tell the channel"], None),
+        (
+            {"kind": "login", "action": "grant", "widens": True},
+            "widening needs two admins",
+            "logins lapse",
+            ["tell the channel", "tell security of logins"],
+            "wake an admin",
+        ),
+        ({"kind": "note", "action": "create"}, None, "everything waits a day", ["tell the channel"], None),
+    ],
+)
+def test_for_each_effect_the_first_matching_rule_wins_and_every_notify_rule_notifies(
+    request_: dict[str, Any], decision: str | None, expiry: str | None, notify: list[str], escalation: str | None
+) -> None:
+    verdict = evaluate(POLICY, 7, proposed(**request_))
+    assert verdict.version == 7
+    assert (verdict.decision and verdict.decision.name, verdict.expiry and verdict.expiry.name) == (decision, expiry)
+    assert [rule.name for rule in verdict.notify] == notify
+    assert (verdict.escalation and verdict.escalation.name) == escalation
+
+
+def test_the_verdict_says_the_decision_and_the_approvals_required() -> None:
+    assert evaluate(POLICY, 1, proposed()).decided == "apply"
+    required = evaluate(POLICY, 1, proposed(widens=True)).required
+    assert required is not None and (required.approvals, required.roles) == (2, ["admin"])
+    assert evaluate(Policy(), 1, proposed()) == evaluate(Policy(rules=[]), 1, proposed())
+    assert evaluate(POLICY, 1, proposed()).expiry.expire_after == timedelta(hours=12)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("document", "said"),
+    [
+        ({"rules": [{"name": "r"}]}, "exactly one effect"),
+        ({"rules": [{"name": "r", "decide": "apply", "notify": ["x"]}]}, "exactly one effect"),
+        ({"rules": [{"name": "r", "decide": "apply"}, {"name": "r", "decide": "decline"}]}, "two rules are named 'r'"),
+        ({"rules": [{"name": "r", "decide": "maybe"}]}, "'apply' or 'decline'"),
+        ({"rules": [{"name": "r", "require": {"approvals": 0}}]}, "greater than or equal to 1"),
+        ({"rules": [{"name": "r", "require": {"approvals": 1, "roles": ["owner"]}}]}, "'admin', 'developer'"),
+        ({"rules": [{"name": "r", "expire_after": "P2Y"}]}, "less than or equal to"),
+        ({"rules": [{"name": "r", "escalate": {"after": "PT1H"}}]}, "names webhooks or roles"),
+        ({"rules": [{"name": "r", "decide": "apply", "match": {"kinds": ["memory"]}}]}, "Extra inputs"),
+        (
+            {
+                "rules": [
+                    {
+                        "name": "r",
+                        "decide": "apply",
+                        "match": {"time_of_day": {"after": "9:00", "before": "17:00", "zone": "Mars/Olympus"}},
+                    }
+                ]
+            },
+            "is not a time zone",
+        ),
+    ],
+)
+def test_a_document_that_does_not_fit_is_refused_with_the_reason(document: dict[str, Any], said: str) -> None:
+    with pytest.raises(ValidationError, match=said.replace("(", r"\(").replace("'", "'")):
+        Policy.model_validate(document)
