@@ -27,7 +27,7 @@ from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 from assent.coach import CoachClient, CoachTurn
 from tests.conftest import OPERATOR, TOKEN, Stack, World, new_world, wait_for
 from tests.issuer import AUDIENCE, CONSOLE_CLIENT_ID, TestIssuer, s256, test_issuer
-from tests.test_history import a_decided_turn, entries_of
+from tests.test_history import TURN, WORLD, a_decided_turn, entries_of
 from tests.test_source_proposals import (
     FILES,
     chat,
@@ -429,15 +429,17 @@ async def test_the_proposals_page_is_live(stack: Stack, browser: Browser) -> Non
 async def test_the_history_page_filters_pages_exports_verifies_and_shows_each_timeline(
     stack: Stack, browser: Browser
 ) -> None:
-    """The History page of an organisation whose turn proposed two memory edits (one applied, one declined) and
-    continued: its seven entries newest first, a filter that narrows them (and names them in the address), Load
-    more, the CSV export (downloaded with the token), Verify; the session's timeline (each proposal proposed,
-    decided, applied or declined in order, the continuation in full at its place), the agent's timeline and the
-    agent's page listing its decided item, linked to its card. A direct write (no session, no seq) shows as such,
-    with no empty link."""
+    """The History page of an organisation made by six direct writes (the organisation, two guilds, three agents)
+    whose turn proposed two memory edits (one applied, one declined) and continued: its thirteen entries newest
+    first, a filter that narrows them (and names them in the address), Load more, the CSV export (downloaded with
+    the token), Verify; the session's timeline (each proposal proposed, decided, applied or declined in order, the
+    continuation in full at its place), the agent's timeline (its creation, then its proposal) and the agent's page
+    listing its decided item, linked to its card. A direct write (no session, no seq) shows as such, with no empty
+    link."""
+    n = WORLD + TURN
     async with stack.http() as http:
         world, sid, first, second = await a_decided_turn(http, stack)
-        linked = await entries_of(http, 7)
+        linked = await entries_of(http, n)
         told = next(e for e in linked if e["type"] == "continued")["detail"]
         assert f"seq {first}: Memory of Ada: applied by {OPERATOR}" in told
         token = http.headers["Authorization"].removeprefix("Bearer ")
@@ -449,9 +451,9 @@ async def test_the_history_page_filters_pages_exports_verifies_and_shows_each_ti
         await expect(tab.get_by_role("heading", name="History", exact=True)).to_be_visible()
         await expect(tab.get_by_role("link", name="History", exact=True)).to_have_attribute("aria-current", "page")
         rows = tab.locator("#history-table tbody tr")
-        await expect(rows).to_have_count(7)
+        await expect(rows).to_have_count(n)
         assert [int(p) for p in await rows.evaluate_all("rs => rs.map(r => r.dataset.position)")] == list(
-            range(6, -1, -1)
+            range(n - 1, -1, -1)
         )
         await expect(rows.first).to_contain_text("Continued")
         await expect(rows.first.get_by_role("link")).to_have_text([sid])  # a session, no seq: no link to a card
@@ -482,21 +484,21 @@ async def test_the_history_page_filters_pages_exports_verifies_and_shows_each_ti
         await tab.get_by_role("button", name="Filter").click()
         await expect(tab.locator("#history-count")).to_have_text("No entry matches these filters.")
 
-        # Load more follows the cursor, three entries a page.
+        # Load more follows the cursor, five entries a page.
         await tab.get_by_role("button", name="Clear").click()
-        await expect(rows).to_have_count(7)
-        await tab.get_by_label("Per page").fill("3")
+        await expect(rows).to_have_count(n)
+        await tab.get_by_label("Per page").fill("5")
         await tab.get_by_role("button", name="Filter").click()
-        await expect(rows).to_have_count(3)
+        await expect(rows).to_have_count(5)
         more = tab.get_by_role("button", name="Load more")
         await more.click()
-        await expect(rows).to_have_count(6)
+        await expect(rows).to_have_count(10)
         await more.click()
-        await expect(rows).to_have_count(7)
+        await expect(rows).to_have_count(n)
         await expect(more).to_be_hidden()
         await expect(tab.locator("#history-count")).to_be_focused()
         assert [int(p) for p in await rows.evaluate_all("rs => rs.map(r => r.dataset.position)")] == list(
-            range(6, -1, -1)
+            range(n - 1, -1, -1)
         )
 
         # The export, fetched with the token and handed to the browser: JSON Lines, a line per entry; CSV, a header
@@ -510,12 +512,14 @@ async def test_the_history_page_filters_pages_exports_verifies_and_shows_each_ti
             exported[suffix] = await asyncio.to_thread(Path(await downloaded.path()).read_text)
             await expect(tab.locator("#history-report")).to_contain_text(f"Downloaded history-{world.org_id}.{suffix}")
         lines = exported["jsonl"].splitlines()
-        assert [json.loads(line)["position"] for line in lines] == list(range(7))
+        assert [json.loads(line)["position"] for line in lines] == list(range(n))
         records = list(csv.reader(io.StringIO(exported["csv"])))
-        assert len(records) == 8 and records[0][:4] == ["org_id", "position", "at", "type"], records[:2]
+        assert len(records) == n + 1 and records[0][:4] == ["org_id", "position", "at", "type"], records[:2]
         assert [r[records[0].index("hash")] for r in records[1:]] == [json.loads(line)["hash"] for line in lines]
         await tab.get_by_role("button", name="Verify").click()
-        await expect(tab.locator("#history-report")).to_have_text("The chain holds: 7 entries checked, 0 to 6.")
+        await expect(tab.locator("#history-report")).to_have_text(
+            f"The chain holds: {n} entries checked, 0 to {n - 1}."
+        )
         await axe(tab)
 
         # The session's timeline: per proposal, proposed, decided and what it did, in order; then the continuation.
@@ -548,11 +552,15 @@ async def test_the_history_page_filters_pages_exports_verifies_and_shows_each_ti
         await tab.go_back()
         await expect(moments).to_have_count(3)
 
-        # The agent's timeline, and its page: its decided item, linked to its card.
+        # The agent's timeline (its creation, a direct write; then its proposal), and its page: its decided item,
+        # linked to its card.
         await moments.nth(0).get_by_role("link", name=f"agent {world.agent_id}").click()
         await expect(tab.get_by_role("heading", name=f"Timeline of agent {world.agent_id}")).to_be_visible()
-        await expect(moments).to_have_count(1)
-        await expect(moments.first.locator("li.step")).to_have_count(3)
+        await expect(moments).to_have_count(2)
+        await expect(moments.nth(0).get_by_role("heading")).to_have_text(
+            f"Written by {OPERATOR} (POST /api/workspace/agents), outside any proposal"
+        )
+        await expect(moments.nth(1).locator("li.step")).to_have_count(3)
         await tab.get_by_role("link", name="The agent's page").click()
         decided = tab.get_by_role("region", name="Decided items")
         await expect(decided.get_by_role("listitem")).to_have_count(1)
@@ -569,7 +577,7 @@ async def test_the_history_page_filters_pages_exports_verifies_and_shows_each_ti
         # to a session or a card, and in the agent's timeline as written outside any proposal.
         written = {
             **linked[0],
-            "position": 7,
+            "position": n,
             "type": "written",
             "session_id": None,
             "seq": None,
@@ -595,14 +603,14 @@ async def test_the_history_page_filters_pages_exports_verifies_and_shows_each_ti
 
         await tab.route(lambda url: "/api/history?" in url, with_a_write)
         await tab.goto("/console#/history")
-        await expect(rows).to_have_count(8)
+        await expect(rows).to_have_count(n + 1)
         await expect(rows.first).to_contain_text("Written")
         await expect(rows.first.locator("td.session")).to_have_text("none")
         await expect(rows.first.get_by_role("link")).to_have_text([world.agent_id])
         await axe(tab)
         await tab.goto(f"/console#/history/agent/{world.agent_id}")
-        await expect(moments).to_have_count(2)
-        await expect(moments.nth(1).get_by_role("heading")).to_have_text(
+        await expect(moments).to_have_count(3)
+        await expect(moments.nth(2).get_by_role("heading")).to_have_text(
             f"Written by {OPERATOR} (page), outside any proposal"
         )
         await axe(tab)

@@ -20,7 +20,7 @@ from assent.runtime.kit import proposal_id_for
 from assent.telemetry import trace_id_of
 from assent.topics import DECISIONS, PROPOSALS_DECIDED
 from tests.conftest import OPERATOR, Stack, new_world, running_stack, wait_for
-from tests.test_history import history_holds_once
+from tests.test_history import WORLD, entries_of, history_holds_once
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 
 pytestmark = pytest.mark.integration
@@ -111,6 +111,7 @@ async def test_kill_9_while_linking_the_history_leaves_no_gap_and_no_duplicate(
     async with running_stack(endpoints, tmp_path, extra_env={"ASSENT_DECISION_TIMEOUT_SECONDS": "60"}) as stack:
         async with stack.http() as http, stack.coach() as coach:
             world = await new_world(http)
+            await entries_of(http, WORLD, type="written")  # the world's direct writes linked: the proposal's is next
             turn = await open_turn(coach, world)
             sid = turn.session.session_id
             await wait_pending(http, sid, 0)

@@ -1,8 +1,9 @@
 """The history against the real services: every proposal, decision, outcome and continuation of a turn in order,
-each with who, when, where and the hashes; filters; a cursor that holds while entries arrive; the export as JSON
-Lines and CSV, checked outside the gateway as the docs describe; the chain verified, and a tampered and a deleted
-entry found (tampered with as a database superuser can, past the append-only trigger); another organisation sees
-none of it; the CLI's ``history`` and ``audit verify``."""
+each with who, when, where and the hashes, after the direct writes that made its world; filters; a cursor that holds
+while entries arrive; the export as JSON Lines and CSV, checked outside the gateway as the docs describe; the chain
+verified, and a tampered and a deleted entry found (tampered with as a database superuser can, past the append-only
+trigger); another organisation sees none of it; the CLI's ``history`` and ``audit verify``. (Each direct write's
+entry: ``tests/test_history_writes.py``.)"""
 
 from __future__ import annotations
 
@@ -24,6 +25,11 @@ pytestmark = pytest.mark.integration
 
 GENESIS = "0" * 64
 BROKEN = 8
+WORLD = 6
+"""The direct writes that make a world (:func:`tests.conftest.new_world`: the organisation, two guilds, three
+agents): the first entries of its history, at positions 0 to 5, before its turn's (:func:`a_decided_turn`)."""
+TURN = 7
+"""The entries of :func:`a_decided_turn`'s turn: two proposed, two decided, two outcomes, one continuation."""
 
 
 async def entries_of(http: httpx.AsyncClient, n: int, **filters: Any) -> list[dict[str, Any]]:
@@ -50,9 +56,11 @@ def rehash(entry: dict[str, Any]) -> str:
 
 async def a_decided_turn(http: httpx.AsyncClient, stack: Stack) -> tuple[World, str, int, int]:
     """A fresh organisation whose turn proposed two memory edits: the first applied after a stale attempt, the
-    second declined, the turn continued. Answers the world, the session and both seqs."""
+    second declined, the turn continued. Answers the world, the session and both seqs. Its history holds the world's
+    direct writes first (each in before the turn starts), then the turn's entries."""
     async with stack.coach() as coach:
         world = await new_world(http, memory="Prefer short answers.\n")
+        await entries_of(http, WORLD, type="written")
         ada, bo = await memory(http, world.agent_id), await memory(http, world.other_agent_id)
         turn = await open_turn(coach, world)
         sid = turn.session.session_id
@@ -74,7 +82,7 @@ async def a_decided_turn(http: httpx.AsyncClient, stack: Stack) -> tuple[World, 
 async def test_a_turn_is_in_the_history_in_order_with_who_when_and_the_hashes(stack: Stack) -> None:
     async with stack.http() as http, stack.http() as stranger:
         world, sid, first, second = await a_decided_turn(http, stack)
-        session = list(reversed(await entries_of(http, 7, session=sid)))
+        session = list(reversed(await entries_of(http, TURN, session=sid)))
         assert [(e["type"], e["seq"], e["decision"], e["outcome"]) for e in session] == [
             ("proposed", first, None, None),
             ("proposed", second, None, None),
@@ -105,17 +113,36 @@ async def test_a_turn_is_in_the_history_in_order_with_who_when_and_the_hashes(st
         assert (applied["hash_before"], applied["hash_after"]) == (card["base"]["hash"], card["proposal"]["hash"])
         assert declined["hash_after"] is None and declined["actor"] == OPERATOR and declined["detail"]
         assert f"seq {first}: Memory of Ada: applied by {OPERATOR}" in continued["detail"]
-        assert [e["position"] for e in session] == sorted(e["position"] for e in session)
+        assert [e["position"] for e in session] == list(range(WORLD, WORLD + TURN))
         assert all(e["org_id"] == world.org_id for e in session)
+        # Before the turn: the direct writes that made the world, by the operator.
+        made = list(reversed(await entries_of(http, WORLD, type="written")))
+        assert [(e["position"], e["kind"], e["action"], e["actor"]) for e in made] == [
+            (0, "org", "create", OPERATOR),
+            (1, "guild", "create", OPERATOR),
+            (2, "guild", "create", OPERATOR),
+            (3, "agent", "create", OPERATOR),
+            (4, "agent", "create", OPERATOR),
+            (5, "agent", "create", OPERATOR),
+        ]
+        assert [e["target"] for e in made[3:]] == ["Agent Ada", "Agent Bo", "Agent Cy"]
 
         # Filters, each alone.
         assert {e["type"] for e in await entries_of(http, 2, session=sid, type="outcome")} == {"outcome"}
         assert [e["seq"] for e in await entries_of(http, 1, outcome="declined")] == [second]
-        assert [e["seq"] for e in await entries_of(http, 3, agent=world.agent_id)] == [first] * 3
-        assert len(await entries_of(http, 7, guild=world.guild_id)) == 7  # the continuation: the session's guild
+        of_ada = await entries_of(http, 4, agent=world.agent_id)  # the proposal's three, and Ada's creation
+        assert [(e["type"], e["seq"]) for e in of_ada] == [
+            ("outcome", first),
+            ("decided", first),
+            ("proposed", first),
+            ("written", None),
+        ]
+        # The continuation is the session's guild's; of the world's writes, the guild's creation and its two agents'.
+        assert len(await entries_of(http, TURN + 3, guild=world.guild_id)) == TURN + 3
         assert len(await entries_of(http, 6, kind="memory")) == 6
-        assert len(await entries_of(http, 4, actor=OPERATOR)) == 4
-        window = await entries_of(http, 7, since=session[0]["at"], until="2999-01-01T00:00:00Z")
+        assert len(await entries_of(http, 4 + WORLD, actor=OPERATOR)) == 4 + WORLD
+        assert len(await entries_of(http, 3, kind="agent")) == 3
+        window = await entries_of(http, TURN, since=session[0]["at"], until="2999-01-01T00:00:00Z")
         assert {e["position"] for e in window} == {e["position"] for e in session}
 
         # Another organisation sees none of it, even by its session.
@@ -140,7 +167,7 @@ async def test_a_turn_is_in_the_history_in_order_with_who_when_and_the_hashes(st
 async def test_a_cursor_holds_while_entries_arrive_and_the_export_checks_outside(stack: Stack) -> None:
     async with stack.http() as http, stack.coach() as coach:
         world, sid, _, _ = await a_decided_turn(http, stack)
-        everything = await entries_of(http, 7)
+        everything = await entries_of(http, WORLD + TURN)
         pages: list[dict[str, Any]] = []
         page = (await http.get("/api/history", params={"limit": 3})).json()
         pages += page["entries"]
@@ -148,37 +175,37 @@ async def test_a_cursor_holds_while_entries_arrive_and_the_export_checks_outside
         turn = await open_turn(coach, world)
         ada = await memory(http, world.agent_id)
         assert (await propose(turn, world.agent_id, "More.\n", ada["version"])).ok
-        await entries_of(http, 8)
+        await entries_of(http, WORLD + TURN + 1)
         while page["next_cursor"] is not None:
             page = (await http.get("/api/history", params={"limit": 3, "cursor": page["next_cursor"]})).json()
             pages += page["entries"]
-        assert [e["position"] for e in pages] == [e["position"] for e in everything] == list(range(6, -1, -1))
+        assert [e["position"] for e in pages] == [e["position"] for e in everything] == list(range(12, -1, -1))
 
         # JSON Lines, oldest first: every entry's hash and link checked with nothing but hashlib and json.
         exported = await http.get("/api/history/export", params={"format": "jsonl"})
         assert exported.status_code == 200 and exported.headers["content-type"].startswith("application/jsonl")
         lines = [json.loads(line) for line in exported.text.splitlines()]
-        assert [e["position"] for e in lines] == list(range(8))
+        assert [e["position"] for e in lines] == list(range(WORLD + TURN + 1))
         prev = GENESIS
         for entry in lines:
             assert entry["prev_hash"] == prev and rehash(entry) == entry["hash"], entry
             prev = entry["hash"]
-        assert lines[:7] == list(reversed(everything))
+        assert lines[: WORLD + TURN] == list(reversed(everything))
         # CSV: a header and the same entries, an empty cell for null.
         table = list(
             csv.DictReader(io.StringIO((await http.get("/api/history/export", params={"format": "csv"})).text))
         )
-        assert [int(r["position"]) for r in table] == list(range(8))
+        assert [int(r["position"]) for r in table] == list(range(WORLD + TURN + 1))
         assert [r["hash"] for r in table] == [e["hash"] for e in lines]
         assert [r["seq"] or None for r in table] == [None if e["seq"] is None else str(e["seq"]) for e in lines]
         filtered = await http.get("/api/history/export", params={"format": "jsonl", "session": sid})
-        assert len(filtered.text.splitlines()) == 7
+        assert len(filtered.text.splitlines()) == TURN
 
         # The CLI: the same entries, and --export.
         env = {"ASSENT_URL": stack.gateway_url, "ASSENT_TOKEN": token_of(http)}
         shown = await assent("history", "--session", sid, "--json", "--limit", "2", "--all", env=env)
         assert shown.code == 0, shown.err
-        assert [e["position"] for e in shown.json()["entries"]] == list(range(6, -1, -1))
+        assert [e["position"] for e in shown.json()["entries"]] == list(range(12, 5, -1))
         printed = await assent("history", "--outcome", "applied", env={**env, "COLUMNS": "250"})
         assert printed.code == 0 and "applied" in printed.out and OPERATOR in printed.out, printed.out
         dumped = await assent("history", "--export", "jsonl", env=env)
@@ -188,13 +215,13 @@ async def test_a_cursor_holds_while_entries_arrive_and_the_export_checks_outside
 async def test_verify_names_an_edited_and_a_missing_entry(stack: Stack) -> None:
     async with stack.http() as http:
         world, _, _, _ = await a_decided_turn(http, stack)
-        await entries_of(http, 7)
+        await entries_of(http, WORLD + TURN)
         verified = (await http.get("/api/history/verify")).json()
-        assert (verified["ok"], verified["first"], verified["last"], verified["checked"]) == (True, 0, 6, 7)
+        assert (verified["ok"], verified["first"], verified["last"], verified["checked"]) == (True, 0, 12, 13)
         assert verified["first_break"] is None and verified["head"]
         env = {"ASSENT_URL": stack.gateway_url, "ASSENT_TOKEN": token_of(http)}
         ok = await assent("audit", "verify", env=env)
-        assert ok.code == 0 and "ok: entries 0 to 6" in ok.out, ok.out
+        assert ok.code == 0 and "ok: entries 0 to 12" in ok.out, ok.out
 
         conn = await asyncpg.connect(stack.database_url.replace("postgresql+asyncpg", "postgresql"))
         try:

@@ -35,12 +35,16 @@ from gateway.domain.checkpoints import HistoryKeys
 from gateway.entrypoint import MIGRATIONS as GATEWAY_MIGRATIONS
 from tests.conftest import Endpoints, Stack, as_admin_of, create_database, running_stack, wait_for
 from tests.test_cli import assent, token_of
-from tests.test_history import BROKEN, a_decided_turn, entries_of
+from tests.test_history import BROKEN, TURN, WORLD, a_decided_turn, entries_of
 from tests.test_memory_edits import memory, open_turn, propose
 
 pytestmark = pytest.mark.integration
 
 RETENTION_ROLE = "assent_history_retention"
+N = WORLD + TURN
+"""The entries of :func:`a_decided_turn`'s organisation: the direct writes that made its world, then its turn's."""
+HEAD = N - 1
+"""The position of its last entry, its chain's head."""
 
 
 @pytest.fixture(scope="module")
@@ -112,8 +116,8 @@ async def as_superuser(stack: Stack) -> asyncpg.Connection:
 async def test_an_export_and_a_checkpoint_check_outside_assent_with_cryptography_alone(proof: Stack) -> None:
     async with proof.http() as http:
         world, _, _, _ = await a_decided_turn(http, proof)
-        await entries_of(http, 7)
-        checkpoint = await checkpoint_of(http, 6)
+        await entries_of(http, N)
+        checkpoint = await checkpoint_of(http, HEAD)
         keys = (await http.get("/api/history/keys")).json()
         kept = public_key_of(proof)
         assert keys["signing_key_id"] == checkpoint["key_id"]
@@ -123,7 +127,7 @@ async def test_an_export_and_a_checkpoint_check_outside_assent_with_cryptography
         assert (checkpoint["org_id"], checkpoint["kind"]) == (world.org_id, "head")
         exported = await http.get("/api/history/export", params={"format": "jsonl"})
         lines = exported.text.splitlines()
-        assert len(lines) == 7
+        assert len(lines) == N
         docs = outside()
         docs["check_checkpoint"](checkpoint, kept)
         docs["check_export"](lines, checkpoint)
@@ -134,7 +138,7 @@ async def test_an_export_and_a_checkpoint_check_outside_assent_with_cryptography
         with pytest.raises(AssertionError, match="signed by another key"):
             docs["check_checkpoint"](checkpoint, base64.b64encode(bytes(32)).decode())
         with pytest.raises(AssertionError, match="the export does not hold the entry the checkpoint signed"):
-            docs["check_export"](lines[:6], checkpoint)
+            docs["check_export"](lines[:HEAD], checkpoint)
         edited = json.dumps({**json.loads(lines[3]), "detail": "nothing to see"})
         with pytest.raises(AssertionError, match="entry 3 was edited"):
             docs["check_export"]([*lines[:3], edited, *lines[4:]], checkpoint)
@@ -142,7 +146,7 @@ async def test_an_export_and_a_checkpoint_check_outside_assent_with_cryptography
         verified = await verify(http)
         assert (verified["ok"], verified["signing_key_id"], verified["kept_from"]) == (True, checkpoint["key_id"], 0)
         assert verified["checkpoints_checked"] >= 1
-        assert [(c["kind"], c["position"], c["ok"]) for c in verified["checkpoints"]] == [("head", 6, True)]
+        assert [(c["kind"], c["position"], c["ok"]) for c in verified["checkpoints"]] == [("head", HEAD, True)]
 
         env = {"ASSENT_URL": proof.gateway_url, "ASSENT_TOKEN": token_of(http), "COLUMNS": "250"}
         listed = await assent("audit", "checkpoints", "--json", "--all", "--limit", "1", env=env)
@@ -150,7 +154,7 @@ async def test_an_export_and_a_checkpoint_check_outside_assent_with_cryptography
         shown = await assent("audit", "keys", env=env)
         assert shown.code == 0 and checkpoint["key_id"] in shown.out and kept in shown.out, shown.out
         said = await assent("audit", "verify", env=env)
-        assert said.code == 0 and "head checkpoint of entry 6" in said.out and "holds" in said.out, said.out
+        assert said.code == 0 and f"head checkpoint of entry {HEAD}" in said.out and "holds" in said.out, said.out
 
     # Another organisation sees none of these checkpoints.
     async with proof.http() as stranger:
@@ -163,8 +167,8 @@ async def test_a_rewritten_chain_a_forged_checkpoint_and_a_lost_tail_are_found(p
     async with proof.http() as http:
         world, _, _, _ = await a_decided_turn(http, proof)
         env = {"ASSENT_URL": proof.gateway_url, "ASSENT_TOKEN": token_of(http)}
-        await entries_of(http, 7)
-        await checkpoint_of(http, 6)
+        await entries_of(http, N)
+        await checkpoint_of(http, HEAD)
         conn = await as_superuser(proof)
         try:
             # Entry 3 edited, and it and every entry after it hashed again: the chain fits itself, not what was signed.
@@ -191,7 +195,7 @@ async def test_a_rewritten_chain_a_forged_checkpoint_and_a_lost_tail_are_found(p
                 prev = entry.hash
             await conn.execute("UPDATE gateway.history_heads SET hash = $2 WHERE org_id = $1", world.org_id, prev)
             # The first checkpoint that does not hold: the oldest at or after entry 3 (the signer may have signed a
-            # head while the turn went on, as well as entry 6).
+            # head while the world was made or the turn went on, as well as the last entry).
             signed = (await http.get("/api/history/checkpoints", params={"kind": "head"})).json()["checkpoints"]
             first = min(c["position"] for c in signed if c["position"] >= 3)
             rewritten = await verify(http)
@@ -205,24 +209,26 @@ async def test_a_rewritten_chain_a_forged_checkpoint_and_a_lost_tail_are_found(p
             await conn.close()
 
         world, _, _, _ = await a_decided_turn(http, proof)
-        await entries_of(http, 7)
-        signed = await checkpoint_of(http, 6)
+        await entries_of(http, N)
+        signed = await checkpoint_of(http, HEAD)
         conn = await as_superuser(proof)
         try:
             # A checkpoint whose signature is not the key's.
             forged = base64.b64encode(bytes(64)).decode()
             await conn.execute(
-                "UPDATE gateway.history_checkpoints SET signature = $2 WHERE org_id = $1 AND kind = 'head' AND position = 6",
+                "UPDATE gateway.history_checkpoints SET signature = $2 WHERE org_id = $1 AND kind = 'head' AND position = $3",
                 world.org_id,
                 forged,
+                HEAD,
             )
             refused = await verify(http)
             assert (refused["ok"], refused["first_break"]["reason"]) == (False, "checkpoint")
             assert "signature does not hold" in refused["first_break"]["detail"]
             await conn.execute(
-                "UPDATE gateway.history_checkpoints SET signature = $2 WHERE org_id = $1 AND kind = 'head' AND position = 6",
+                "UPDATE gateway.history_checkpoints SET signature = $2 WHERE org_id = $1 AND kind = 'head' AND position = $3",
                 world.org_id,
                 signed["signature"],
+                HEAD,
             )
             assert (await verify(http))["ok"] is True
 
@@ -236,10 +242,10 @@ async def test_a_rewritten_chain_a_forged_checkpoint_and_a_lost_tail_are_found(p
             lost = await verify(http)
             assert (lost["ok"], lost["checked"], lost["last"]) == (False, 5, 4)
             assert (lost["first_break"]["position"], lost["first_break"]["reason"]) == (5, "checkpoint")
-            assert "entries 5 to 6 are gone" in lost["first_break"]["detail"]
-            # The signer does not sign the shortened chain: its newest checkpoint is still of entry 6.
+            assert f"entries 5 to {HEAD} are gone" in lost["first_break"]["detail"]
+            # The signer does not sign the shortened chain: its newest checkpoint is still of the last entry.
             await asyncio.sleep(1)
-            assert (await checkpoint_of(http, 6))["hash"] == signed["hash"]
+            assert (await checkpoint_of(http, HEAD))["hash"] == signed["hash"]
         finally:
             await conn.close()
 
@@ -247,8 +253,8 @@ async def test_a_rewritten_chain_a_forged_checkpoint_and_a_lost_tail_are_found(p
 async def test_the_application_may_not_update_or_delete_the_history_nor_its_checkpoints(proof: Stack) -> None:
     async with proof.http() as http:
         world, _, _, _ = await a_decided_turn(http, proof)
-        await entries_of(http, 7)
-        await checkpoint_of(http, 6)
+        await entries_of(http, N)
+        await checkpoint_of(http, HEAD)
     statements = [
         f"{verb} gateway.{table}{rest}"
         for table in ("history", "history_checkpoints")
@@ -266,7 +272,7 @@ async def test_the_application_may_not_update_or_delete_the_history_nor_its_chec
         for table in ("history", "history_checkpoints"):
             with pytest.raises(asyncpg.InsufficientPrivilegeError, match="append-only"):
                 await conn.execute(f"TRUNCATE gateway.{table}")
-        assert await conn.fetchval("SELECT count(*) FROM gateway.history WHERE org_id = $1", world.org_id) == 7
+        assert await conn.fetchval("SELECT count(*) FROM gateway.history WHERE org_id = $1", world.org_id) == N
 
         # As a deployment's application role, granted every privilege on the schema's rows after the migration
         # (docs/how-to/kubernetes.md): the trigger refuses all the same, and the retention role is not its to take.
@@ -309,15 +315,15 @@ async def test_the_retention_job_prunes_under_its_role_and_leaves_a_checkpoint_t
 ) -> None:
     async with proof.http() as http, proof.coach() as coach:
         world, _, _, _ = await a_decided_turn(http, proof)
-        await entries_of(http, 7)
-        await checkpoint_of(http, 6)
+        await entries_of(http, N)
+        await checkpoint_of(http, HEAD)
         cutoff = datetime.now(UTC)
         await asyncio.sleep(0.05)
         turn = await open_turn(coach, world)
         ada = await memory(http, world.agent_id)
         assert (await propose(turn, world.agent_id, "Newer.\n", ada["version"])).ok
-        await entries_of(http, 8)
-        await checkpoint_of(http, 7)
+        await entries_of(http, N + 1)
+        await checkpoint_of(http, N)
 
         # The retention job's own login, a member of the retention role (ASSENT_HISTORY_RETENTION_DATABASE_URL).
         conn = await asyncpg.connect(dsn(proof.database_url))
@@ -328,24 +334,25 @@ async def test_the_retention_job_prunes_under_its_role_and_leaves_a_checkpoint_t
         try:
             keys = HistoryKeys(proof.system.env["ASSENT_HISTORY_SIGNING_KEY"])
             pruner = HistoryPruner(engine, keys, older_than=datetime.now(UTC) - cutoff, batch=3)
-            assert await pruner.once() >= 7  # this organisation's 7, and what earlier tests left before the cutoff
+            assert await pruner.once() >= N  # this organisation's N, and what earlier tests left before the cutoff
         finally:
             await engine.dispose()
             await conn.execute(f"DROP ROLE {login}")
             await conn.close()
 
         pruned = (await http.get("/api/history/checkpoints", params={"kind": "pruned"})).json()["checkpoints"]
-        assert [c["position"] for c in pruned] == [6, 5, 2]  # a checkpoint per batch of 3, newest first
+        # A checkpoint per batch of 3 (entries 0 to 2, 3 to 5, ...), of each batch's last entry, newest first.
+        assert [c["position"] for c in pruned] == [min(start + 2, HEAD) for start in range(0, N, 3)][::-1]
         heads = (await http.get("/api/history/checkpoints", params={"kind": "head"})).json()["checkpoints"]
-        assert [c["position"] for c in heads] == [7]  # those of pruned entries went with them
+        assert [c["position"] for c in heads] == [N]  # those of pruned entries went with them
         page = (await http.get("/api/history", params={"limit": 500})).json()["entries"]
-        assert [e["position"] for e in page] == [7]
+        assert [e["position"] for e in page] == [N]
 
         verified = await verify(http)
-        assert (verified["ok"], verified["kept_from"], verified["first"], verified["last"]) == (True, 7, 7, 7)
+        assert (verified["ok"], verified["kept_from"], verified["first"], verified["last"]) == (True, N, N, N)
         assert [(c["kind"], c["position"], c["ok"]) for c in verified["checkpoints"]] == [
-            ("pruned", 6, True),
-            ("head", 7, True),
+            ("pruned", HEAD, True),
+            ("head", N, True),
         ]
         # Outside Assent: the pruned checkpoint is checked as any other, and the kept export goes on from its hash.
         lines = (await http.get("/api/history/export", params={"format": "jsonl"})).text.splitlines()
@@ -354,19 +361,19 @@ async def test_the_retention_job_prunes_under_its_role_and_leaves_a_checkpoint_t
         assert json.loads(lines[0])["position"] == pruned[0]["position"] + 1
         docs["check_checkpoint"](heads[0], public_key_of(proof))
         docs["check_export"](lines, heads[0], start=pruned[0]["hash"])
-        with pytest.raises(AssertionError, match="entry 7 is not linked"):
+        with pytest.raises(AssertionError, match=f"entry {N} is not linked"):
             docs["check_export"](lines, heads[0])
 
         # A prefix removed by anyone but the retention job: the kept chain no longer starts where it was pruned.
         conn = await as_superuser(proof)
         try:
-            await conn.execute("DELETE FROM gateway.history WHERE org_id = $1 AND position = 7", world.org_id)
+            await conn.execute("DELETE FROM gateway.history WHERE org_id = $1 AND position = $2", world.org_id, N)
         finally:
             await conn.close()
         removed = await verify(http)
         assert (removed["ok"], removed["first_break"]["position"], removed["first_break"]["reason"]) == (
             False,
-            7,
+            N,
             "gap",
         )
         # The gateway's own retention job ran all along under the role it takes (its cutoff a century ago).

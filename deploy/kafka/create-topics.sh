@@ -70,6 +70,8 @@ create studio.continuations ${PARTITIONS:-3}
 create studio.continuations.dlq 1
 create workspace.events ${PARTITIONS:-3}
 create workspace.events.dlq 1
+create workspace.writes ${PARTITIONS:-3}
+create workspace.writes.dlq 1
 create connections.catalogs ${PARTITIONS:-3}
 create connections.catalogs.dlq 1
 create deploys.events ${PARTITIONS:-3}

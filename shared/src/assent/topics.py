@@ -8,11 +8,11 @@ that receives messages its consumers could not read.
 The topics every owner takes part in are declared here; an owner's own topics (its tool calls, its decisions and
 its events) are declared in its contract package (:mod:`assent.owners`). :data:`REGISTRY` holds them all, in one
 order: the sessions, every owner's tool calls, the turns, the results and proposals, every owner's decisions, the
-outcomes and continuations, the workspace's events, then each owner's events. It, :data:`TOOL_CALLS`,
+outcomes and continuations, the workspace's events, the direct writes, then each owner's events. It, :data:`TOOL_CALLS`,
 :data:`DECISIONS`, :data:`TOOL_ROUTES` and the shared topics that name every owner among their producers or
 consumers (:data:`STUDIO_SESSIONS`, :data:`TOOL_RESULTS`, :data:`PROPOSALS_PROPOSED`, :data:`PROPOSALS_DECIDED`,
-:data:`PROPOSALS_OUTCOMES`, :data:`WORKSPACE_EVENTS`) are made the first time one of them is read, once the
-contracts are found.
+:data:`PROPOSALS_OUTCOMES`, :data:`WORKSPACE_EVENTS`, :data:`WORKSPACE_WRITES`) are made the first time one of them
+is read, once the contracts are found.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from .contracts import (
     ToolCall,
     ToolResult,
     TurnContinuation,
+    WorkspaceWritten,
 )
 
 DLQ_SUFFIX = ".dlq"
@@ -142,6 +143,9 @@ if TYPE_CHECKING:  # made on first reading, by __getattr__ below
     release retires it."""
     PROPOSALS_OUTCOMES: Topic
     WORKSPACE_EVENTS: Topic
+    WORKSPACE_WRITES: Topic
+    """Every owner's direct writes of the workspace (:class:`~assent.contracts.WorkspaceWritten`, emitted with
+    :func:`assent.runtime.writes.record_write`), which the gateway files in each organisation's history."""
     REGISTRY: tuple[Topic, ...]
     TOOL_ROUTES: Mapping[str, Topic]
     """Which topic carries a call of each tool, derived from the kind registry, so the coach can route without
@@ -173,6 +177,7 @@ def _registry() -> dict[str, Any]:
             tuple(o for o in (*owners, "gateway") if o != kinds.WORKSPACE_OWNER),
             (OrgChanged, GuildChanged, AgentChanged),
         ),
+        "WORKSPACE_WRITES": Topic("workspace.writes", "org_id", owners, ("gateway",), (WorkspaceWritten,)),
     }
     registry = (
         shared["STUDIO_SESSIONS"],
@@ -185,6 +190,7 @@ def _registry() -> dict[str, Any]:
         shared["PROPOSALS_OUTCOMES"],
         STUDIO_CONTINUATIONS,
         shared["WORKSPACE_EVENTS"],
+        shared["WORKSPACE_WRITES"],
         *(topic for contract in found for topic in contract.topics),
     )
     names = [topic.name for topic in registry]
@@ -216,6 +222,7 @@ _DERIVED = frozenset(
         "PROPOSALS_DECIDED",
         "PROPOSALS_OUTCOMES",
         "WORKSPACE_EVENTS",
+        "WORKSPACE_WRITES",
         "REGISTRY",
         "TOOL_ROUTES",
     }

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from assent.api import Caller, routes_of, serve
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
+from assent.runtime.writes import actor_of
 from connections_contract.routes import (
     OWNER,
     GrantIn,
@@ -72,7 +73,8 @@ class Logins(Resource):
         return workspace.login_view(login)
 
     async def delete_login(self, caller: Caller, login_id: str) -> LoginDeleted:
-        return await self.run(lambda uow: workspace.delete_login(uow, login_id, caller.org))
+        actor = actor_of(caller, OWNER)
+        return await self.run(lambda uow: workspace.delete_login(uow, login_id, caller.org, actor))
 
 
 class Sessions(Resource):

@@ -5,7 +5,10 @@ under a new key).
 Each takes the unit of work of its request (:mod:`connections.api`). Organisations are walls: with ``org`` (the
 person's organisation) another organisation's login or session is :class:`NotFound`, in the words a missing one gets.
 A change of what a login's catalog says (created, deleted, its name, tools or verified flag) emits the catalog on
-``connections.catalogs`` in the same transaction.
+``connections.catalogs`` in the same transaction. Each person's write (a login created, changed or deleted, a grant
+given or taken back) is recorded for the organisation's history in its transaction
+(:func:`assent.runtime.writes.record_write`), with the login's card hash (what a login request binds) before and
+after.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from assent.contracts import DecisionMade, ProposalOutcome
 from assent.domain import Refusal, Session
 from assent.runtime.uow import UnitOfWork
 from assent.runtime.walls import NotFound, agent_in, guild_in, org_in
+from assent.runtime.writes import record_write
 from connections_contract import routes as api
 from connections_contract.routes import CredentialsIn, LoginIn, LoginPatch, PlatformLoginIn, ScopedLoginIn, ToolIn
 from connections_contract.topics import CONNECTIONS_CATALOGS
@@ -88,6 +92,35 @@ async def publish_catalog(uow: UnitOfWork, login: Login, *, deleted: bool = Fals
     await uow.emit(CONNECTIONS_CATALOGS, login.login_id, catalog(login, deleted=deleted))
 
 
+async def _record(
+    uow: UnitOfWork,
+    route: str,
+    login: Login,
+    action: str,
+    actor: str,
+    *,
+    target: str | None = None,
+    hash_before: str | None = None,
+    hash_after: str | None = None,
+    detail: str | None = None,
+) -> None:
+    assert login.org_id is not None  # a platform login is the deployment's: no route writes it
+    await record_write(
+        uow,
+        route,
+        org_id=login.org_id,
+        guild_id=login.scope_id if login.scope == "guild" else None,
+        agent_id=login.scope_id if login.scope == "agent" else None,
+        kind="login",
+        action=action,
+        target=target or f"Login {login.name}",
+        actor=actor,
+        hash_before=hash_before,
+        hash_after=hash_after,
+        detail=detail,
+    )
+
+
 # --- logins ---------------------------------------------------------------------------------------------------
 
 
@@ -135,6 +168,7 @@ async def create_login(uow: UnitOfWork, body: LoginIn, org: str, actor: str, box
     created = await store(uow).get(login.login_id)
     assert created is not None  # created in this transaction
     await publish_catalog(uow, created)
+    await _record(uow, "create_login", created, "create", actor, hash_after=created.card_hash)
     return created
 
 
@@ -155,14 +189,25 @@ async def update_login(
     changed = await store(uow).change(edited, actor)
     if given & CATALOG_FIELDS:
         await publish_catalog(uow, changed)
+    await _record(
+        uow,
+        "update_login",
+        changed,
+        "edit",
+        actor,
+        hash_before=login.card_hash,
+        hash_after=changed.card_hash,
+        detail=", ".join(sorted(given)),
+    )
     return changed
 
 
-async def delete_login(uow: UnitOfWork, login_id: str, org: str | None) -> api.LoginDeleted:
+async def delete_login(uow: UnitOfWork, login_id: str, org: str | None, actor: str) -> api.LoginDeleted:
     login = await login_in(uow, login_id, org, for_update=True)
     not_the_platforms(login)
     await store(uow).delete(login_id)
     await publish_catalog(uow, dataclasses.replace(login, revision=login.revision + 1), deleted=True)
+    await _record(uow, "delete_login", login, "delete", actor, hash_before=login.card_hash)
     return api.LoginDeleted(login_id=login_id, deleted=True)
 
 
@@ -286,6 +331,20 @@ async def set_grant(
             await decide(kit, uow, session_id, proposal_id, request.seq, "grant", actor, "popover")
     else:
         await store(uow).revoke(session_id, login.login_id, actor, now)
+    await record_write(
+        uow,
+        "set_connection_grant",
+        org_id=session.org_id,
+        guild_id=session.source_guild_id,
+        agent_id=login.scope_id if login.scope == "agent" else None,
+        kind="login",
+        action="grant" if granted else "revoke",
+        target=login.label,
+        actor=actor,
+        hash_before=login.card_hash,
+        hash_after=login.card_hash,
+        detail=f"session {session_id}",
+    )
     return session_view(session, await store(uow).grants_of(session_id))
 
 

@@ -36,6 +36,7 @@ from fastapi.responses import JSONResponse
 from assent.api import Caller, routes_of, serve
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import SqlUnitOfWork
+from assent.runtime.writes import actor_of
 from edits_contract import workspace as answers
 from edits_contract.collections import (
     AccessIn,
@@ -88,14 +89,20 @@ class Resource:
 
 class Orgs(Resource):
     async def create_org(self, caller: Caller, body: OrgIn) -> answers.Org:
-        await self.run(lambda uow: workspace.create_org(uow, body.org_id, body.name, caller_org=caller.org))
+        actor = actor_of(caller, OWNER)
+        await self.run(
+            lambda uow: workspace.create_org(uow, body.org_id, body.name, caller_org=caller.org, actor=actor)
+        )
         return answers.Org(org_id=body.org_id, name=body.name)
 
 
 class Guilds(Resource):
     async def create_guild(self, caller: Caller, body: GuildIn) -> answers.Guild:
+        actor = actor_of(caller, OWNER)
         guild = await self.run(
-            lambda uow: workspace.create_guild(uow, body.guild_id, body.org_id, body.name, caller_org=caller.org)
+            lambda uow: workspace.create_guild(
+                uow, body.guild_id, body.org_id, body.name, caller_org=caller.org, actor=actor
+            )
         )
         return workspace.guild_view(guild)
 
@@ -153,12 +160,18 @@ class Agents(Resource):
         )
 
     async def update_agent(self, caller: Caller, agent_id: str, body: AgentPatch) -> answers.Agent:
-        agent = await self.run(lambda uow: workspace.update_agent(uow, agent_id, body, caller_org=caller.org))
+        actor = actor_of(caller, OWNER)
+        agent = await self.run(
+            lambda uow: workspace.update_agent(uow, agent_id, body, caller_org=caller.org, actor=actor)
+        )
         return workspace.agent_view(agent)
 
     async def set_agent_roles(self, caller: Caller, agent_id: str, body: AgentRolesIn) -> answers.Agent:
+        actor = actor_of(caller, OWNER)
         agent = await self.run(
-            lambda uow: workspace.set_agent_roles(uow, agent_id, body.owners, body.editors, caller_org=caller.org)
+            lambda uow: workspace.set_agent_roles(
+                uow, agent_id, body.owners, body.editors, caller_org=caller.org, actor=actor
+            )
         )
         return workspace.agent_view(agent)
 

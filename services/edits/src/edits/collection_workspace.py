@@ -10,6 +10,10 @@ value held by no other record.
 Organisations are walls: every function takes ``caller_org`` (``None`` for a service's own call). Another
 organisation's org is answered as one that does not exist (404), before anything is read, and a collection of
 another organisation as one that does not exist.
+
+Each write is recorded for the organisation's history (:func:`assent.runtime.writes.record_write`) without hashes:
+the hash a request binds is of the collection as its session's guild sees it (:func:`rules.live_hash`), and a
+direct write has no session.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 from assent.domain import Refusal
 from assent.runtime.uow import SqlUnitOfWork
 from assent.runtime.walls import NotFound, org_in
+from assent.runtime.writes import record_write
 from edits_contract.collections import (
     AccessLogged,
     Collection,
@@ -68,6 +73,22 @@ def _columns(columns: Sequence[ColumnIn]) -> list[rules.Column]:
     return [rules.Column.model_validate(c.model_dump(exclude_none=True)) for c in columns]
 
 
+async def _record(
+    uow: SqlUnitOfWork, route: str, live: LiveCollection, action: str, actor: str, detail: str | None = None
+) -> None:
+    await record_write(
+        uow,
+        route,
+        org_id=live.org_id,
+        guild_id=live.guild_id if live.scope == "guild" else None,
+        kind="collection",
+        action=action,
+        target=f"Table {live.name}",
+        actor=actor,
+        detail=detail,
+    )
+
+
 async def list_collections(uow: SqlUnitOfWork, org_id: str, *, caller_org: str | None = None) -> list[Collection]:
     await _org(uow, org_id, caller_org)
     return [collection_view(live) for live in await CollectionsRepository(uow.conn).of_org(org_id)]
@@ -107,6 +128,7 @@ async def create_collection(
     await store.log(collection_id, org_id, "create", detail, origin=WriteOrigin(actor))
     live = await store.get(collection_id)
     assert live is not None
+    await _record(uow, "create_collection", live, "create", actor, _counted(len(live.columns), "column"))
     return collection_view(live)
 
 
@@ -146,13 +168,18 @@ async def update_collection(
             raise AssertionError("unreachable")
         plan = planned
     columns: tuple[ColumnSpec, ...] = live.columns if plan is None else plan.after
-    if (name, purpose, columns) != (live.name, live.purpose, live.columns):
+    changes = (name, purpose, columns) != (live.name, live.purpose, live.columns)
+    if changes:
         await store.update(collection_id, name, purpose, columns, actor=actor)
         changed = 0 if plan is None else await store.transform(collection_id, plan, actor=actor)
         detail = rules.updated(live, name, purpose, columns, plan, changed)
         await store.log(collection_id, org_id, "update", detail, origin=WriteOrigin(actor))
     after = await store.get(collection_id)
     assert after is not None
+    if changes:
+        fields = [f for f, was, now in (("name", live.name, name), ("purpose", live.purpose, purpose)) if was != now]
+        fields += ["columns"] if columns != live.columns else []
+        await _record(uow, "update_collection", after, "edit", actor, ", ".join(fields))
     return collection_view(after)
 
 
@@ -165,6 +192,7 @@ async def delete_collection(
     await store.log(
         collection_id, org_id, "delete", DeleteLogged(name=live.name, records=gone), origin=WriteOrigin(actor)
     )
+    await _record(uow, "delete_collection", live, "delete", actor, _counted(gone, "record"))
     return CollectionDeleted(collection_id=collection_id, deleted=True, records=gone)
 
 
@@ -207,7 +235,10 @@ async def add_records(
         cleaned.append({k: v for k, v in record.items() if v is not None})
     store = CollectionsRepository(uow.conn)
     await _check_unique(store, live, cleaned)
-    return RecordsAdded(record_ids=await store.add_records(collection_id, cleaned, actor=actor))
+    added = await store.add_records(collection_id, cleaned, actor=actor)
+    if added:
+        await _record(uow, "add_collection_records", live, "add_records", actor, f"records {_ids(added)}")
+    return RecordsAdded(record_ids=added)
 
 
 async def update_record(
@@ -232,6 +263,7 @@ async def update_record(
         raise Refused(f"required column(s) {', '.join(missing)} would have no value", "missing_value")
     await _check_unique(store, live, [{k: v for k, v in values.items() if v is not None}], except_record=record_id)
     await store.replace_record(collection_id, record_id, merged, actor=actor)
+    await _record(uow, "update_collection_record", live, "edit_record", actor, f"record {record_id}")
     return RecordOut(record_id=record_id, values=merged)
 
 
@@ -279,7 +311,19 @@ async def set_access(
     )
     after = await store.get(live.collection_id)
     assert after is not None
+    await _record(uow, "set_collection_access", after, "set_access", actor, f"{kind} {subject_id}: {mode}")
     return collection_view(after)
+
+
+def _counted(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
+
+
+def _ids(record_ids: Sequence[int]) -> str:
+    """Record ids as a short text: ``4``, ``4, 5``, ``4 to 9``."""
+    if len(record_ids) > 2 and list(record_ids) == list(range(record_ids[0], record_ids[0] + len(record_ids))):
+        return f"{record_ids[0]} to {record_ids[-1]}"
+    return ", ".join(str(i) for i in record_ids)
 
 
 async def collection_changes(

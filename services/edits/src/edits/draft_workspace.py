@@ -11,6 +11,7 @@ from assent.contracts import CardField
 from assent.hashing import unified_diff
 from assent.runtime.uow import UnitOfWork
 from assent.runtime.walls import NotFound, walled
+from assent.runtime.writes import record_write
 from edits_contract.drafts import DraftCard, DraftLines, DraftVersionView, LiveTask
 
 from .adapters.drafts import DraftsRepository
@@ -90,7 +91,9 @@ async def edit_draft(
 ) -> DraftCard:
     """Add the draft's next version, written by ``actor``; the request at ``seq`` then follows it.
 
-    The draft's row is locked, so an edit and a decision on the same draft happen one after the other.
+    The draft's row is locked, so an edit and a decision on the same draft happen one after the other. The edit is
+    a direct write (recorded for the organisation's history, with the draft's hashes before and after), not a
+    decision: the request stays pending.
     """
     draft = await _draft_at(uow, session_id, seq, caller_org, for_update=True)
     refusal = drafts.review_edit(draft, content, expected_version, max_bytes)
@@ -102,4 +105,19 @@ async def edit_draft(
     await store.add_version(draft.draft_id, draft.newest.version + 1, content, actor)
     edited = await store.draft(draft.draft_id)
     assert edited is not None
+    agent = await store.agent(draft.agent_id)
+    await record_write(
+        uow,
+        "edit_draft",
+        org_id=draft.org_id,
+        guild_id=None if agent is None else agent.guild_id,
+        agent_id=draft.agent_id,
+        kind="draft",
+        action="edit",
+        target=f"Task of {draft.agent_id if agent is None else agent.name}",
+        actor=actor,
+        hash_before=draft.newest.hash,
+        hash_after=edited.newest.hash,
+        detail=f"session {session_id}, seq {seq}: version {edited.newest.version}",
+    )
     return await card(uow, edited)

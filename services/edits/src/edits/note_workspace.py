@@ -15,6 +15,7 @@ from __future__ import annotations
 from assent.domain import Refusal
 from assent.runtime.uow import SqlUnitOfWork
 from assent.runtime.walls import NotFound, org_in, walled
+from assent.runtime.writes import record_write
 from edits_contract.workspace import Note, NoteDeleted, NoteHistory, NoteSummary
 
 from .adapters.notes import NotesRepository
@@ -62,6 +63,34 @@ async def _check_scope(uow: SqlUnitOfWork, org_id: str, path: notes.NotePath) ->
         guild = await uow.workspace.guild(path.scope_id or "")
         if guild is None or guild.org_id != org_id:
             raise NotFound(f"guild {path.scope_id!r} does not exist in org {org_id!r}")
+
+
+async def _record(
+    uow: SqlUnitOfWork,
+    route: str,
+    org_id: str,
+    path: notes.NotePath,
+    action: str,
+    actor: str,
+    before: notes.LiveNote | None,
+    after: notes.LiveNote | None,
+    version: int | None,
+) -> None:
+    """Record the write of the note at ``path`` (its guild or agent, by its level) with its hashes before and after."""
+    await record_write(
+        uow,
+        route,
+        org_id=org_id,
+        guild_id=path.scope_id if path.level == "guild" else None,
+        agent_id=path.scope_id if path.level == "agent" else None,
+        kind="note",
+        action=action,
+        target=f"Note {path.display_path}",
+        actor=actor,
+        hash_before=None if before is None else before.hash,
+        hash_after=None if after is None else after.hash,
+        detail=None if version is None else f"version {version}",
+    )
 
 
 async def list_notes(uow: SqlUnitOfWork, org_id: str, *, caller_org: str | None = None) -> list[NoteSummary]:
@@ -114,6 +143,7 @@ async def write_note(
         raise Conflict(f"a note was written at {parsed.display_path!r} meanwhile")
     note = await repo.note(org_id, parsed.display_path)
     assert note is not None
+    await _record(uow, "write_note", org_id, parsed, "create" if live is None else "edit", actor, live, note, version)
     return note_view(note)
 
 
@@ -141,6 +171,7 @@ async def delete_note(
     if refusal is not None:
         raise Conflict(refusal.message)
     version = await repo.delete_note(org_id, parsed, expected_version=live.version, origin=WriteOrigin(actor))
+    await _record(uow, "delete_note", org_id, parsed, "delete", actor, live, None, version)
     return NoteDeleted(display_path=parsed.display_path, deleted=True, version=version)
 
 

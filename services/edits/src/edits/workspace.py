@@ -3,7 +3,9 @@
 These are not proposals: they are the operator's (or a test's) own changes to live state, the kind of
 change a pending request must never overwrite. Every change of the directory goes out on
 ``workspace.events`` through the outbox, carrying the entity's whole new state, so that every other service
-keeps its read copy for its reach checks.
+keeps its read copy for its reach checks. Every direct write is recorded on ``workspace.writes`` in its own
+transaction (:func:`assent.runtime.writes.record_write`), by ``actor`` (the person; the service for a call of its
+own), for the organisation's history.
 
 Organisations are walls. Every function that reads or writes an org's entity takes ``caller_org``, the
 organisation of the person the call is made for (``None`` for a service's own call: no wall). An entity of
@@ -21,13 +23,15 @@ from assent.domain import Agent, Guild
 from assent.hashing import content_hash
 from assent.runtime.uow import SqlUnitOfWork, UnitOfWork
 from assent.runtime.walls import NotFound, agent_in, guild_in, org_in, walled
+from assent.runtime.writes import record_write
 from assent.topics import WORKSPACE_EVENTS
 from edits_contract import workspace as answers
-from edits_contract.workspace import AgentPatch
+from edits_contract.workspace import OWNER, AgentPatch
 
 from .adapters import tables as t
 from .adapters.repository import EditsRepository
 from .domain import guild as guild_rules
+from .domain.drafts import task_hash
 from .domain.memory import check_byte_cap
 from .domain.model import LiveMemory
 
@@ -106,7 +110,9 @@ async def publish_agent(uow: UnitOfWork, agent: Agent) -> None:
     )
 
 
-async def create_org(uow: SqlUnitOfWork, org_id: str, name: str, *, caller_org: str | None = None) -> None:
+async def create_org(
+    uow: SqlUnitOfWork, org_id: str, name: str, *, caller_org: str | None = None, actor: str = OWNER
+) -> None:
     """Create an org; a person may only create their own (any other is, to them, an org that does not exist)."""
     if walled(org_id, caller_org):
         raise NotFound(f"org {org_id!r} does not exist")
@@ -117,10 +123,13 @@ async def create_org(uow: SqlUnitOfWork, org_id: str, name: str, *, caller_org: 
         raise Conflict(f"org {org_id!r} already exists")
     uow.answer_once_published()  # the other services' copies find it from the answer on
     await uow.emit(WORKSPACE_EVENTS, org_id, OrgChanged(org_id=org_id, name=name, revision=1))
+    await record_write(
+        uow, "create_org", org_id=org_id, kind="org", action="create", target=f"Organisation {name}", actor=actor
+    )
 
 
 async def create_guild(
-    uow: SqlUnitOfWork, guild_id: str, org_id: str, name: str, *, caller_org: str | None = None
+    uow: SqlUnitOfWork, guild_id: str, org_id: str, name: str, *, caller_org: str | None = None, actor: str = OWNER
 ) -> Guild:
     await org_in(uow, org_id, caller_org)
     created = await uow.conn.execute(
@@ -134,6 +143,17 @@ async def create_guild(
     guild = await uow.workspace.guild(guild_id)
     assert guild is not None
     await publish_guild(uow, guild)
+    await record_write(
+        uow,
+        "create_guild",
+        org_id=org_id,
+        guild_id=guild_id,
+        kind="guild",
+        action="create",
+        target=f"Guild {name}",
+        actor=actor,
+        hash_after=guild_rules.guild_hash(guild),
+    )
     return guild
 
 
@@ -183,6 +203,18 @@ async def create_agent(
     await publish_agent(uow, agent)
     live = await repo.memory(agent_id)
     assert live is not None
+    await record_write(
+        uow,
+        "create_agent",
+        org_id=org_id,
+        guild_id=guild_id,
+        agent_id=agent_id,
+        kind="agent",
+        action="create",
+        target=f"Agent {name}",
+        actor=actor,
+        detail=f"Memory at version {live.version} ({live.hash})",
+    )
     return memory_view(live)
 
 
@@ -190,11 +222,14 @@ async def get_agent(uow: SqlUnitOfWork, agent_id: str, *, caller_org: str | None
     return await agent_in(uow, agent_id, caller_org)
 
 
-async def update_agent(uow: SqlUnitOfWork, agent_id: str, patch: AgentPatch, *, caller_org: str | None = None) -> Agent:
+async def update_agent(
+    uow: SqlUnitOfWork, agent_id: str, patch: AgentPatch, *, caller_org: str | None = None, actor: str = OWNER
+) -> Agent:
     """Move an agent to another guild (or none), retire it (``live: false``), rename it or change its Task: the
     fields ``patch`` gives.
 
-    The new guild must be of the agent's own org (so, behind the wall, of the caller's).
+    The new guild must be of the agent's own org (so, behind the wall, of the caller's). The write's record names the
+    fields given and, where the Task changed, its hashes before and after (what a Task draft binds).
     """
     agent = await get_agent(uow, agent_id, caller_org=caller_org)
     if patch.guild_id is not None:
@@ -203,11 +238,27 @@ async def update_agent(uow: SqlUnitOfWork, agent_id: str, patch: AgentPatch, *, 
             raise NotFound(f"guild {patch.guild_id!r} does not exist in org {agent.org_id!r}")
     changes = patch.model_dump(exclude_unset=True)
     if changes:
+        before = agent
         await uow.conn.execute(
             t.agents.update().where(t.agents.c.agent_id == agent_id).values(**changes, revision=t.agents.c.revision + 1)
         )
         agent = await get_agent(uow, agent_id)
         await publish_agent(uow, agent)
+        task_moved = "task" in changes and before.task != agent.task
+        await record_write(
+            uow,
+            "update_agent",
+            org_id=agent.org_id,
+            guild_id=agent.guild_id,
+            agent_id=agent_id,
+            kind="agent",
+            action="edit",
+            target=f"Agent {agent.name}",
+            actor=actor,
+            hash_before=task_hash(before.task) if task_moved else None,
+            hash_after=task_hash(agent.task) if task_moved else None,
+            detail=", ".join(sorted(changes)),
+        )
     return agent
 
 
@@ -243,7 +294,22 @@ async def write_memory(
         raise Conflict(f"Memory of {agent_id!r} is at version {live.version}, not {expected_version}")
     version = await repo.write_memory(agent.org_id, agent_id, content, expected_version=live.version, actor=actor)
     assert version is not None  # the row is locked at live.version
-    return answers.Memory(agent_id=agent_id, content=content, version=version, hash=content_hash(content))
+    written = answers.Memory(agent_id=agent_id, content=content, version=version, hash=content_hash(content))
+    await record_write(
+        uow,
+        "write_memory",
+        org_id=agent.org_id,
+        guild_id=agent.guild_id,
+        agent_id=agent_id,
+        kind="memory",
+        action="edit",
+        target=f"Memory of {agent.name}",
+        actor=actor,
+        hash_before=live.hash,
+        hash_after=written.hash,
+        detail=f"version {version}",
+    )
+    return written
 
 
 async def memory_history(
@@ -297,10 +363,25 @@ async def change_guild_text(
         raise Refused(refusal.message, refusal.code)
     guild = await get_guild(uow, guild_id, caller_org=caller_org, for_update=True)
     changes = guild_rules.changed(guild, given)
+    before = guild
     guild = await update_guild_text(uow, guild_id, changes)
     for name in changes:
         await uow.store(EditsRepository).log_guild_change(
             guild_id, name, actor, tool_call_id=None, session_id=None, seq=None
+        )
+    if changes:  # a field equal to the live text is no change, and writes nothing
+        await record_write(
+            uow,
+            "update_guild_text",
+            org_id=guild.org_id,
+            guild_id=guild_id,
+            kind="guild",
+            action="edit",
+            target=f"Guild {guild.name}",
+            actor=actor,
+            hash_before=guild_rules.guild_hash(before),
+            hash_after=guild_rules.guild_hash(guild),
+            detail=", ".join(changes),
         )
     return guild, list(changes)
 
@@ -312,6 +393,7 @@ async def set_agent_roles(
     editors: list[str],
     *,
     caller_org: str | None = None,
+    actor: str = OWNER,
 ) -> Agent:
     """Say who owns and who edits an agent (the organisation's admins decide; the gateway checks that)."""
     agent = await get_agent(uow, agent_id, caller_org=caller_org)
@@ -324,4 +406,16 @@ async def set_agent_roles(
     )
     agent = await get_agent(uow, agent_id, caller_org=caller_org)
     await publish_agent(uow, agent)
+    await record_write(
+        uow,
+        "set_agent_roles",
+        org_id=agent.org_id,
+        guild_id=agent.guild_id,
+        agent_id=agent_id,
+        kind="agent",
+        action="roles",
+        target=f"Agent {agent.name}",
+        actor=actor,
+        detail=f"owners: {', '.join(agent.owners) or '-'}; editors: {', '.join(agent.editors) or '-'}",
+    )
     return agent

@@ -14,12 +14,19 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from assent.db import create_engine
 from assent.runtime import ServiceRuntime
-from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, STUDIO_SESSIONS, STUDIO_TURNS, TOOL_RESULTS
+from assent.topics import (
+    PROPOSALS_OUTCOMES,
+    PROPOSALS_PROPOSED,
+    STUDIO_SESSIONS,
+    STUDIO_TURNS,
+    TOOL_RESULTS,
+    WORKSPACE_WRITES,
+)
 
 from . import api, console, desk, handlers
 from .adapters import tables
 from .adapters.checkpoints import CheckpointSigner, HistoryPruner
-from .adapters.history import HistoryLinker
+from .adapters.history import HistoryLinker, WrittenEntries
 from .adapters.metrics import PendingDecisions
 from .adapters.notify import EventFeed
 from .adapters.owners import Owners
@@ -62,7 +69,9 @@ def history_jobs(
 
 
 def create_app(settings: GatewaySettings) -> FastAPI:
-    runtime = ServiceRuntime(settings, tables=tables.shared, migrations=MIGRATIONS, schema=tables.SCHEMA)
+    runtime = ServiceRuntime(
+        settings, tables=tables.shared, migrations=MIGRATIONS, schema=tables.SCHEMA, stores=[WrittenEntries]
+    )
     events = EventFeed(settings.redis_url, f"{settings.topic_prefix}assent:events")
     owners = Owners(settings.owner_urls, runtime.signer, tracer_provider=runtime.provider)
     deps = handlers.Deps(runtime, settings, events)
@@ -74,6 +83,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     runtime.consume_batch(PROPOSALS_OUTCOMES, projection.on_outcome, after_commit=projection.outcome)
     runtime.consume_batch(STUDIO_TURNS, projection.on_step_ended, after_commit=projection.step_ended)
     runtime.keep_workspace_copy()
+    # Every owner's direct writes, filed in their organisations' history (the linker chains them with the rest).
+    runtime.consume_batch(WORKSPACE_WRITES, handlers.file_writes, label="written")
     runtime.on_scrape(PendingDecisions(runtime.engine).refresh)
     retention_engines: list[AsyncEngine] = []
     linker = HistoryLinker(runtime.engine, settings.history_link_seconds, settings.history_link_batch)

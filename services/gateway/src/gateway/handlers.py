@@ -30,6 +30,7 @@ from assent.contracts import (
     StepEnded,
     ToolResult,
     TurnContinuation,
+    WorkspaceWritten,
 )
 from assent.db import column_arrays, json_param
 from assent.domain import Agent
@@ -39,6 +40,7 @@ from assent.runtime.uow import SqlUnitOfWork
 from assent.telemetry import attach_carrier, current_carrier, detach
 from assent.topics import STUDIO_CONTINUATIONS
 
+from .adapters.history import WrittenEntries
 from .adapters.notify import EventFeed
 from .adapters.projection import (
     CONTINUE_TURNS,
@@ -396,6 +398,40 @@ async def _settle_turns(
 def _sessions_of(batch: Sequence[Received]) -> list[str]:
     """The sessions ``batch``'s messages name, each once, in order."""
     return list(dict.fromkeys(item.message.session_id for item in batch))  # type: ignore[attr-defined]  # the topic carries only this message type
+
+
+# --- direct writes ------------------------------------------------------------------------------------
+
+
+class BeyondTheWall(Exception):
+    """A direct write that names an agent or a guild the gateway's copy of the workspace holds in another
+    organisation than the write's: it is not filed (an owner names the organisation of what it wrote, so this is a
+    bug or a forgery), and after the failure policy's attempts the message goes to the dead-letter topic."""
+
+
+async def file_writes(batch: Sequence[Received], uow: UnitOfWork) -> None:
+    """File a batch of direct writes (``workspace.writes``) in their organisations' history, in order.
+
+    Each owner emitted its write's message in the transaction of the write, for the organisation of what it wrote
+    (read behind the caller's wall); only the owners produce on the topic. The gateway checks what it can against
+    its own copy of the workspace: an agent or guild the write names belongs to the write's organisation (one not
+    copied yet, a write that created it, passes). Agents and guilds never change organisation, so the check holds
+    whenever it is made.
+    """
+    written: list[WorkspaceWritten] = []
+    for item in batch:
+        message: WorkspaceWritten = item.message  # type: ignore[assignment]  # the topic carries only this message type
+        with item.span():
+            agent = None if message.agent_id is None else await uow.workspace.agent(message.agent_id)
+            guild = None if message.guild_id is None else await uow.workspace.guild(message.guild_id)
+        for what, held in (("agent", agent), ("guild", guild)):
+            if held is not None and held.org_id != message.org_id:
+                raise BeyondTheWall(
+                    f"{message.type} {message.id} names {what} {getattr(held, f'{what}_id')!r} of another organisation"
+                    f" than its own ({message.org_id!r}); not filed"
+                )
+        written.append(message)
+    await uow.store(WrittenEntries).file(written)
 
 
 # --- operator actions ---------------------------------------------------------------------------------

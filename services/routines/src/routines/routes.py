@@ -3,6 +3,9 @@ declared route of its name.
 
 Organisations are walls: for a person (``X-Assent-Org``), an agent, routine or guild of another organisation is
 answered 404 with the words a missing one gets, and nothing is read or written.
+
+Each write is recorded for the organisation's history in its transaction (:func:`assent.runtime.writes.record_write`),
+with the routine's hash (what a routine request binds) before and after.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from assent.domain import Agent, Guild, Refusal
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import UnitOfWork
 from assent.runtime.walls import NotFound, agent_in, guild_in
+from assent.runtime.writes import record_write
 from routines_contract import routes as answers
 from routines_contract.routes import OWNER, RoutineIn, RoutinePatch, SwitchIn
 
@@ -85,6 +89,7 @@ class RoutineRoutes:
             routine = _routine(new_schedule_id(), agent, wanted, planned(wanted.timing, wanted.paused, now), 1)
             await repo.create(routine, by)
             await changed(uow, routine, "created", routine.next_wake_at, by)
+            await _record(uow, "create_routine", agent, "create", by.actor, None, routine)
             return shown(routine, await repo.routines_on(routine.guild_id))
 
     async def change_routine(
@@ -105,6 +110,7 @@ class RoutineRoutes:
             routine = _routine(schedule_id, agent, wanted, next_wake, live.version + 1, guild_id=live.guild_id)
             await repo.replace(routine, by)
             await changed(uow, routine, "edited", next_wake, by)
+            await _record(uow, "change_routine", agent, "edit", by.actor, live, routine, ", ".join(sorted(fields)))
             return shown(routine, await repo.routines_on(routine.guild_id))
 
     async def delete_routine(self, caller: Caller, agent_id: str, schedule_id: str) -> answers.Routine:
@@ -113,6 +119,8 @@ class RoutineRoutes:
             live = await self.routine_of(uow, agent_id, schedule_id, caller.org)
             await store(uow).delete(schedule_id)
             await changed(uow, live, "deleted", None, by)
+            agent = await agent_in(uow, agent_id, caller.org)
+            await _record(uow, "delete_routine", agent, "delete", by.actor, live, None)
             return shown(live, False)
 
     async def guild_routines(self, caller: Caller, guild_id: str) -> answers.GuildRoutines:
@@ -143,11 +151,51 @@ class RoutineRoutes:
                 routines = await repo.of_guild(guild_id)
             if body.routines_on != was_on:
                 await uow.emit(*_switch_event(guild, body.routines_on, actor))
+                await record_write(
+                    uow,
+                    "set_routines_switch",
+                    org_id=guild.org_id,
+                    guild_id=guild_id,
+                    kind="routine",
+                    action="switch_on" if body.routines_on else "switch_off",
+                    target=f"Routines of guild {guild.name}",
+                    actor=actor,
+                    detail=f"{len(routines)} routine{'s' if len(routines) != 1 else ''}",
+                )
             return answers.GuildRoutines(
                 guild_id=guild_id,
                 routines_on=body.routines_on,
                 routines=[shown(r, body.routines_on) for r in routines],
             )
+
+
+async def _record(
+    uow: UnitOfWork,
+    route: str,
+    agent: Agent,
+    action: str,
+    actor: str,
+    before: Routine | None,
+    after: Routine | None,
+    detail: str | None = None,
+) -> None:
+    """Record a direct write of one of ``agent``'s routines (``before`` None: created; ``after`` None: deleted)."""
+    routine = after or before
+    assert routine is not None
+    await record_write(
+        uow,
+        route,
+        org_id=routine.org_id,
+        guild_id=routine.guild_id or None,
+        agent_id=agent.agent_id,
+        kind="routine",
+        action=action,
+        target=f"Routine of {agent.name}: {routine.description}",
+        actor=actor,
+        hash_before=None if before is None else before.hash,
+        hash_after=None if after is None else after.hash,
+        detail=f"{routine.schedule_id}: {detail}" if detail else routine.schedule_id,
+    )
 
 
 def _switch_event(guild: Guild, on: bool, actor: str) -> tuple[Any, str, Any]:

@@ -15,6 +15,7 @@ from .tool_results import (
 )
 from .turns import DecisionSummary, StepEnded, TurnContinuation
 from .workspace import AgentChanged, GuildChanged, OrgChanged
+from .writes import WorkspaceWritten
 
 __all__ = [
     "AgentChanged",
@@ -45,6 +46,7 @@ __all__ = [
     "ToolError",
     "ToolResult",
     "TurnContinuation",
+    "WorkspaceWritten",
     "lines_of",
     "parse_message",
     "upcaster",

@@ -3,14 +3,18 @@ class per resource, each method the handler of the declared route of its name.
 
 Organisations are walls here too: for a person (``X-Assent-Org``), an agent of another organisation is answered 404
 with the words a missing one gets, and nothing is read or written. Without the header the call is a service's own.
+
+Each write is recorded for the organisation's history in its transaction (:func:`written`): a source's hashes are its
+commits (the production branch's head before and after), a build's and a deploy's the commit they are of.
 """
 
 from __future__ import annotations
 
-from assent.domain import Refusal
+from assent.domain import Agent, Refusal
 from assent.runtime import ServiceRuntime
 from assent.runtime.uow import UnitOfWork
 from assent.runtime.walls import NotFound
+from assent.runtime.writes import record_write
 
 from ..adapters.git import GitRepos, Source
 from ..adapters.repository import DeployerRepository
@@ -32,6 +36,36 @@ def refused(refusal: Refusal) -> Unprocessable:
 
 def store(uow: UnitOfWork) -> DeployerRepository:
     return uow.store(DeployerRepository)
+
+
+async def written(
+    uow: UnitOfWork,
+    route: str,
+    agent: Agent,
+    kind: str,
+    action: str,
+    target: str,
+    actor: str,
+    *,
+    hash_before: str | None = None,
+    hash_after: str | None = None,
+    detail: str | None = None,
+) -> None:
+    """Record a direct write of ``agent``'s (:func:`assent.runtime.writes.record_write`)."""
+    await record_write(
+        uow,
+        route,
+        org_id=agent.org_id,
+        guild_id=agent.guild_id,
+        agent_id=agent.agent_id,
+        kind=kind,
+        action=action,
+        target=target,
+        actor=actor,
+        hash_before=hash_before,
+        hash_after=hash_after,
+        detail=detail,
+    )
 
 
 def author(actor: str) -> tuple[str, str]:

@@ -11,13 +11,15 @@ from assent.api import Caller
 from assent.domain import Refusal
 from assent.runtime.uow import UnitOfWork
 from assent.runtime.walls import NotFound, agent_in
+from assent.runtime.writes import actor_of, record_write
 from deployer_contract import deploys as api
 from deployer_contract.deploys import BuildIn, DeploySettingsIn, PushBuilt, Pushed, PushIgnored
+from deployer_contract.source import OWNER
 from deployer_contract.source import Deploy as DeployAnswer
 
 from ..adapters.repository import Build, Deploy
 from ..domain.deploys import github_signature_ok, gitlab_token_ok, parse_push, repository_key
-from . import Resource, Unprocessable, refused, store
+from . import Resource, Unprocessable, refused, store, written
 from .answers import build_answer, deploy_answer, settings_answer
 
 MAX_WEBHOOK_BYTES = 5_000_000
@@ -38,13 +40,26 @@ class Settings(Resource):
         actor = caller.actor
         fields = body.model_dump(exclude_unset=True)
         async with self.runtime.unit_of_work() as uow:
-            await agent_in(uow, agent_id, caller.org)
+            agent = await agent_in(uow, agent_id, caller.org)
             source = await self.source_of(uow, agent_id)
             if fields.get("builds_on_push") and source.mode == "hosted":
                 raise Unprocessable(422, "a hosted source is built when a proposal is approved; it has no pushes")
+            given = sorted(fields)  # the names only: a webhook secret's value is never recorded
             if fields.get("builds_on_push"):
                 fields.setdefault("last_seen_head", await self.repos.head(source))
-            return settings_answer(await store(uow).save_deploy_settings(agent_id, actor, **fields))
+            saved = await store(uow).save_deploy_settings(agent_id, actor, **fields)
+            if given:
+                await written(
+                    uow,
+                    "set_deploy_settings",
+                    agent,
+                    "deploy_settings",
+                    "edit",
+                    f"Deploy settings of {agent.name}",
+                    actor,
+                    detail=", ".join(given),
+                )
+            return settings_answer(saved)
 
 
 class Builds(Resource):
@@ -69,6 +84,17 @@ class Builds(Resource):
             source = await self.source_of(uow, agent_id)
             commit = await self.commit_of(source, body.source_version, "build")
             build = await self.deploys.request_build(uow, source, agent.org_id, commit, "manual", actor, actor)
+            await written(
+                uow,
+                "start_build",
+                agent,
+                "build",
+                "start",
+                f"Build of {agent.name}",
+                actor,
+                hash_after=commit,
+                detail=build.build_id,
+            )
             return await build_of(uow, build)
 
 
@@ -87,16 +113,41 @@ class Deploys(Resource):
         """Make a started deploy live (when auto-promote is off)."""
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
-            await agent_in(uow, agent_id, caller.org)
+            agent = await agent_in(uow, agent_id, caller.org)
             await deploy_in(uow, agent_id, deploy_id)
-            return done(await self.deploys.promote(uow, deploy_id, actor))
+            promoted = done(await self.deploys.promote(uow, deploy_id, actor))
+            await written(
+                uow,
+                "promote",
+                agent,
+                "deploy",
+                "promote",
+                f"Deploy {deploy_id} of {agent.name}",
+                actor,
+                hash_after=promoted.source_version,
+                detail=promoted.status,
+            )
+            return promoted
 
     async def retry(self, caller: Caller, agent_id: str, deploy_id: str) -> DeployAnswer:
         """Start again a deploy that did not start (its commit stays)."""
+        actor = actor_of(caller, OWNER)
         async with self.runtime.unit_of_work() as uow:
-            await agent_in(uow, agent_id, caller.org)
+            agent = await agent_in(uow, agent_id, caller.org)
             await deploy_in(uow, agent_id, deploy_id)
-            return done(await self.deploys.retry(uow, deploy_id))
+            retried = done(await self.deploys.retry(uow, deploy_id))
+            await written(
+                uow,
+                "retry",
+                agent,
+                "deploy",
+                "retry",
+                f"Deploy {deploy_id} of {agent.name}",
+                actor,
+                hash_after=retried.source_version,
+                detail=retried.status,
+            )
+            return retried
 
 
 class Webhooks(Resource):
@@ -145,6 +196,20 @@ class Webhooks(Resource):
                 ref = delivery or event.commit
                 build = await self.deploys.request_build(uow, source, org_id, event.commit, "push", ref, None)
                 answers.append(PushBuilt(agent_id=source.agent_id, build_id=build.build_id, status=build.status))
+                agent = await uow.workspace.agent(source.agent_id)
+                await record_write(
+                    uow,
+                    "push",
+                    org_id=org_id,
+                    guild_id=None if agent is None else agent.guild_id,
+                    agent_id=source.agent_id,
+                    kind="build",
+                    action="start",
+                    target=f"Build of {source.agent_id if agent is None else agent.name}",
+                    actor=provider,  # no person: the provider's signed push
+                    hash_after=event.commit,
+                    detail=f"{build.build_id}: push {ref}",
+                )
             return Pushed(results=answers)
 
 

@@ -31,7 +31,7 @@ from ..adapters.repository import Deploy, Issue
 from ..domain import builder, checks
 from ..domain.proposals import FileChange, SourceChange, moved_files, text_hash
 from ..kinds.source import decode
-from . import Resource, Unprocessable, author, refused, store
+from . import Resource, Unprocessable, author, refused, store, written
 from .answers import deploy_answer, issue_answer
 
 NOT_SHOWN = (
@@ -61,7 +61,21 @@ class Repository(Resource):
                         head = await self.repos.head(source)
                         await self.repos.commit(source, head, files, author=author(actor), message="Initial source\n")
             await store(uow).save_source(source, agent.org_id, actor)
-            return await self.describe(uow, agent_id)
+            described = await self.describe(uow, agent_id)
+            await written(
+                uow,
+                "set_repository",
+                agent,
+                "source",
+                "attach" if source.mode == "external" else "create",
+                f"Source of {agent.name}",
+                actor,
+                hash_after=described.head,
+                detail=f"{source.mode} {source.url} ({source.branch})"
+                if source.url
+                else f"{source.mode} ({source.branch})",
+            )
+            return described
 
     async def get_repository(self, caller: Caller, agent_id: str) -> api.Repository:
         async with self.runtime.unit_of_work() as uow:
@@ -72,7 +86,7 @@ class Repository(Resource):
         """A person's own commit onto the production branch (a hosted source's next source version)."""
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
-            await agent_in(uow, agent_id, caller.org)
+            agent = await agent_in(uow, agent_id, caller.org)
             source = await self.source_of(uow, agent_id)
             async with self.repos.lock(agent_id):
                 head = await self.repos.head(source)
@@ -86,6 +100,19 @@ class Repository(Resource):
                     raise Unprocessable(
                         409, f"{source.branch} moved while committing; nothing was committed, commit again"
                     ) from None
+            count = len(body.files)
+            await written(
+                uow,
+                "commit_directly",
+                agent,
+                "source",
+                "commit",
+                f"Source of {agent.name}: {count} file{'s' if count != 1 else ''}",
+                actor,
+                hash_before=head,
+                hash_after=commit,
+                detail=f"{source.branch}: {message.strip().splitlines()[0]}" if message.strip() else source.branch,
+            )
             return api.Committed(commit=commit, branch=source.branch)
 
     async def fits_tree(self, source: Source, head: str | None, files: Mapping[str, str | None]) -> None:
@@ -100,10 +127,21 @@ class Repository(Resource):
     async def record_deployment(self, caller: Caller, agent_id: str, body: DeploymentIn) -> api.Deployment:
         actor = caller.actor
         async with self.runtime.unit_of_work() as uow:
-            await agent_in(uow, agent_id, caller.org)
+            agent = await agent_in(uow, agent_id, caller.org)
             source = await self.source_of(uow, agent_id)
             version = await self.commit_of(source, body.source_version, "deploy") if body.records_version else None
             deployment = await store(uow).add_deployment(agent_id, version, actor)
+            await written(
+                uow,
+                "record_deployment",
+                agent,
+                "deployment",
+                "record",
+                f"Deployment of {agent.name}",
+                actor,
+                hash_after=version,
+                detail=str(deployment.deployment_id),
+            )
             return api.Deployment(deployment_id=deployment.deployment_id, agent_id=agent_id, source_version=version)
 
     async def describe(self, uow: UnitOfWork, agent_id: str) -> api.Repository:
@@ -230,6 +268,15 @@ class Issues(Resource):
             issue = await store(uow).add_issue(
                 issue_id, agent_id, agent.org_id, body.title, body.text, dict(body.evals), actor
             )
+            await written(
+                uow,
+                "create_issue",
+                agent,
+                "issue",
+                "create",
+                f"Issue #{issue.number} of {agent.name}: {issue.title}",
+                actor,
+            )
             return issue_answer(issue)
 
     async def read_issue(self, caller: Caller, agent_id: str, issue_id: str) -> api.Issue:
@@ -242,12 +289,23 @@ class Issues(Resource):
         if body.evals is not None:
             self.check_evals(body.evals)
         async with self.runtime.unit_of_work() as uow:
-            await agent_in(uow, agent_id, caller.org)
+            agent = await agent_in(uow, agent_id, caller.org)
             issue = await self.issue_of(uow, agent_id, issue_id)
             fields = body.model_dump(exclude_unset=True)
             if not fields:
                 return issue_answer(issue)
-            return issue_answer(await store(uow).update_issue(issue_id, actor, **fields))
+            changed = await store(uow).update_issue(issue_id, actor, **fields)
+            await written(
+                uow,
+                "change_issue",
+                agent,
+                "issue",
+                "edit",
+                f"Issue #{changed.number} of {agent.name}: {changed.title}",
+                actor,
+                detail=", ".join(sorted(fields)),
+            )
+            return issue_answer(changed)
 
     @staticmethod
     async def issue_of(uow: UnitOfWork, agent_id: str, issue_id: str) -> Issue:

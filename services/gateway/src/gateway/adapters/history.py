@@ -18,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from assent.contracts import WorkspaceWritten
 from assent.db import driver_connection
 from assent.faults import crash_point
 
@@ -139,6 +140,47 @@ class HistoryLinker:
                 crash_point("gateway.history.before_commit")
             crash_point("gateway.history.after_commit")
             return len(rows)
+
+
+# Direct writes. --------------------------------------------------------------------------------------------------
+
+WRITTEN_COLUMNS = (
+    ("at", "timestamptz"),
+    ("org_id", "text"),
+    ("guild_id", "text"),
+    ("agent_id", "text"),
+    ("kind", "text"),
+    ("action", "text"),
+    ("target", "text"),
+    ("actor", "text"),
+    ("via", "text"),
+    ("detail", "text"),
+    ("hash_before", "text"),
+    ("hash_after", "text"),
+)
+"""What a direct write's entry takes from its :class:`~assent.contracts.WorkspaceWritten`, and the type of each."""
+FILE_WRITTEN = (
+    f"INSERT INTO {t.history_unlinked.fullname} (type, {', '.join(name for name, _ in WRITTEN_COLUMNS)})"
+    f" SELECT 'written', {', '.join(f'r.{name}' for name, _ in WRITTEN_COLUMNS)}"
+    f" FROM unnest({', '.join(f'${i}::{kind}[]' for i, (_, kind) in enumerate(WRITTEN_COLUMNS, start=1))})"
+    f" WITH ORDINALITY AS r({', '.join(name for name, _ in WRITTEN_COLUMNS)}, n) ORDER BY r.n"
+)
+"""The entries of a batch of direct writes, in the batch's order, as unlinked entries (no session, seq or proposal):
+one statement for the batch."""
+
+
+class WrittenEntries:
+    """Files direct writes as unlinked entries of their organisations' history, in the consumer's transaction (the
+    linker chains them as it chains the rest)."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
+
+    async def file(self, written: Sequence[WorkspaceWritten]) -> None:
+        if not written:
+            return
+        columns = [[getattr(message, name) for message in written] for name, _ in WRITTEN_COLUMNS]
+        await (await driver_connection(self.conn)).execute(FILE_WRITTEN, *columns)
 
 
 # The reads. ------------------------------------------------------------------------------------------------------
