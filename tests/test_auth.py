@@ -75,6 +75,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "write": frozenset({"developer", "admin"}),  # change the workspace, decide, change an agent
     "review": frozenset({"reviewer", "developer", "admin"}),  # review feedback
     "roles": frozenset({"admin"}),  # name an agent's owners and editors
+    "org_admin": frozenset({"admin"}),  # set the caller's own organisation's policy (another's admin: its own)
 }
 
 
@@ -88,6 +89,7 @@ class Endpoint:
     allowed_status: int = 200
     headers: dict[str, str] | None = None
     stream: bool = False
+    content_type: str = "application/json"  # of an allowed answer (a refusal is JSON)
 
 
 S = "/api/studio/sessions/{session_id}"
@@ -263,6 +265,29 @@ LISTED = [
     ),
     Endpoint("GET", f"{AG}/builder-chat", lambda s: f"/api/agents/{s.world.agent_id}/builder-chat", "read"),
     Endpoint("GET", "/api/activity", lambda s: "/api/activity", "org"),
+    # The history and the policy: always the caller's own organisation's (another's admin reads and sets its own).
+    Endpoint("GET", "/api/history", lambda s: "/api/history", "org"),
+    Endpoint("GET", "/api/history/export", lambda s: "/api/history/export?format=csv", "org", content_type="text/csv"),
+    Endpoint("GET", "/api/history/verify", lambda s: "/api/history/verify", "org"),
+    Endpoint("GET", "/api/history/checkpoints", lambda s: "/api/history/checkpoints", "org"),
+    Endpoint("GET", "/api/history/keys", lambda s: "/api/history/keys", "org"),
+    Endpoint("GET", "/api/policy", lambda s: "/api/policy", "org"),
+    Endpoint("GET", "/api/policy/versions", lambda s: "/api/policy/versions", "org"),
+    Endpoint("GET", "/api/policy/versions/{version}", lambda s: "/api/policy/versions/999", "read", allowed_status=404),
+    Endpoint(
+        "POST",
+        "/api/policy/test",
+        lambda s: "/api/policy/test",
+        "org_admin",
+        lambda s: {"policy": {"rules": [{"name": "r", "decide": "apply"}]}, "last": 5},
+    ),
+    Endpoint(
+        "PUT",
+        "/api/policy",
+        lambda s: "/api/policy",
+        "org_admin",
+        lambda s: {"policy": {"rules": [{"name": "r", "decide": "apply"}]}, "expected_version": 0},
+    ),
     Endpoint(
         "GET", f"{W}/agents/{{agent_id}}/repository", lambda s: f"{W}/agents/{s.world.agent_id}/repository", "read"
     ),
@@ -540,7 +565,7 @@ def expected(caller: str, endpoint: Endpoint) -> int:
     if caller in UNAUTHENTICATED:
         return 401
     if caller == "other_org":
-        return 200 if endpoint.access == "org" else 404
+        return 200 if endpoint.access in ("org", "org_admin") else 404
     if endpoint.access in ALLOWED and caller not in ALLOWED[endpoint.access]:
         return 403
     return endpoint.allowed_status
@@ -573,6 +598,7 @@ async def snapshot(admin: httpx.AsyncClient, scene: Scene) -> dict[str, Any]:
         "builds": len((await body(f"/api/agents/{world.agent_id}/builds"))["builds"]),
         "deploys": await body(f"/api/agents/{world.agent_id}/deploys"),
         "proposals": (await body(f"/api/agents/{world.agent_id}/proposals"))["counts"],
+        "policy": (await body("/api/policy"))["version"],
     }
 
 
@@ -709,7 +735,8 @@ async def test_every_endpoint_answers_each_caller_as_the_roles_say_and_a_refusal
                         assert first == "event: ready", (name, first)
                     else:
                         await response.aread()
-                        assert response.headers["content-type"].startswith("application/json"), name
+                        kind = endpoint.content_type if response.status_code < 400 else "application/json"
+                        assert response.headers["content-type"].startswith(kind), name
                 finally:
                     await response.aclose()
                 assert response.status_code == want, (caller, name, response.status_code, response.text)
@@ -724,6 +751,8 @@ async def test_every_endpoint_answers_each_caller_as_the_roles_say_and_a_refusal
                     assert response.json()["resolved_by"] == f"{caller}@example.com"
                 if endpoint.route == "/api/activity" and caller == "other_org":
                     assert response.json() == {"entries": []}
+                if endpoint.route == "/api/history" and caller == "other_org":
+                    assert [e for e in response.json()["entries"] if e["org_id"] == world.org_id] == []
                 if endpoint.route in ("/api/studio/sessions", "/api/studio/pending") and caller == "other_org":
                     assert (response.json()["items"], response.json()["total"]) == ([], 0), name
             assert await snapshot(admin, scene) == before, (caller, refused)
