@@ -19,6 +19,7 @@ from assent.contracts import DecisionMade, ToolCall
 from assent.runtime.kit import proposal_id_for
 from assent.telemetry import trace_id_of
 from assent.topics import DECISIONS, PROPOSALS_DECIDED
+from edits_contract.topics import DECISIONS as EDITS_DECISIONS
 from tests.conftest import OPERATOR, Stack, new_world, running_stack, wait_for
 from tests.test_history import WORLD, entries_of, history_holds_once
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
@@ -418,3 +419,40 @@ async def test_a_decision_outlives_an_owner_that_is_down(endpoints: Any, tmp_pat
             assert (await memory(http, world.agent_id))["content"] == "Decided while edits was away.\n"
             continuation = await turn.continuation(timeout=60)
             assert [d.outcome for d in continuation.decisions] == ["applied"]
+
+
+@pytest.mark.parametrize("crash_at", ["gateway.rules.before_commit", "gateway.rules.after_commit"])
+async def test_kill_9_while_a_rule_decides_decides_once(endpoints: Any, tmp_path: Any, crash_at: str) -> None:
+    """The gateway dies as its rule worker commits a rule's decision (before, or right after): once back, the
+    proposal is decided by the rule once, applied once, and its turn continues once."""
+    async with running_stack(endpoints, tmp_path, extra_env={"ASSENT_DECISION_TIMEOUT_SECONDS": "60"}) as stack:
+        async with stack.http() as http, stack.coach() as coach:
+            world = await new_world(http)
+            turn = await open_turn(coach, world)
+            sid = turn.session.session_id
+            await wait_pending(http, sid, 0)
+            base = await memory(http, world.agent_id)
+            rule = {"name": "any memory edit", "match": {"kind": ["memory"]}, "decide": "apply"}
+            assert (await http.put("/api/policy", json={"policy": {"rules": [rule]}, "expected_version": 0})).is_success
+
+            gateway = stack.system.gateway
+            await asyncio.to_thread(gateway.stop)
+            await asyncio.to_thread(gateway.start, {"ASSENT_CRASH_AT": crash_at})
+            result = await propose(turn, world.agent_id, "Decided by the rule once.\n", base["version"])
+            assert result.ok, result.error
+            await turn.end_step()
+            assert await asyncio.to_thread(gateway.wait_exit, 60) == -9
+            await asyncio.to_thread(gateway.start)
+
+            continuation = await turn.continuation(timeout=60)
+            seq = turn.calls[result.tool_call_id].seq
+            assert [(d.seq, d.outcome) for d in continuation.decisions] == [(seq, "applied")]
+            live = await memory(http, world.agent_id)
+            assert (live["content"], live["version"]) == ("Decided by the rule once.\n", base["version"] + 1)
+            assert result.widget is not None
+            proposal_id = result.widget.proposal_id
+            decided = await stack.records(
+                stack.topic(EDITS_DECISIONS.name), lambda r: json.loads(r.value).get("proposal_id") == proposal_id
+            )
+            assert len({json.loads(r.value)["decision_id"] for r in decided}) == 1
+            await history_holds_once(http, sid, {seq: "applied"})

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import OPERATOR, Stack, as_admin_of
+from tests.conftest import OPERATOR, Stack, as_admin_of, new_world, wait_for
 from tests.test_cli import CONFLICT, assent, token_of
 from tests.test_history import a_decided_turn, entries_of
+from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 
 pytestmark = pytest.mark.integration
 
@@ -143,3 +144,57 @@ async def test_a_policy_is_tried_over_the_last_proposals_beside_what_people_did(
             in tried.out
         )
         assert "decline (decline all memory) — differs" in tried.out, tried.out
+
+
+async def test_a_decide_rule_decides_new_proposals_once_and_never_one_proposed_before_it(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        ada, bo = await memory(http, world.agent_id), await memory(http, world.other_agent_id)
+        turn = await open_turn(coach, world)
+        sid = turn.session.session_id
+        before = await propose(turn, world.agent_id, ada["content"] + "Proposed before the policy.\n", ada["version"])
+        assert before.ok, before.error
+        await wait_pending(http, sid, 1)
+        policy = {
+            "rules": [
+                {"name": "small memory edits", "match": {"kind": ["memory"], "lines_at_most": 2}, "decide": "apply"}
+            ]
+        }
+        assert (await http.put("/api/policy", json={"policy": policy, "expected_version": 0})).status_code == 200
+        small = await propose(turn, world.other_agent_id, bo["content"] + "Quote the order.\n", bo["version"])
+        big = await propose(turn, world.other_agent_id, "".join(f"Line {n}.\n" for n in range(6)), bo["version"])
+        assert small.ok and big.ok, (small.error, big.error)
+        await turn.end_step()
+        seqs = {
+            name: turn.calls[call.tool_call_id].seq
+            for name, call in (("before", before), ("small", small), ("big", big))
+        }
+
+        # The small edit is applied by the rule, as the rule; the others wait for a person.
+        rule = "rule small memory edits (policy v1)"
+
+        async def applied() -> dict[str, Any] | None:
+            card = (await http.get(f"/api/studio/sessions/{sid}/edits/{seqs['small']}")).json()
+            return card if card["status"] == "applied" else None
+
+        card = await wait_for(applied)
+        assert [(d["decision"], d["actor"], d["via"], d["outcome"]) for d in card["resolution"]["decisions"]] == [
+            ("apply", rule, "policy", "applied")
+        ]
+        assert (await memory(http, world.other_agent_id))["content"] == bo["content"] + "Quote the order.\n"
+        pending = await wait_pending(http, sid, 2)
+        assert sorted(item["seq"] for item in pending["items"]) == sorted([seqs["before"], seqs["big"]])
+
+        # The people decide the rest; the turn continues once, listing the rule's decision as any other.
+        for seq in (seqs["before"], seqs["big"]):
+            answer = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "decline"})
+            assert answer.status_code == 200, answer.text
+        continuation = await turn.continuation()
+        assert sorted((d.seq, d.outcome) for d in continuation.decisions) == sorted(
+            [(seqs["before"], "declined"), (seqs["small"], "applied"), (seqs["big"], "declined")]
+        )
+        assert f"applied by {rule}" in continuation.text, continuation.text
+        decided = await entries_of(http, 3, session=sid, type="decided")
+        assert sorted((e["seq"], e["actor"], e["via"]) for e in decided) == sorted(
+            [(seqs["before"], OPERATOR, "card"), (seqs["small"], rule, "policy"), (seqs["big"], OPERATOR, "card")]
+        )

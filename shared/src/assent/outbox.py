@@ -331,6 +331,11 @@ class OutboxRelay:
         """Rows this process committed that Kafka has not acknowledged yet: waiting, being published, or to retry."""
         return sum(map(len, self.outbox.committed)) + sum(map(len, self._retry)) + self._in_flight
 
+    @property
+    def claimed(self) -> bool:
+        """Whether this relay holds its lock (:meth:`claim`): rows may be written from then on."""
+        return self._lock_conn is not None
+
     async def claim(self) -> None:
         """Take this relay's lock, on a connection held until :meth:`stop`; call it before anything writes rows.
 

@@ -30,6 +30,7 @@ from .adapters.history import HistoryLinker, WrittenEntries
 from .adapters.metrics import PendingDecisions
 from .adapters.notify import EventFeed
 from .adapters.owners import Owners
+from .adapters.rules import RuleWorker
 from .settings import GatewaySettings
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # inside the package: installed with it
@@ -89,11 +90,13 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     retention_engines: list[AsyncEngine] = []
     linker = HistoryLinker(runtime.engine, settings.history_link_seconds, settings.history_link_batch)
     jobs = history_jobs(settings, deps, runtime.engine, retention_engines)
+    rules = RuleWorker(runtime.engine, runtime.outbox, lambda: runtime.relay.claimed, settings.policy_rules_seconds)
 
     @asynccontextmanager
     async def feed_owners_and_linker() -> AsyncIterator[None]:
         await events.start()
         linker.start()
+        rules.start()
         for job in jobs:
             job.start()
         try:
@@ -101,6 +104,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         finally:
             for job in reversed(jobs):
                 await job.stop()
+            await rules.stop()
             await linker.stop()
             await events.stop()
             await owners.close()

@@ -86,3 +86,6 @@ class GatewaySettings(ServiceSettings):
     ...``): a member of the role ``assent_history_retention``, which alone may delete history. Unset: the job
     uses ``DATABASE_URL`` and takes the role there (``SET ROLE``), which works where that login is a superuser or a
     member of it."""
+    policy_rules_seconds: float = Field(default=0.5, gt=0)
+    """How often the rule worker judges new proposals by their organisation's policy (a rule's decision is sent
+    within this long of the proposal, while the worker keeps up)."""

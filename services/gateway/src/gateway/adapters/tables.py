@@ -221,3 +221,16 @@ policies = Table(
     PrimaryKeyConstraint("org_id", "version"),
 )
 """Every version of each organisation's policy (migration 0009); the newest is in force."""
+
+policy_verdicts = Table(
+    "policy_verdicts",
+    metadata,
+    Column("proposal_id", Text, primary_key=True),
+    Column("org_id", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("rule", Text),
+    Column("effect", Text),
+    Column("judged_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+"""Each proposal's verdict by its organisation's policy (migration 0010): the version read, the rule that decided it or
+required approvals (none: a person decides)."""

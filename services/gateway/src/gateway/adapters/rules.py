@@ -1,0 +1,185 @@
+"""The policy's rules at work: a proposal that a ``decide`` rule matches is decided by the rule, once.
+
+:class:`RuleWorker` runs in every gateway process, one at a time across replicas (a transaction-scoped advisory lock),
+beside the rounds and never in them. Every ``every`` seconds it reads the pending proposals that no verdict was
+written for yet, of organisations with a policy, evaluates the policy in force when each was proposed
+(:func:`assent.policy.evaluate`: a policy set later never re-decides what was proposed before it), and in one
+transaction writes each one's verdict (``gateway.policy_verdicts``, migration 0010: which version, which rule) and,
+where a rule decides, the decision (``gateway.decisions``, actor ``rule <name> (policy v<version>)``, via
+``policy``) with its ``DecisionMade`` in the outbox. The verdict's key is the proposal: a proposal is judged once, and
+a gateway killed before the commit leaves nothing, after it everything (the relay publishes the decision). The owner
+then carries the decision out as any other: its stale rule and its kind's checks apply.
+
+An organisation without a policy costs one ``EXISTS`` a period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from assent.contracts import DecisionMade
+from assent.db import driver_connection
+from assent.faults import crash_point
+from assent.kinds import KINDS
+from assent.outbox import Outbox
+from assent.policy import Policy, Proposed, evaluate
+from assent.topics import decisions_of
+
+from ..domain.desk import apply_decision
+from . import tables as t
+from .projection import INSERT_DECISION
+
+log = logging.getLogger(__name__)
+
+RULES_LOCK = 0x6173_7365_6E74_7231  # "assentr1": one rule worker at a time, across replicas
+ANY_POLICY = f"SELECT EXISTS (SELECT 1 FROM {t.policies.fullname})"
+UNJUDGED = (
+    "SELECT p.proposal_id, p.session_id, p.seq, p.kind, p.action, p.agent_id, p.trace,"
+    " coalesce(a.guild_id, s.source_guild_id) AS guild_id, p.target ->> 'label' AS label,"
+    " p.target ->> 'path' AS path,"
+    " coalesce((p.lines ->> 'added')::int, 0) + coalesce((p.lines ->> 'removed')::int, 0) AS lines,"
+    " p.widens, p.proposed_at, s.org_id, pol.version, pol.document"
+    f" FROM {t.projected_proposals.fullname} AS p"
+    f" JOIN {t.sessions.fullname} AS s ON s.session_id = p.session_id"
+    f" JOIN LATERAL (SELECT version, document FROM {t.policies.fullname} AS v"
+    "   WHERE v.org_id = s.org_id AND v.set_at <= p.proposed_at ORDER BY v.version DESC LIMIT 1) AS pol ON true"
+    f" LEFT OUTER JOIN {t.agents.fullname} AS a ON a.agent_id = p.agent_id"
+    " WHERE p.status = 'pending'"
+    f" AND NOT EXISTS (SELECT 1 FROM {t.policy_verdicts.fullname} AS j WHERE j.proposal_id = p.proposal_id)"
+    " ORDER BY p.proposed_at LIMIT $1"
+)
+"""The pending proposals no verdict was written for, each with the policy in force when it was proposed (a proposal of
+an organisation with none, or proposed before its first, is not read)."""
+RECORD_VERDICTS = (
+    f"INSERT INTO {t.policy_verdicts.fullname} (proposal_id, org_id, version, rule, effect)"
+    " SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[]) ON CONFLICT DO NOTHING"
+)
+
+
+class RuleWorker:
+    """Judges new proposals by their organisation's policy every ``every`` seconds, ``batch`` at a time."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        outbox: Outbox,
+        ready: Callable[[], bool],
+        every: float = 0.5,
+        batch: int = 200,
+    ) -> None:
+        self.engine = engine
+        self.outbox = outbox
+        self.ready = ready
+        self.every = every
+        self.batch = batch
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="policy-rules")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                # The outbox's rows may be written once its relay holds its lock.
+                while self.ready() and await self.judge_once() == self.batch:
+                    pass
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("could not judge new proposals by their policy; trying again", exc_info=True)
+            await asyncio.sleep(self.every)
+
+    async def judge_once(self) -> int:
+        """Judge up to ``batch`` new proposals; answers how many were read (0: none, no policy, or another
+        replica's worker holds the lock)."""
+        async with self.engine.connect() as conn:
+            if not await (await driver_connection(conn)).fetchval(ANY_POLICY):
+                return 0
+        async with self.outbox.transaction(self.engine) as conn:
+            pg = await driver_connection(conn)
+            if not await pg.fetchval("SELECT pg_try_advisory_xact_lock($1)", RULES_LOCK):
+                return 0
+            rows = await pg.fetch(UNJUDGED, self.batch)
+            if not rows:
+                return 0
+            policies: dict[tuple[str, int], Policy] = {}
+            verdicts: list[tuple[str, str, int, str | None, str | None]] = []
+            for row in rows:
+                key = (row["org_id"], row["version"])
+                if key not in policies:
+                    document = row["document"]
+                    policies[key] = Policy.model_validate(
+                        json.loads(document) if isinstance(document, str) else document
+                    )
+                verdict = evaluate(policies[key], row["version"], _proposed(row))
+                rule = verdict.decision
+                verdicts.append(
+                    (
+                        row["proposal_id"],
+                        row["org_id"],
+                        row["version"],
+                        None if rule is None else rule.name,
+                        None if rule is None else rule.effect,
+                    )
+                )
+                if verdict.decided is not None and rule is not None:
+                    await self._decide(conn, pg, row, verdict.decided, f"rule {rule.name} (policy v{row['version']})")
+            await pg.execute(RECORD_VERDICTS, *(list(column) for column in zip(*verdicts, strict=True)))
+            crash_point("gateway.rules.before_commit")
+        crash_point("gateway.rules.after_commit")
+        return len(rows)
+
+    async def _decide(self, conn: Any, pg: Any, row: Any, decided: str, actor: str) -> None:
+        """The rule's decision on ``row``'s proposal: recorded as a person's is, with its message to the owner."""
+        spec = KINDS[row["kind"]]
+        message = DecisionMade(
+            decision_id=f"dec_{uuid.uuid4().hex}",
+            proposal_id=row["proposal_id"],
+            session_id=row["session_id"],
+            seq=row["seq"],
+            kind=row["kind"],
+            decision=apply_decision(spec) if decided == "apply" else spec.decline,
+            actor=actor,
+            via="policy",
+        )
+        await pg.execute(
+            INSERT_DECISION,
+            message.decision_id,
+            message.session_id,
+            message.seq,
+            message.proposal_id,
+            message.decision,
+            message.actor,
+            message.via,
+            message.id,
+        )
+        await self.outbox.put(conn, decisions_of(message.kind), message.session_id, message)
+
+
+def _proposed(row: Any) -> Proposed:
+    return Proposed(
+        kind=row["kind"],
+        action=row["action"],
+        agent_id=row["agent_id"],
+        guild_id=row["guild_id"],
+        label=row["label"] or "",
+        path=row["path"],
+        lines=row["lines"],
+        widens=row["widens"],
+        proposed_at=row["proposed_at"],
+    )
