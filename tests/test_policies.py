@@ -198,3 +198,32 @@ async def test_a_decide_rule_decides_new_proposals_once_and_never_one_proposed_b
         assert sorted((e["seq"], e["actor"], e["via"]) for e in decided) == sorted(
             [(seqs["before"], OPERATOR, "card"), (seqs["small"], rule, "policy"), (seqs["big"], OPERATOR, "card")]
         )
+
+
+async def test_a_request_waits_no_longer_than_its_policy_allows_and_the_coach_is_told(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        policy = {"rules": [{"name": "memory waits briefly", "match": {"kind": ["memory"]}, "expire_after": "PT2S"}]}
+        assert (await http.put("/api/policy", json={"policy": policy, "expected_version": 0})).status_code == 200
+        ada = await memory(http, world.agent_id)
+        turn = await open_turn(coach, world)
+        sid = turn.session.session_id
+        result = await propose(turn, world.agent_id, "Never written.\n", ada["version"])
+        assert result.ok, result.error
+        await turn.end_step()
+        seq = turn.calls[result.tool_call_id].seq
+
+        # Nobody decides: once two seconds have passed, the request ends as expired, and the turn continues.
+        continuation = await turn.continuation(timeout=30)
+        rule = "rule memory waits briefly (policy v1)"
+        assert [(d.seq, d.outcome, d.resolved_by) for d in continuation.decisions] == [(seq, "expired", rule)]
+        assert f"expired by {rule}: it waited too long; nothing was written, as if declined" in continuation.text
+        card = (await http.get(f"/api/studio/sessions/{sid}/edits/{seq}")).json()
+        assert (card["status"], card["resolution"]["resolved_by"]) == ("expired", rule)
+        assert "it waited longer than 2 seconds (rule memory waits briefly, policy v1)" in card["resolution"]["detail"]
+        assert (await memory(http, world.agent_id))["version"] == ada["version"]  # nothing was written
+        late = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"})
+        assert late.status_code == 422 and f"already expired by {rule}" in late.text, late.text
+        await wait_pending(http, sid, 0)
+        outcome = await entries_of(http, 1, session=sid, type="outcome")
+        assert (outcome[0]["outcome"], outcome[0]["actor"]) == ("expired", rule)

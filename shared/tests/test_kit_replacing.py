@@ -22,7 +22,7 @@ from assent.contracts import (
     ToolResult,
 )
 from assent.domain import Refusal
-from assent.kinds import KINDS, SUPERSEDED
+from assent.kinds import EXPIRE, EXPIRED, KINDS, SUPERSEDED
 from assent.runtime import Applied, Call, LiveView, OwnerKit, Proposal, ProposalKind, Stale, StoredProposal, Tool
 from assent.runtime.kit import proposal_id_for
 from assent.runtime.uow import UnitOfWork
@@ -263,3 +263,14 @@ async def test_a_replaced_proposal_is_not_replaced_twice() -> None:
     again = await rig.ask("ada", "publish", replaces=first)
     assert again.error is not None and again.error.code == "cannot_supersede"
     assert f"cannot replace {first}: it was already superseded" in again.error.message
+
+
+async def test_a_policy_s_expiry_resolves_any_kind_as_expired_writing_nothing() -> None:
+    rig = Rig("draft")
+    waiting = proposal_id(await rig.ask("ada", "publish"))
+    outcome = await rig.decide(waiting, EXPIRE)
+    assert (outcome.outcome, outcome.status, outcome.resolved_by) == (EXPIRED, 200, "dana")
+    assert outcome.detail == "expired: it waited longer than its policy allows; nothing was written"
+    assert rig.uow.proposals.proposals[waiting].status == EXPIRED
+    late = await rig.decide(waiting, "publish")
+    assert (late.outcome, late.status) == ("refused", 422) and "already expired by dana" in late.detail

@@ -109,3 +109,11 @@ def test_a_replaced_proposal_is_listed_as_replaced_not_as_decided() -> None:
         "- seq 2: Memory of c2: replaced by a later proposal; it needs no answer",
         "- seq 3: Memory of c3: applied by op",
     ]
+
+
+def test_an_expired_proposal_settles_the_turn_and_is_listed_as_declined() -> None:
+    proposals = {"c1": state("c1", 1, "expired"), "c2": state("c2", 2, "applied")}
+    decisions = settle(["c1", "c2"], proposals, {})
+    assert decisions is not None and [(d.seq, d.outcome) for d in decisions] == [(1, "expired"), (2, "applied")]
+    lines = continuation_text(decisions).splitlines()
+    assert lines[1] == "- seq 1: Memory of c1: expired by op: it waited too long; nothing was written, as if declined"

@@ -148,6 +148,13 @@ SUPERSEDED = "superseded"
 """The outcome of a waiting request that a new proposal of its kind replaced (:attr:`KindSpec.supersedes`): it is
 resolved without a decision, and a paused turn needs no answer to it."""
 
+EXPIRE = "expire"
+"""The decision a policy's ``expire_after`` rule sends (never a person: no kind's endpoint takes it); every kind
+resolves a waiting request with it as :data:`EXPIRED`, writing nothing, as a decline does."""
+EXPIRED = "expired"
+"""The outcome of a request that waited longer than its policy allows: the coach's continuation lists it as a
+decline."""
+
 WORKSPACE_OWNER = "edits"
 """The service that owns the workspace directory (orgs, guilds, agents, membership, Tasks) and publishes
 every change of it on ``workspace.events``."""
@@ -189,6 +196,7 @@ def _registry() -> dict[str, Any]:
             [
                 *(o for spec in specs for o in spec.decisions.values()),
                 *([SUPERSEDED] if any(spec.supersedes for spec in specs) else []),
+                EXPIRED,
             ]
         )
     )
@@ -197,7 +205,7 @@ def _registry() -> dict[str, Any]:
         "KIND_NAMES": tuple(kinds),
         "SECTIONS": tuple(dict.fromkeys(spec.section for spec in specs)),
         "ACTIONS": tuple(dict.fromkeys(action for spec in specs for action in spec.actions)),
-        "DECISIONS": tuple(dict.fromkeys(d for spec in specs for d in spec.decisions)),
+        "DECISIONS": tuple(dict.fromkeys([*(d for spec in specs for d in spec.decisions), EXPIRE])),
         "WIDGETS": tuple(dict.fromkeys(spec.widget for spec in specs)),
         "ORIGINS": tuple(dict.fromkeys(origin.name for spec in specs for origin in spec.origins)),
         "PAGE_KINDS": tuple(spec.name for spec in specs if spec.addressed_by == "agent"),

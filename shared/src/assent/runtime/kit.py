@@ -54,7 +54,7 @@ from ..contracts import (
 )
 from ..domain import Refusal, Session, invalid_arguments
 from ..faults import crash_point, fail_point
-from ..kinds import SUPERSEDED, KindSpec
+from ..kinds import EXPIRE, EXPIRED, SUPERSEDED, KindSpec
 from ..kinds import kind as spec_of
 from .consumer import Received
 from .uow import CallContext, StoredProposal, UnitOfWork
@@ -657,13 +657,22 @@ class OwnerKit:
                 "refused", 422, f"this request was already {proposal.status} by {proposal.resolved_by}{when}"
             )
         spec = kind.spec
+        now = datetime.now(UTC)
+        if decision.decision == EXPIRE:  # a policy's deadline passed: resolved, nothing written, as a decline
+            if kind.reads_proposals:
+                await writes.flush(uow)
+            await kind.decline(proposal, decision, uow)
+            await update(status=EXPIRED, resolved_by=decision.actor, resolved_at=now, stale=False)
+            why = decision.options.get("reason") or "it waited longer than its policy allows"
+            return outcome(
+                EXPIRED, 200, f"expired: {why}; nothing was written", resolved_by=decision.actor, resolved_at=now
+            )
         resolved_as = spec.decisions.get(decision.decision)
         if resolved_as is None:
             accepted = " or ".join(spec.decisions)
             return outcome(
                 "refused", 422, f"a {spec.name} request is decided with {accepted}, not {decision.decision!r}"
             )
-        now = datetime.now(UTC)
         if kind.reads_proposals:
             await writes.flush(uow)
         if decision.decision == spec.decline:

@@ -10,6 +10,12 @@ where a rule decides, the decision (``gateway.decisions``, actor ``rule <name> (
 a gateway killed before the commit leaves nothing, after it everything (the relay publishes the decision). The owner
 then carries the decision out as any other: its stale rule and its kind's checks apply.
 
+A proposal an ``expire_after`` rule matches (and no rule decides) gets a deadline with its verdict. Once it passed, the
+worker sends the owner the ``expire`` decision (:data:`assent.kinds.EXPIRE`, every kind's; never a person's) with the
+reason, and settles the deadline, in one transaction: the owner resolves the proposal as ``expired``, writing nothing,
+and the coach's continuation lists it as declined. A proposal resolved before its deadline is settled with nothing
+sent.
+
 An organisation without a policy costs one ``EXISTS`` a period.
 """
 
@@ -20,6 +26,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -27,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from assent.contracts import DecisionMade
 from assent.db import driver_connection
 from assent.faults import crash_point
-from assent.kinds import KINDS
+from assent.kinds import EXPIRE, KINDS
 from assent.outbox import Outbox
 from assent.policy import Policy, Proposed, evaluate
 from assent.topics import decisions_of
@@ -58,9 +65,20 @@ UNJUDGED = (
 """The pending proposals no verdict was written for, each with the policy in force when it was proposed (a proposal of
 an organisation with none, or proposed before its first, is not read)."""
 RECORD_VERDICTS = (
-    f"INSERT INTO {t.policy_verdicts.fullname} (proposal_id, org_id, version, rule, effect)"
-    " SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[]) ON CONFLICT DO NOTHING"
+    f"INSERT INTO {t.policy_verdicts.fullname} (proposal_id, org_id, version, rule, effect, expires_at, expiry_rule)"
+    " SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])"
+    " ON CONFLICT DO NOTHING"
 )
+DUE = (
+    "SELECT v.proposal_id, v.version, v.expiry_rule, v.expires_at, p.session_id, p.seq, p.kind, p.status,"
+    " p.proposed_at"
+    f" FROM {t.policy_verdicts.fullname} AS v"
+    f" JOIN {t.projected_proposals.fullname} AS p ON p.proposal_id = v.proposal_id"
+    " WHERE v.expires_at IS NOT NULL AND v.settled_at IS NULL AND v.expires_at <= $1"
+    " ORDER BY v.expires_at LIMIT $2"
+)
+"""The deadlines passed and not settled, with their proposals as they are now."""
+SETTLE = f"UPDATE {t.policy_verdicts.fullname} SET settled_at = $2 WHERE proposal_id = ANY($1::text[])"
 
 
 class RuleWorker:
@@ -98,6 +116,8 @@ class RuleWorker:
                 # The outbox's rows may be written once its relay holds its lock.
                 while self.ready() and await self.judge_once() == self.batch:
                     pass
+                while self.ready() and await self.expire_once() == self.batch:
+                    pass
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -118,7 +138,7 @@ class RuleWorker:
             if not rows:
                 return 0
             policies: dict[tuple[str, int], Policy] = {}
-            verdicts: list[tuple[str, str, int, str | None, str | None]] = []
+            verdicts: list[tuple[Any, ...]] = []
             for row in rows:
                 key = (row["org_id"], row["version"])
                 if key not in policies:
@@ -128,6 +148,8 @@ class RuleWorker:
                     )
                 verdict = evaluate(policies[key], row["version"], _proposed(row))
                 rule = verdict.decision
+                expiry = verdict.expiry if verdict.decided is None else None
+                lasts = None if expiry is None else expiry.expire_after
                 verdicts.append(
                     (
                         row["proposal_id"],
@@ -135,6 +157,8 @@ class RuleWorker:
                         row["version"],
                         None if rule is None else rule.name,
                         None if rule is None else rule.effect,
+                        None if lasts is None else row["proposed_at"] + lasts,
+                        None if expiry is None else expiry.name,
                     )
                 )
                 if verdict.decided is not None and rule is not None:
@@ -144,18 +168,45 @@ class RuleWorker:
         crash_point("gateway.rules.after_commit")
         return len(rows)
 
-    async def _decide(self, conn: Any, pg: Any, row: Any, decided: str, actor: str) -> None:
-        """The rule's decision on ``row``'s proposal: recorded as a person's is, with its message to the owner."""
+    async def expire_once(self, now: datetime | None = None) -> int:
+        """Expire the proposals whose deadline passed (up to ``batch``), each once: the expiry decision sent to its
+        owner and the deadline settled in one transaction (a proposal resolved before its deadline is settled with
+        nothing sent). Answers how many deadlines were read."""
+        now = now or datetime.now(UTC)
+        async with self.outbox.transaction(self.engine) as conn:
+            pg = await driver_connection(conn)
+            if not await pg.fetchval("SELECT pg_try_advisory_xact_lock($1)", RULES_LOCK):
+                return 0
+            rows = await pg.fetch(DUE, now, self.batch)
+            for row in rows:
+                if row["status"] != "pending":
+                    continue
+                waited = row["expires_at"] - row["proposed_at"]
+                why = f"it waited longer than {_duration(waited)} (rule {row['expiry_rule']}, policy v{row['version']})"
+                actor = f"rule {row['expiry_rule']} (policy v{row['version']})"
+                await self._decide(conn, pg, row, EXPIRE, actor, {"reason": why})
+            if rows:
+                await pg.execute(SETTLE, [row["proposal_id"] for row in rows], now)
+            crash_point("gateway.rules.expiry.before_commit")
+        return len(rows)
+
+    async def _decide(
+        self, conn: Any, pg: Any, row: Any, decided: str, actor: str, options: dict[str, Any] | None = None
+    ) -> None:
+        """The rule's decision on ``row``'s proposal (``apply``, ``decline`` or :data:`~assent.kinds.EXPIRE`):
+        recorded as a person's is, with its message to the owner."""
         spec = KINDS[row["kind"]]
+        word = EXPIRE if decided == EXPIRE else apply_decision(spec) if decided == "apply" else spec.decline
         message = DecisionMade(
             decision_id=f"dec_{uuid.uuid4().hex}",
             proposal_id=row["proposal_id"],
             session_id=row["session_id"],
             seq=row["seq"],
             kind=row["kind"],
-            decision=apply_decision(spec) if decided == "apply" else spec.decline,
+            decision=word,
             actor=actor,
             via="policy",
+            options=options or {},
         )
         await pg.execute(
             INSERT_DECISION,
@@ -169,6 +220,15 @@ class RuleWorker:
             message.id,
         )
         await self.outbox.put(conn, decisions_of(message.kind), message.session_id, message)
+
+
+def _duration(span: timedelta) -> str:
+    seconds = int(span.total_seconds())
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = seconds // size
+            return f"{n} {unit}{'' if n == 1 else 's'}"
+    return f"{seconds} second{'' if seconds == 1 else 's'}"
 
 
 def _proposed(row: Any) -> Proposed:

@@ -231,6 +231,14 @@ policy_verdicts = Table(
     Column("rule", Text),
     Column("effect", Text),
     Column("judged_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("expires_at", DateTime(timezone=True)),
+    Column("expiry_rule", Text),
+    Column("settled_at", DateTime(timezone=True)),
+    Index(
+        "ix_policy_verdicts_deadline",
+        "expires_at",
+        postgresql_where=text("expires_at IS NOT NULL AND settled_at IS NULL"),
+    ),
 )
 """Each proposal's verdict by its organisation's policy (migration 0010): the version read, the rule that decided it or
 required approvals (none: a person decides)."""

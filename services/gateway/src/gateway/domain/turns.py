@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from assent.contracts import DecisionSummary
-from assent.kinds import RESOLVED_OUTCOMES, SUPERSEDED
+from assent.kinds import EXPIRED, RESOLVED_OUTCOMES, SUPERSEDED
 
 RESOLVED = frozenset(RESOLVED_OUTCOMES)
 
@@ -88,6 +88,11 @@ def continuation_text(decisions: Sequence[DecisionSummary]) -> str:
             lines.append(f"- seq {d.seq}: refused when proposed; nothing to decide")
         elif d.outcome == SUPERSEDED:
             lines.append(f"- seq {d.seq}: {d.target}: replaced by a later proposal; it needs no answer")
+        elif d.outcome == EXPIRED:
+            by = f" by {d.resolved_by}" if d.resolved_by else ""
+            lines.append(
+                f"- seq {d.seq}: {d.target}: expired{by}: it waited too long; nothing was written, as if declined"
+            )
         else:
             by = f" by {d.resolved_by}" if d.resolved_by else ""
             lines.append(f"- seq {d.seq}: {d.target}: {d.outcome}{by}")
