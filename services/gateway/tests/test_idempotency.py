@@ -208,3 +208,41 @@ def test_the_fingerprint_reads_json_as_json() -> None:
     assert same != fingerprint("POST", URL, b"", b'{"a": 2, "b": [1, 2]}')
     assert same != fingerprint("POST", URL, b"x=1", b'{"a": 1, "b": [1, 2]}')
     assert fingerprint("POST", URL, b"", b"not json") != fingerprint("POST", URL, b"", b"not  json")
+
+
+async def test_the_answer_is_kept_before_the_client_reads_it() -> None:
+    """A client that retries the moment the first answer arrives must get that answer, not "still being answered": the
+    key holds the answer by the time the response starts."""
+    world = World()
+    seen: list[Any] = []
+
+    async def client_send(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            seen.append(dict(world.keys.rows[("acme", "olga"), "k-1"]))
+
+    body = json.dumps({"decision": "apply", "via": "card"}).encode()
+    received = iter([{"type": "http.request", "body": body, "more_body": False}])
+
+    async def client_receive() -> Any:
+        return next(received, {"type": "http.disconnect"})
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": URL,
+        "raw_path": URL.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"authorization", b"Bearer olga"),
+            (b"idempotency-key", b"k-1"),
+            (b"content-type", b"application/json"),
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("gateway", 80),
+    }
+    await world.app(scope, client_receive, client_send)
+    assert len(seen) == 1 and seen[0]["status"] == 200 and json.loads(seen[0]["body"])["run"] == 1

@@ -13,7 +13,8 @@ type and body) is stored with the key. Later requests with the key:
 
 A first answer of 5xx other than 504 (an outage: nothing was decided) is not kept: the key is released and a retry
 runs again. A 504 (the decision was sent; its outcome was late) is kept, and a retry answers the outcome once it
-has arrived (and keeps that). Keys are kept for :data:`KEEP_SECONDS`. A request without a valid bearer token passes
+has arrived (and keeps that). The answer is kept before the client reads it, so a retry sent the moment the first
+answer arrived gets that answer. Keys are kept for :data:`KEEP_SECONDS`. A request without a valid bearer token passes
 through untouched (the route answers 401).
 """
 
@@ -146,30 +147,49 @@ class Idempotency:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()  # the body is read: what comes now is a disconnect
 
-        status, content_type, chunks = 500, "application/json", []
+        status, content_type = 500, "application/json"
+        chunks: list[bytes] = []
+        start: Message | None = None
+        kept = False
+
+        async def keep() -> None:
+            nonlocal kept
+            async with self.keys() as keys:
+                if status >= 500 and status != 504:
+                    await keys.release(who, key)
+                else:
+                    await keys.answer(who, key, status, content_type, b"".join(chunks))
+            kept = True
 
         async def capture(message: Message) -> None:
-            nonlocal status, content_type
+            # The answer is kept with the key before the client reads a byte of it: a client that retries the moment
+            # it has the answer gets it again, never "still being answered".
+            nonlocal status, content_type, start
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, start = message["status"], message
                 for name, value in message.get("headers", []):
                     if name.lower() == b"content-type":
                         content_type = value.decode("latin-1")
             elif message["type"] == "http.response.body":
                 chunks.append(message.get("body", b""))
-            await send(message)
+                if not message.get("more_body", False):
+                    await keep()
+                    if start is not None:
+                        await send(start)
+                    await send({"type": "http.response.body", "body": b"".join(chunks), "more_body": False})
+            else:
+                await send(message)
 
         try:
             await self.app(scope, replay_receive, capture)
         except BaseException:
+            if not kept:
+                async with self.keys() as keys:
+                    await keys.release(who, key)
+            raise
+        if not kept:
             async with self.keys() as keys:
                 await keys.release(who, key)
-            raise
-        async with self.keys() as keys:
-            if status >= 500 and status != 504:
-                await keys.release(who, key)
-            else:
-                await keys.answer(who, key, status, content_type, b"".join(chunks))
 
     async def _replay(self, send: Send, who: tuple[str, str], key: str, print_: str, held: Any) -> None:
         if held is None:  # released meanwhile (its request met an outage): the client may simply retry
