@@ -288,6 +288,31 @@ LISTED = [
         "org_admin",
         lambda s: {"policy": {"rules": [{"name": "r", "decide": "apply"}]}, "expected_version": 0},
     ),
+    # The webhooks: an admin's, of the caller's own organisation (another's admin finds none of this one's).
+    Endpoint(
+        "POST",
+        "/api/webhooks",
+        lambda s: "/api/webhooks",
+        "org_admin",
+        lambda s: {"name": f"hook {uuid.uuid4().hex[:12]}", "url": "http://127.0.0.1:9/hook"},
+    ),
+    Endpoint("GET", "/api/webhooks", lambda s: "/api/webhooks", "org_admin"),
+    Endpoint("GET", "/api/webhooks/deliveries", lambda s: "/api/webhooks/deliveries?status=dead", "org_admin"),
+    Endpoint("DELETE", "/api/webhooks/{name}", lambda s: "/api/webhooks/nothing", "org_admin", allowed_status=404),
+    Endpoint(
+        "GET",
+        "/api/webhooks/{name}/deliveries",
+        lambda s: "/api/webhooks/nothing/deliveries",
+        "org_admin",
+        allowed_status=404,
+    ),
+    Endpoint(
+        "POST",
+        "/api/webhooks/deliveries/{delivery_id}/replay",
+        lambda s: "/api/webhooks/deliveries/dlv_nothing/replay",
+        "org_admin",
+        allowed_status=404,
+    ),
     Endpoint(
         "GET", f"{W}/agents/{{agent_id}}/repository", lambda s: f"{W}/agents/{s.world.agent_id}/repository", "read"
     ),
@@ -565,7 +590,7 @@ def expected(caller: str, endpoint: Endpoint) -> int:
     if caller in UNAUTHENTICATED:
         return 401
     if caller == "other_org":
-        return 200 if endpoint.access in ("org", "org_admin") else 404
+        return endpoint.allowed_status if endpoint.access in ("org", "org_admin") else 404
     if endpoint.access in ALLOWED and caller not in ALLOWED[endpoint.access]:
         return 403
     return endpoint.allowed_status

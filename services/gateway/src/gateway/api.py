@@ -23,7 +23,7 @@ from assent.http import RETRY_AFTER_SECONDS, PathId
 from assent.kinds import KINDS
 from assent.runtime import LiveCard
 
-from . import activity, decisions, handlers, history, owner_routes, policies
+from . import activity, decisions, handlers, history, owner_routes, policies, webhooks
 from .adapters.owners import Owners, OwnerUnavailable
 from .answers import PERSON_ERRORS
 from .auth import AgentNotFound, Authenticator, Gate
@@ -141,6 +141,7 @@ def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
     app.include_router(activity.router(deps, owners, user))
     app.include_router(history.router(deps, user))
     app.include_router(policies.router(deps, user))
+    app.include_router(webhooks.router(deps, user))
     app.include_router(proposal_events_router(deps, user))
     owner_routes.mount(app, ROUTES, gate, owners, resolved=lambda org, answer: resolution_in(deps, org, answer))
     errors(app)

@@ -31,6 +31,7 @@ from .adapters.metrics import PendingDecisions
 from .adapters.notify import EventFeed
 from .adapters.owners import Owners
 from .adapters.rules import RuleWorker
+from .adapters.webhooks import WebhookWorker
 from .settings import GatewaySettings
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # inside the package: installed with it
@@ -91,12 +92,23 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     linker = HistoryLinker(runtime.engine, settings.history_link_seconds, settings.history_link_batch)
     jobs = history_jobs(settings, deps, runtime.engine, retention_engines)
     rules = RuleWorker(runtime.engine, runtime.outbox, lambda: runtime.relay.claimed, settings.policy_rules_seconds)
+    webhooks = WebhookWorker(
+        runtime.engine,
+        lambda: runtime.relay.claimed,
+        console_url=settings.console_url,
+        every=settings.webhook_seconds,
+        timeout=settings.webhook_timeout_seconds,
+        retry=settings.webhook_retry_seconds,
+        give_up=settings.webhook_give_up_seconds,
+        concurrency=settings.webhook_concurrency,
+    )
 
     @asynccontextmanager
     async def feed_owners_and_linker() -> AsyncIterator[None]:
         await events.start()
         linker.start()
         rules.start()
+        webhooks.start()
         for job in jobs:
             job.start()
         try:
@@ -104,6 +116,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         finally:
             for job in reversed(jobs):
                 await job.stop()
+            await webhooks.stop()
             await rules.stop()
             await linker.stop()
             await events.stop()

@@ -89,3 +89,19 @@ class GatewaySettings(ServiceSettings):
     policy_rules_seconds: float = Field(default=0.5, gt=0)
     """How often the rule worker judges new proposals by their organisation's policy (a rule's decision is sent
     within this long of the proposal, while the worker keeps up)."""
+    webhook_seconds: float = Field(default=0.5, gt=0)
+    """How often the webhook worker reads the organisations' new history entries and due escalations, and sends the
+    deliveries that are due (an event is sent within about this long of its entry's linking)."""
+    webhook_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
+    """How long one delivery's attempt may take (connecting, sending, the answer) before it counts as failed."""
+    webhook_retry_seconds: float = Field(default=5.0, gt=0)
+    """The wait before a failed delivery is tried again, doubled at each attempt (an hour at most between two)."""
+    webhook_give_up_seconds: float = Field(default=3600.0, gt=0)
+    """How long after it was made (or replayed) a failing delivery is tried; past it, it is dead: listed for an
+    admin, who may replay it."""
+    webhook_concurrency: int = Field(default=16, ge=1, le=1000)
+    """How many deliveries one gateway sends at once (each in a task of its own: a receiver that hangs delays no
+    other)."""
+    console_url: str = ""
+    """The console's public address (``https://assent.example.com``), for the links webhooks' bodies carry to a
+    card; unset, they carry the path alone (``/console/#/sessions/...``)."""

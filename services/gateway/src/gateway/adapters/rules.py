@@ -16,6 +16,9 @@ reason, and settles the deadline, in one transaction: the owner resolves the pro
 and the coach's continuation lists it as declined. A proposal resolved before its deadline is settled with nothing
 sent.
 
+A proposal an ``escalate`` rule matches (and no rule decides) gets, with its verdict, the time its escalation is due
+and the rule's name; the webhook worker (:mod:`gateway.adapters.webhooks`) sends it once, if it still waits then.
+
 An organisation without a policy costs one ``EXISTS`` a period.
 """
 
@@ -65,8 +68,10 @@ UNJUDGED = (
 """The pending proposals no verdict was written for, each with the policy in force when it was proposed (a proposal of
 an organisation with none, or proposed before its first, is not read)."""
 RECORD_VERDICTS = (
-    f"INSERT INTO {t.policy_verdicts.fullname} (proposal_id, org_id, version, rule, effect, expires_at, expiry_rule)"
-    " SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])"
+    f"INSERT INTO {t.policy_verdicts.fullname}"
+    " (proposal_id, org_id, version, rule, effect, expires_at, expiry_rule, escalates_at, escalation_rule)"
+    " SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::timestamptz[], $7::text[],"
+    " $8::timestamptz[], $9::text[])"
     " ON CONFLICT DO NOTHING"
 )
 DUE = (
@@ -150,6 +155,8 @@ class RuleWorker:
                 rule = verdict.decision
                 expiry = verdict.expiry if verdict.decided is None else None
                 lasts = None if expiry is None else expiry.expire_after
+                escalation = verdict.escalation if verdict.decided is None else None
+                waits = None if escalation is None or escalation.escalate is None else escalation.escalate.after
                 verdicts.append(
                     (
                         row["proposal_id"],
@@ -159,6 +166,8 @@ class RuleWorker:
                         None if rule is None else rule.effect,
                         None if lasts is None else row["proposed_at"] + lasts,
                         None if expiry is None else expiry.name,
+                        None if waits is None else row["proposed_at"] + waits,
+                        None if waits is None or escalation is None else escalation.name,
                     )
                 )
                 if verdict.decided is not None and rule is not None:

@@ -4,11 +4,13 @@ built from the topics, plus its inbox and outbox."""
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     BigInteger,
     Boolean,
     CheckConstraint,
     Column,
     DateTime,
+    ForeignKey,
     Identity,
     Index,
     Integer,
@@ -234,11 +236,74 @@ policy_verdicts = Table(
     Column("expires_at", DateTime(timezone=True)),
     Column("expiry_rule", Text),
     Column("settled_at", DateTime(timezone=True)),
+    Column("escalates_at", DateTime(timezone=True)),
+    Column("escalation_rule", Text),
+    Column("escalated_at", DateTime(timezone=True)),
     Index(
         "ix_policy_verdicts_deadline",
         "expires_at",
         postgresql_where=text("expires_at IS NOT NULL AND settled_at IS NULL"),
     ),
+    Index(
+        "ix_policy_verdicts_escalation",
+        "escalates_at",
+        postgresql_where=text("escalates_at IS NOT NULL AND escalated_at IS NULL"),
+    ),
 )
 """Each proposal's verdict by its organisation's policy (migration 0010): the version read, the rule that decided it or
-required approvals (none: a person decides)."""
+required approvals (none: a person decides); the deadline an ``expire_after`` rule set; when an ``escalate`` rule's
+escalation is due, by which rule, and when it was sent (migration 0011)."""
+
+webhooks = Table(
+    "webhooks",
+    metadata,
+    Column("webhook_id", Text, primary_key=True),
+    Column("org_id", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("url", Text, nullable=False),
+    Column("secret", Text, nullable=False),
+    Column("events", ARRAY(Text), nullable=False),
+    Column("format", Text, nullable=False),
+    Column("created_by", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    UniqueConstraint("org_id", "name", name="uq_webhooks_org_name"),
+    CheckConstraint("format IN ('json', 'slack')", name="ck_webhooks_format"),
+)
+"""Each organisation's webhooks (migration 0011): the name policy rules use, the URL, the events it is told of, the
+body's format, and the secret its deliveries are signed with (never read back through the API)."""
+
+webhook_cursors = Table(
+    "webhook_cursors",
+    metadata,
+    Column("org_id", Text, primary_key=True),
+    Column("position", BigInteger, nullable=False),
+)
+"""The position of the last entry of each organisation's history the delivery worker read."""
+
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("delivery_id", Text, primary_key=True),
+    Column("org_id", Text, nullable=False),
+    Column(
+        "webhook_id",
+        Text,
+        ForeignKey("gateway.webhooks.webhook_id", ondelete="CASCADE", name="fk_webhook_deliveries_webhook"),
+        nullable=False,
+    ),
+    Column("event", Text, nullable=False),
+    Column("proposal_id", Text),
+    Column("body", LargeBinary, nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("status", Text, nullable=False, server_default="pending"),
+    Column("next_at", DateTime(timezone=True), nullable=False),
+    Column("last_status", Integer),
+    Column("last_error", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("tried_since", DateTime(timezone=True), nullable=False),
+    Column("delivered_at", DateTime(timezone=True)),
+    CheckConstraint("status IN ('pending', 'delivered', 'dead')", name="ck_webhook_deliveries_status"),
+    Index("ix_webhook_deliveries_due", "next_at", postgresql_where=text("status = 'pending'")),
+    Index("ix_webhook_deliveries_log", "org_id", "webhook_id", "created_at"),
+)
+"""Every delivery of an event to a webhook (migration 0011): the delivery log and the dead-letter list."""
