@@ -277,3 +277,40 @@ async def test_notify_rules_limit_the_webhooks_they_name_and_an_escalation_is_to
         assert receiver.of(f"/ok/notes-{n}") == []
         assert [json.loads(r.body)["event"] for r in receiver.of(f"/ok/all-{n}")] == ["proposed"]
         await wait_pending(http, sid, 1)  # an escalation decides nothing
+
+
+@pytest.mark.parametrize("crash_at", ["gateway.webhooks.collect.before_commit", "gateway.webhooks.after_send"])
+async def test_kill_9_while_delivering_loses_nothing_and_counts_every_attempt(
+    endpoints: Endpoints, tmp_path: Any, receiver: Receiver, crash_at: str
+) -> None:
+    """The gateway dies as it writes an event's deliveries (before the commit), or once a receiver answered and before
+    the answer is recorded: once back, the event is delivered; in the first case once, in the second once more, with
+    the same delivery id and body (a receiver drops a delivery id it already handled), each attempt counted."""
+    n = uuid.uuid4().hex[:8]
+    env = {"ASSENT_WEBHOOK_TIMEOUT_SECONDS": "1", "ASSENT_WEBHOOK_RETRY_SECONDS": "0.5"}
+    async with running_stack(endpoints, tmp_path, extra_env=env) as stack:
+        async with stack.http() as http, stack.coach() as coach:
+            world = await new_world(http)
+            await add_hook(http, "ops", receiver.url(f"/ok/crash-{n}"), events=["proposed"])
+            gateway = stack.system.gateway
+            await asyncio.to_thread(gateway.stop)
+            await asyncio.to_thread(gateway.start, {"ASSENT_CRASH_AT": crash_at})
+            ada = await memory(http, world.agent_id)
+            turn = await open_turn(coach, world)
+            result = await propose(turn, world.agent_id, ada["content"] + "Survives a crash.\n", ada["version"])
+            assert result.ok, result.error
+            await turn.end_step()
+            assert await asyncio.to_thread(gateway.wait_exit, 60) == -9
+            await asyncio.to_thread(gateway.start)
+
+            async def delivered() -> list[dict[str, Any]] | None:
+                found = await deliveries(http, "ops")
+                return found if found and all(d["status"] == "delivered" for d in found) else None
+
+            (done,) = await wait_for(delivered, timeout=60)
+            await asyncio.sleep(1.5)
+            got = receiver.of(f"/ok/crash-{n}")
+            assert {r.headers["assent-delivery"] for r in got} == {done["delivery_id"]}
+            assert len({r.body for r in got}) == 1
+            sent = 1 if crash_at.endswith("before_commit") else 2
+            assert (len(got), done["attempts"]) == (sent, sent)

@@ -409,7 +409,7 @@ class WebhookWorker:
         if room <= 0 or self._client is None:
             return 0
         now = datetime.now(UTC)
-        lease = now + timedelta(seconds=self.timeout * 2 + 10)
+        lease = now + timedelta(seconds=self.timeout * 2 + 5)  # an attempt is cut at ``timeout``; then recorded
         async with self.engine.connect() as sa_conn:
             pg = await driver_connection(sa_conn)
             async with pg.transaction():
@@ -428,14 +428,17 @@ class WebhookWorker:
         try:
             sent = headers(row["secret"], int(time.time()), payload, row["delivery_id"], row["event"])
             crash_point("gateway.webhooks.before_send")
-            answer = await self._client.post(row["url"], content=payload, headers=sent)
+            async with asyncio.timeout(self.timeout):
+                answer = await self._client.post(row["url"], content=payload, headers=sent)
             status = answer.status_code
             if not 200 <= status < 300:
                 error = f"answered {status}"
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # a receiver that cannot be reached, hangs or answers nonsense
-            error = f"{type(exc).__name__}: {exc}"[:500] or type(exc).__name__
+        except TimeoutError:
+            error = f"no answer within {self.timeout:g} s"
+        except Exception as exc:  # a receiver that cannot be reached, or answers nonsense
+            error = f"{type(exc).__name__}: {exc}"[:500]
         crash_point("gateway.webhooks.after_send")
         now = datetime.now(UTC)
         if error is None:
