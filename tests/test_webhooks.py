@@ -19,6 +19,7 @@ import pytest
 
 from gateway.domain.webhooks import verify
 from tests.conftest import SECRETS, Endpoints, Stack, as_admin_of, new_world, running_stack, wait_for
+from tests.test_cli import assent, token_of
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 
 pytestmark = pytest.mark.integration
@@ -314,3 +315,20 @@ async def test_kill_9_while_delivering_loses_nothing_and_counts_every_attempt(
             assert len({r.body for r in got}) == 1
             sent = 1 if crash_at.endswith("before_commit") else 2
             assert (len(got), done["attempts"]) == (sent, sent)
+
+
+async def test_the_cli_adds_lists_and_removes_webhooks(hstack: Stack, receiver: Receiver) -> None:
+    async with hstack.http() as http:
+        await new_world(http)
+        env = {"ASSENT_URL": hstack.gateway_url, "ASSENT_TOKEN": token_of(http), "COLUMNS": "200"}
+        added = await assent("webhook", "add", "on call", receiver.url("/ok/cli"), "--event", "escalated", env=env)
+        assert added.code == 0 and "webhook on call made: escalated" in added.out, (added.out, added.err)
+        secret = added.out.split("secret (shown once): ")[1].strip()
+        SECRETS.add(secret)
+        listed = await assent("webhook", "list", env=env)
+        assert listed.code == 0 and "on call" in listed.out and secret not in listed.out, listed.out
+        assert (await assent("webhook", "deliveries", "on call", "--status", "dead", env=env)).code == 0
+        removed = await assent("webhook", "remove", "on call", env=env)
+        assert removed.code == 0 and "webhook on call removed" in removed.out, removed.out
+        gone = await assent("webhook", "remove", "on call", env=env)
+        assert gone.code != 0 and "no webhook named" in gone.err, gone.err

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import click
 from rich.console import Console
@@ -858,6 +859,115 @@ def policy_test(state: State, path: str, last: int, as_json: bool) -> None:
     and escalated, beside what people did. Nothing is changed."""
     found = state.api.request("POST", "/api/policy/test", json={"policy": read_policy_file(path), "last": last})
     emit(found, as_json, show_trial)
+
+
+# --- webhooks ----------------------------------------------------------------------------------------------------
+
+EVENTS = ("proposed", "decided", "expired", "escalated")
+
+
+@cli.group()
+def webhook() -> None:
+    """The organisation's webhooks (an admin's): told of requests proposed, decided, expired and escalated."""
+
+
+@webhook.command("add")
+@click.argument("name")
+@click.argument("url")
+@click.option(
+    "--event", "events", type=click.Choice(EVENTS), multiple=True, help="An event it is told of (default: every one)."
+)
+@click.option("--format", "fmt", type=click.Choice(("json", "slack")), default="json", show_default=True)
+@json_option
+@pass_state
+def webhook_add(state: State, name: str, url: str, events: tuple[str, ...], fmt: str, as_json: bool) -> None:
+    """Make a webhook: NAME (the one policy rules use) posts to URL. Its secret is printed this once: keep it, to check
+    each delivery's Assent-Signature."""
+    body: dict[str, Any] = {"name": name, "url": url, "format": fmt}
+    if events:
+        body["events"] = list(events)
+    found = state.api.request("POST", "/api/webhooks", json=body)
+    emit(
+        found,
+        as_json,
+        lambda w: out.print(
+            f"webhook {escape(w['name'])} made: {', '.join(w['events'])} to {escape(w['url'])}\n"
+            f"secret (shown once): {w['secret']}"
+        ),
+    )
+
+
+@webhook.command("list")
+@json_option
+@pass_state
+def webhook_list(state: State, as_json: bool) -> None:
+    """The organisation's webhooks."""
+    found = state.api.get("/api/webhooks")
+    emit(found, as_json, show_webhooks)
+
+
+@webhook.command("remove")
+@click.argument("name")
+@json_option
+@pass_state
+def webhook_remove(state: State, name: str, as_json: bool) -> None:
+    """Remove a webhook and its deliveries: nothing more is sent to it."""
+    found = state.api.request("DELETE", f"/api/webhooks/{quote(name, safe='')}")
+    emit(found, as_json, lambda w: out.print(f"webhook {escape(w['name'])} removed"))
+
+
+@webhook.command("deliveries")
+@click.argument("name", required=False)
+@click.option("--status", type=click.Choice(("pending", "delivered", "dead")), help="Only these (dead: to replay).")
+@click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
+@json_option
+@pass_state
+def webhook_deliveries(state: State, name: str | None, status: str | None, limit: int, as_json: bool) -> None:
+    """The deliveries of one webhook (NAME) or all, newest first."""
+    path = "/api/webhooks/deliveries" if name is None else f"/api/webhooks/{quote(name, safe='')}/deliveries"
+    params: dict[str, Any] = {"limit": limit}
+    if status is not None:
+        params["status"] = status
+    found = state.api.get(path, **params)
+    emit(found, as_json, show_deliveries)
+
+
+@webhook.command("replay")
+@click.argument("delivery_id")
+@json_option
+@pass_state
+def webhook_replay(state: State, delivery_id: str, as_json: bool) -> None:
+    """Send a dead delivery again."""
+    found = state.api.request("POST", f"/api/webhooks/deliveries/{quote(delivery_id, safe='')}/replay")
+    emit(found, as_json, lambda d: out.print(f"delivery {d['delivery_id']} is pending again"))
+
+
+def show_webhooks(found: dict[str, Any]) -> None:
+    table = Table(title="webhooks")
+    for column in ("name", "url", "events", "format", "made by", "at"):
+        table.add_column(column)
+    for w in found["webhooks"]:
+        row(table, w["name"], w["url"], ", ".join(w["events"]), w["format"], w["created_by"], moment(w["created_at"]))
+    out.print(table)
+
+
+def show_deliveries(found: dict[str, Any]) -> None:
+    table = Table(title=f"deliveries ({len(found['deliveries'])})")
+    for column in ("id", "webhook", "event", "status", "attempts", "last answer", "made"):
+        table.add_column(column)
+    for d in found["deliveries"]:
+        last = d["last_error"] or ("" if d["last_status"] is None else str(d["last_status"]))
+        row(
+            table,
+            d["delivery_id"],
+            d["webhook"],
+            d["event"],
+            d["status"],
+            str(d["attempts"]),
+            last,
+            moment(d["created_at"]),
+        )
+    out.print(table)
 
 
 def show_policy(found: dict[str, Any]) -> None:
