@@ -280,19 +280,34 @@ async def test_notify_rules_limit_the_webhooks_they_name_and_an_escalation_is_to
         await wait_pending(http, sid, 1)  # an escalation decides nothing
 
 
-@pytest.mark.parametrize("crash_at", ["gateway.webhooks.collect.before_commit", "gateway.webhooks.after_send"])
+@pytest.mark.parametrize(
+    "crash_at",
+    [
+        "gateway.webhooks.collect.before_commit",
+        "gateway.webhooks.escalate.before_commit",
+        "gateway.webhooks.after_send",
+    ],
+)
 async def test_kill_9_while_delivering_loses_nothing_and_counts_every_attempt(
     endpoints: Endpoints, tmp_path: Any, receiver: Receiver, crash_at: str
 ) -> None:
-    """The gateway dies as it writes an event's deliveries (before the commit), or once a receiver answered and before
-    the answer is recorded: once back, the event is delivered; in the first case once, in the second once more, with
+    """The gateway dies as it writes an event's deliveries (before the commit; a proposal's, or an escalation's), or
+    once a receiver answered and before the answer is recorded: once back, the event is delivered; in the first case once, in the second once more, with
     the same delivery id and body (a receiver drops a delivery id it already handled), each attempt counted."""
     n = uuid.uuid4().hex[:8]
     env = {"ASSENT_WEBHOOK_TIMEOUT_SECONDS": "1", "ASSENT_WEBHOOK_RETRY_SECONDS": "0.5"}
     async with running_stack(endpoints, tmp_path, extra_env=env) as stack:
         async with stack.http() as http, stack.coach() as coach:
             world = await new_world(http)
-            await add_hook(http, "ops", receiver.url(f"/ok/crash-{n}"), events=["proposed"])
+            escalating = "escalate" in crash_at
+            await add_hook(
+                http, "ops", receiver.url(f"/ok/crash-{n}"), events=["escalated" if escalating else "proposed"]
+            )
+            if escalating:
+                rule = {"name": "waits", "escalate": {"after": "PT1S", "webhooks": ["ops"]}}
+                assert (
+                    await http.put("/api/policy", json={"policy": {"rules": [rule]}, "expected_version": 0})
+                ).is_success
             gateway = stack.system.gateway
             await asyncio.to_thread(gateway.stop)
             await asyncio.to_thread(gateway.start, {"ASSENT_CRASH_AT": crash_at})
@@ -315,6 +330,7 @@ async def test_kill_9_while_delivering_loses_nothing_and_counts_every_attempt(
             assert len({r.body for r in got}) == 1
             sent = 1 if crash_at.endswith("before_commit") else 2
             assert (len(got), done["attempts"]) == (sent, sent)
+            assert done["event"] == ("escalated" if escalating else "proposed")
 
 
 async def test_the_cli_adds_lists_and_removes_webhooks(hstack: Stack, receiver: Receiver) -> None:

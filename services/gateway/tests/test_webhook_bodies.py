@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from assent.policy import Policy, Proposed
-from gateway.adapters.webhooks import told
+from gateway.adapters.webhooks import event_of, told
 from gateway.domain.webhooks import Happened, body, headers, lines_summary, link, retry_at, sign, verify
 
 AT = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
@@ -168,3 +168,19 @@ def test_a_webhook_a_notify_rule_names_is_told_only_when_such_a_rule_matches(
     assert told(hook, "proposed", AT, policy, 1, _proposed(kind)) is expected
     assert told(hook, "proposed", AT - timedelta(seconds=2), policy, 1, _proposed(kind)) is False  # made after it
     assert told(hook, "proposed", AT, None, 0, _proposed(kind)) is ("proposed" in events)  # no policy
+
+
+@pytest.mark.parametrize(
+    ("entry", "event"),
+    [
+        ({"type": "proposed", "decision": None, "outcome": None}, "proposed"),
+        ({"type": "decided", "decision": "apply", "outcome": None}, "decided"),
+        ({"type": "decided", "decision": "expire", "outcome": None}, None),  # told as expired, by its outcome
+        ({"type": "outcome", "decision": None, "outcome": "expired"}, "expired"),
+        ({"type": "outcome", "decision": None, "outcome": "applied"}, None),
+        ({"type": "continued", "decision": None, "outcome": None}, None),
+        ({"type": "written", "decision": None, "outcome": None}, None),
+    ],
+)
+def test_which_entries_of_the_history_are_events(entry: dict[str, Any], event: str | None) -> None:
+    assert event_of(entry) == event

@@ -6,9 +6,9 @@ one at a time across replicas (a transaction-scoped advisory lock of its own), i
 organisation's history after its cursor (``gateway.webhook_cursors``), in position order, and in one transaction
 writes a delivery (``gateway.webhook_deliveries``) for each event and each webhook told of it, and moves the cursor:
 an entry is read once, and a gateway killed before the commit leaves nothing, after it everything. An entry
-``proposed`` is the event ``proposed``; ``decided``, ``decided``; ``outcome`` with the outcome ``expired``,
-``expired``. In the same way it sends the ``escalated`` event of each proposal whose ``escalate`` rule's wait passed
-while it still waits, once (``gateway.policy_verdicts.escalated_at``).
+``proposed`` is the event ``proposed``; ``decided``, ``decided`` (but the expiry a rule sends); ``outcome`` with the
+outcome ``expired``, ``expired``. In the same way it sends the ``escalated`` event of each proposal whose
+``escalate`` rule's wait passed while it still waits, once (``gateway.policy_verdicts.escalated_at``).
 
 Which webhooks are told: those subscribed to the event, made before it happened, and, where the policy the proposal
 was judged by names the webhook in a ``notify`` rule, only when such a rule matches the proposal (a webhook no
@@ -41,7 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from assent.db import driver_connection
 from assent.faults import crash_point
-from assent.kinds import KINDS
+from assent.kinds import EXPIRE, KINDS
 from assent.policy import Policy, Proposed, evaluate
 
 from ..domain.webhooks import Happened, body, headers, link, retry_at
@@ -350,7 +350,7 @@ class WebhookWorker:
                 entries = await pg.fetch(NEW_ENTRIES, self.batch)
                 if not entries:
                     return 0
-                events = [(entry, _event(entry)) for entry in entries]
+                events = [(entry, event_of(entry)) for entry in entries]
                 ids = sorted({e["proposal_id"] for e, event in events if event and e["proposal_id"]})
                 proposals = {row["proposal_id"]: row for row in await pg.fetch(PROPOSALS, ids)} if ids else {}
                 hooks = await self._webhooks(pg, {e["org_id"] for e in entries})
@@ -500,11 +500,11 @@ class WebhookWorker:
             await pg.execute(INSERT_DELIVERIES, *(list(column) for column in zip(*rows, strict=True)), now)
 
 
-def _event(entry: Any) -> str | None:
+def event_of(entry: Any) -> str | None:
     """The event a history entry is, if any: ``proposed``, ``decided``, ``expired``."""
     if entry["type"] == "proposed":
         return "proposed"
-    if entry["type"] == "decided":
+    if entry["type"] == "decided" and entry["decision"] != EXPIRE:  # an expiry is told as ``expired``
         return "decided"
     if entry["type"] == "outcome" and entry["outcome"] == "expired":
         return "expired"
