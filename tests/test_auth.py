@@ -291,25 +291,33 @@ LISTED = [
     # The webhooks: an admin's, of the caller's own organisation (another's admin finds none of this one's).
     Endpoint(
         "POST",
-        "/api/webhooks",
-        lambda s: "/api/webhooks",
+        "/api/notifications/webhooks",
+        lambda s: "/api/notifications/webhooks",
         "org_admin",
         lambda s: {"name": f"hook {uuid.uuid4().hex[:12]}", "url": "http://127.0.0.1:9/hook"},
     ),
-    Endpoint("GET", "/api/webhooks", lambda s: "/api/webhooks", "org_admin"),
-    Endpoint("GET", "/api/webhooks/deliveries", lambda s: "/api/webhooks/deliveries?status=dead", "org_admin"),
-    Endpoint("DELETE", "/api/webhooks/{name}", lambda s: "/api/webhooks/nothing", "org_admin", allowed_status=404),
+    Endpoint("GET", "/api/notifications/webhooks", lambda s: "/api/notifications/webhooks", "org_admin"),
+    Endpoint(
+        "GET", "/api/notifications/deliveries", lambda s: "/api/notifications/deliveries?status=dead", "org_admin"
+    ),
+    Endpoint(
+        "DELETE",
+        "/api/notifications/webhooks/{name}",
+        lambda s: "/api/notifications/webhooks/nothing",
+        "org_admin",
+        allowed_status=404,
+    ),
     Endpoint(
         "GET",
-        "/api/webhooks/{name}/deliveries",
-        lambda s: "/api/webhooks/nothing/deliveries",
+        "/api/notifications/webhooks/{name}/deliveries",
+        lambda s: "/api/notifications/webhooks/nothing/deliveries",
         "org_admin",
         allowed_status=404,
     ),
     Endpoint(
         "POST",
-        "/api/webhooks/deliveries/{delivery_id}/replay",
-        lambda s: "/api/webhooks/deliveries/dlv_nothing/replay",
+        "/api/notifications/deliveries/{delivery_id}/replay",
+        lambda s: "/api/notifications/deliveries/dlv_nothing/replay",
         "org_admin",
         allowed_status=404,
     ),
@@ -465,8 +473,8 @@ LISTED = [
     ),
     Endpoint(  # no bearer token: the repository's webhook secret authenticates, and no agent's source is this one
         "POST",
-        "/api/webhooks/{provider}",
-        lambda s: "/api/webhooks/github",
+        "/api/notifications/webhooks/{provider}",
+        lambda s: "/api/notifications/webhooks/github",
         "public",
         lambda s: {
             "ref": "refs/heads/main",

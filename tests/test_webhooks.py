@@ -98,7 +98,7 @@ async def hstack(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory)
 
 
 async def add_hook(http: httpx.AsyncClient, name: str, url: str, **more: Any) -> str:
-    made = await http.post("/api/webhooks", json={"name": name, "url": url, **more})
+    made = await http.post("/api/notifications/webhooks", json={"name": name, "url": url, **more})
     assert made.status_code == 200, made.text
     secret: str = made.json()["secret"]
     SECRETS.add(secret)  # never in a service's log
@@ -106,7 +106,7 @@ async def add_hook(http: httpx.AsyncClient, name: str, url: str, **more: Any) ->
 
 
 async def deliveries(http: httpx.AsyncClient, name: str, **query: str) -> list[dict[str, Any]]:
-    found = await http.get(f"/api/webhooks/{name}/deliveries", params=query)
+    found = await http.get(f"/api/notifications/webhooks/{name}/deliveries", params=query)
     assert found.status_code == 200, found.text
     listed: list[dict[str, Any]] = found.json()["deliveries"]
     return listed
@@ -123,12 +123,12 @@ async def test_each_event_is_delivered_once_signed_and_a_failing_receiver_is_tri
         await add_hook(http, "chat", receiver.url(f"/ok/slack-{n}"), events=["decided"], format="slack")
 
         # Made once: the secret is in the create answer only; a second of the name is 409; only http(s) is taken.
-        listed = (await http.get("/api/webhooks")).json()["webhooks"]
+        listed = (await http.get("/api/notifications/webhooks")).json()["webhooks"]
         assert [(w["name"], w["format"]) for w in listed] == [("chat", "slack"), ("flaky", "json"), ("ops", "json")]
         assert all("secret" not in w for w in listed) and ops not in json.dumps(listed)
-        again = await http.post("/api/webhooks", json={"name": "ops", "url": receiver.url("/ok/x")})
+        again = await http.post("/api/notifications/webhooks", json={"name": "ops", "url": receiver.url("/ok/x")})
         assert again.status_code == 409, again.text
-        ftp = await http.post("/api/webhooks", json={"name": "ftp", "url": "ftp://example.com/hook"})
+        ftp = await http.post("/api/notifications/webhooks", json={"name": "ftp", "url": "ftp://example.com/hook"})
         assert ftp.status_code == 422, ftp.text
 
         ada = await memory(http, world.agent_id)
@@ -177,18 +177,20 @@ async def test_each_event_is_delivered_once_signed_and_a_failing_receiver_is_tri
 
         # Another organisation sees none of it.
         as_admin_of(stranger, f"org_other_{n}")
-        assert (await stranger.get("/api/webhooks")).json()["webhooks"] == []
-        assert (await stranger.get("/api/webhooks/deliveries")).json()["deliveries"] == []
-        assert (await stranger.get("/api/webhooks/ops/deliveries")).status_code == 404
-        assert (await stranger.post(f"/api/webhooks/deliveries/{delivery['delivery_id']}/replay")).status_code == 404
-        assert (await stranger.delete("/api/webhooks/ops")).status_code == 404
+        assert (await stranger.get("/api/notifications/webhooks")).json()["webhooks"] == []
+        assert (await stranger.get("/api/notifications/deliveries")).json()["deliveries"] == []
+        assert (await stranger.get("/api/notifications/webhooks/ops/deliveries")).status_code == 404
+        assert (
+            await stranger.post(f"/api/notifications/deliveries/{delivery['delivery_id']}/replay")
+        ).status_code == 404
+        assert (await stranger.delete("/api/notifications/webhooks/ops")).status_code == 404
         # Nor does a developer of the organisation: webhooks are an admin's.
         as_admin_of(stranger, world.org_id, user="dev@example.com", roles=("developer",))
-        assert (await stranger.get("/api/webhooks")).status_code == 403
+        assert (await stranger.get("/api/notifications/webhooks")).status_code == 403
 
         # Removed, a webhook is told nothing more.
-        assert (await http.delete("/api/webhooks/ops")).status_code == 200
-        assert (await http.get("/api/webhooks/ops/deliveries")).status_code == 404
+        assert (await http.delete("/api/notifications/webhooks/ops")).status_code == 200
+        assert (await http.get("/api/notifications/webhooks/ops/deliveries")).status_code == 404
 
 
 async def test_a_hanging_receiver_delays_no_other_and_a_dead_delivery_is_replayed(
@@ -214,13 +216,13 @@ async def test_a_hanging_receiver_delays_no_other_and_a_dead_delivery_is_replaye
 
         # down answers 500 until it is given up (3 s here): dead, in the dead-letter list.
         async def dead() -> list[dict[str, Any]] | None:
-            found = (await http.get("/api/webhooks/deliveries", params={"status": "dead"})).json()["deliveries"]
+            found = (await http.get("/api/notifications/deliveries", params={"status": "dead"})).json()["deliveries"]
             return [d for d in found if d["webhook"] == "down"] or None
 
         (gone,) = await wait_for(dead, timeout=30)
         assert gone["attempts"] >= 2 and gone["last_status"] == 500 and gone["last_error"] == "answered 500"
-        assert (await http.post(f"/api/webhooks/deliveries/{gone['delivery_id']}/replay")).status_code == 200
-        again = await http.post(f"/api/webhooks/deliveries/{gone['delivery_id']}/replay")
+        assert (await http.post(f"/api/notifications/deliveries/{gone['delivery_id']}/replay")).status_code == 200
+        again = await http.post(f"/api/notifications/deliveries/{gone['delivery_id']}/replay")
         assert again.status_code in (200, 409)  # pending or delivered by now: only a dead one is replayed
         receiver.up.add(f"/down/{n}")
 
@@ -232,7 +234,7 @@ async def test_a_hanging_receiver_delays_no_other_and_a_dead_delivery_is_replaye
         assert done["delivery_id"] == gone["delivery_id"] and done["last_status"] == 200
         bodies = {r.body for r in receiver.of(f"/down/{n}")}
         assert len(bodies) == 1  # the same body on every attempt, replayed or not
-        fresh = await http.post(f"/api/webhooks/deliveries/{gone['delivery_id']}/replay")
+        fresh = await http.post(f"/api/notifications/deliveries/{gone['delivery_id']}/replay")
         assert fresh.status_code == 409 and "not dead" in fresh.text, fresh.text
 
 

@@ -886,7 +886,7 @@ def webhook_add(state: State, name: str, url: str, events: tuple[str, ...], fmt:
     body: dict[str, Any] = {"name": name, "url": url, "format": fmt}
     if events:
         body["events"] = list(events)
-    found = state.api.request("POST", "/api/webhooks", json=body)
+    found = state.api.request("POST", "/api/notifications/webhooks", json=body)
     emit(
         found,
         as_json,
@@ -902,7 +902,7 @@ def webhook_add(state: State, name: str, url: str, events: tuple[str, ...], fmt:
 @pass_state
 def webhook_list(state: State, as_json: bool) -> None:
     """The organisation's webhooks."""
-    found = state.api.get("/api/webhooks")
+    found = state.api.get("/api/notifications/webhooks")
     emit(found, as_json, show_webhooks)
 
 
@@ -912,7 +912,7 @@ def webhook_list(state: State, as_json: bool) -> None:
 @pass_state
 def webhook_remove(state: State, name: str, as_json: bool) -> None:
     """Remove a webhook and its deliveries: nothing more is sent to it."""
-    found = state.api.request("DELETE", f"/api/webhooks/{quote(name, safe='')}")
+    found = state.api.request("DELETE", f"/api/notifications/webhooks/{quote(name, safe='')}")
     emit(found, as_json, lambda w: out.print(f"webhook {escape(w['name'])} removed"))
 
 
@@ -924,7 +924,11 @@ def webhook_remove(state: State, name: str, as_json: bool) -> None:
 @pass_state
 def webhook_deliveries(state: State, name: str | None, status: str | None, limit: int, as_json: bool) -> None:
     """The deliveries of one webhook (NAME) or all, newest first."""
-    path = "/api/webhooks/deliveries" if name is None else f"/api/webhooks/{quote(name, safe='')}/deliveries"
+    path = (
+        "/api/notifications/deliveries"
+        if name is None
+        else f"/api/notifications/webhooks/{quote(name, safe='')}/deliveries"
+    )
     params: dict[str, Any] = {"limit": limit}
     if status is not None:
         params["status"] = status
@@ -938,7 +942,7 @@ def webhook_deliveries(state: State, name: str | None, status: str | None, limit
 @pass_state
 def webhook_replay(state: State, delivery_id: str, as_json: bool) -> None:
     """Send a dead delivery again."""
-    found = state.api.request("POST", f"/api/webhooks/deliveries/{quote(delivery_id, safe='')}/replay")
+    found = state.api.request("POST", f"/api/notifications/deliveries/{quote(delivery_id, safe='')}/replay")
     emit(found, as_json, lambda d: out.print(f"delivery {d['delivery_id']} is pending again"))
 
 

@@ -109,7 +109,7 @@ def router(deps: Deps, user: Any) -> APIRouter:
             raise HTTPException(403, Permission.SET_POLICY.refusal)
 
     @routes.post(
-        "/api/webhooks",
+        "/api/notifications/webhooks",
         response_model=WebhookCreated,
         responses={409: {"model": Error, "description": "A webhook of this name exists in the organisation"}, **BODY},
     )
@@ -127,13 +127,13 @@ def router(deps: Deps, user: Any) -> APIRouter:
             ) from None
         return WebhookCreated(**view(made).model_dump(), secret=secret)
 
-    @routes.get("/api/webhooks", response_model=Webhooks)
+    @routes.get("/api/notifications/webhooks", response_model=Webhooks)
     async def list_webhooks(person: user) -> Webhooks:
         """The caller's organisation's webhooks, by name (an admin)."""
         admin(person)
         return Webhooks(webhooks=[view(found) for found in await store.all(person.org_id)])
 
-    @routes.get("/api/webhooks/deliveries", response_model=Deliveries)
+    @routes.get("/api/notifications/deliveries", response_model=Deliveries)
     async def all_deliveries(
         person: user,
         status: Annotated[Status | None, Query()] = None,
@@ -145,7 +145,7 @@ def router(deps: Deps, user: Any) -> APIRouter:
         found = await store.deliveries(person.org_id, None, status, limit)
         return Deliveries(deliveries=[Delivery(**row) for row in found])
 
-    @routes.delete("/api/webhooks/{name}", response_model=WebhookView, responses=NOT_FOUND)
+    @routes.delete("/api/notifications/webhooks/{name}", response_model=WebhookView, responses=NOT_FOUND)
     async def remove_webhook(name: WebhookName, person: user) -> WebhookView:
         """Remove a webhook, and its deliveries (an admin): nothing more is sent to it."""
         admin(person)
@@ -154,7 +154,7 @@ def router(deps: Deps, user: Any) -> APIRouter:
             raise NotFound(f"no webhook named {name!r}")
         return view(removed)
 
-    @routes.get("/api/webhooks/{name}/deliveries", response_model=Deliveries, responses=NOT_FOUND)
+    @routes.get("/api/notifications/webhooks/{name}/deliveries", response_model=Deliveries, responses=NOT_FOUND)
     async def webhook_deliveries(
         name: WebhookName,
         person: user,
@@ -169,7 +169,7 @@ def router(deps: Deps, user: Any) -> APIRouter:
         return Deliveries(deliveries=[Delivery(**row) for row in found])
 
     @routes.post(
-        "/api/webhooks/deliveries/{delivery_id}/replay",
+        "/api/notifications/deliveries/{delivery_id}/replay",
         response_model=Delivery,
         responses={
             404: {"model": Error, "description": "No such delivery in the caller's organisation"},
