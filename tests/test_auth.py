@@ -473,8 +473,8 @@ LISTED = [
     ),
     Endpoint(  # no bearer token: the repository's webhook secret authenticates, and no agent's source is this one
         "POST",
-        "/api/notifications/webhooks/{provider}",
-        lambda s: "/api/notifications/webhooks/github",
+        "/api/webhooks/{provider}",
+        lambda s: "/api/webhooks/github",
         "public",
         lambda s: {
             "ref": "refs/heads/main",
