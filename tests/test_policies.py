@@ -227,3 +227,96 @@ async def test_a_request_waits_no_longer_than_its_policy_allows_and_the_coach_is
         await wait_pending(http, sid, 0)
         outcome = await entries_of(http, 1, session=sid, type="outcome")
         assert (outcome[0]["outcome"], outcome[0]["actor"]) == ("expired", rule)
+
+
+async def test_two_admins_approve_a_request_the_operator_alone_cannot_and_apply_all_counts_once(stack: Stack) -> None:
+    async with (
+        stack.http() as http,
+        stack.http() as ann,
+        stack.http() as ben,
+        stack.http() as dev,
+        stack.coach() as coach,
+    ):
+        world = await new_world(http)  # ``http`` is the session's operator, an admin
+        as_admin_of(ann, world.org_id, user="ann@example.com")
+        as_admin_of(ben, world.org_id, user="ben@example.com")
+        as_admin_of(dev, world.org_id, user="dev@example.com", roles=("developer",))
+        policy = {
+            "rules": [
+                {"name": "two admins", "match": {"kind": ["memory"]}, "require": {"approvals": 2, "roles": ["admin"]}}
+            ]
+        }
+        assert (await http.put("/api/policy", json={"policy": policy, "expected_version": 0})).status_code == 200
+        ada, bo = await memory(http, world.agent_id), await memory(http, world.other_agent_id)
+        turn = await open_turn(coach, world)
+        sid = turn.session.session_id
+        first = await propose(turn, world.agent_id, ada["content"] + "Cite the order number.\n", ada["version"])
+        second = await propose(turn, world.other_agent_id, bo["content"] + "Never guess.\n", bo["version"])
+        assert first.ok and second.ok, (first.error, second.error)
+        await turn.end_step()
+        one, two = turn.calls[first.tool_call_id].seq, turn.calls[second.tool_call_id].seq
+        await wait_pending(http, sid, 2)
+        at = f"/api/studio/sessions/{sid}/edits/{one}"
+
+        # The operator who runs the session, and a developer, do not count; nothing is recorded for them.
+        mine = await http.post(at, json={"decision": "apply"})
+        assert mine.status_code == 403 and "you run the session that proposed this request" in mine.text, mine.text
+        theirs = await dev.post(at, json={"decision": "apply"})
+        assert theirs.status_code == 403 and "needs approvals from two admins" in theirs.text, theirs.text
+
+        # The first admin's approval counts and the request waits; the same admin twice does not count again.
+        counted = await ann.post(at, json={"decision": "apply"})
+        assert counted.status_code == 202, counted.text
+        assert (counted.json()["approvals"], counted.json()["required"], counted.json()["detail"]) == (
+            1,
+            2,
+            "1 of 2 approvals: needs one more admin",
+        )
+        again = await ann.post(at, json={"decision": "apply"}, headers={"Idempotency-Key": "ann-again"})
+        assert again.status_code == 409 and "you approved this request already" in again.text, again.text
+
+        async def judged() -> dict[int, tuple[str, int]] | None:
+            # The tray says what each request waits for once the rule worker has judged it (the first approval of
+            # a request writes its verdict itself).
+            tray = await wait_pending(http, sid, 2)
+            waits = {item["seq"]: (item["waiting_for"], item["approvals"]) for item in tray["items"]}
+            return waits if all(why for why, _ in waits.values()) else None
+
+        assert await wait_for(judged) == {
+            one: ("1 of 2 approvals: needs one more admin", 1),
+            two: ("0 of 2 approvals: needs two admins", 0),
+        }
+        assert (await memory(http, world.agent_id))["version"] == ada["version"]  # nothing applied yet
+
+        # The second admin's approval applies it, as theirs.
+        done = await ben.post(at, json={"decision": "apply"})
+        assert done.status_code == 200 and done.json()["outcome"] == "applied", done.text
+        assert (await memory(http, world.agent_id))["content"] == ada["content"] + "Cite the order number.\n"
+
+        # Apply all is one approval of each request (never several): the other request still waits for one more.
+        applied_all = (await ann.post(f"/api/studio/sessions/{sid}/apply-all")).json()
+        assert applied_all["resolved"] == [] and applied_all["stopped"] is None, applied_all
+        assert [(s["seq"], s["reason"]) for s in applied_all["skipped"]] == [
+            (two, "your approval was counted; 1 of 2 approvals: needs one more admin")
+        ]
+        twice = (await ann.post(f"/api/studio/sessions/{sid}/apply-all")).json()
+        assert [s["seq"] for s in twice["skipped"]] == [two] and "approved this request already" in str(twice)
+
+        # A decline declines at once; the turn continues once with both.
+        declined = await dev.post(f"/api/studio/sessions/{sid}/edits/{two}", json={"decision": "decline"})
+        assert declined.status_code == 200 and declined.json()["outcome"] == "declined", declined.text
+        continuation = await turn.continuation()
+        assert sorted((d.seq, d.outcome, d.resolved_by) for d in continuation.decisions) == sorted(
+            [(one, "applied", "ben@example.com"), (two, "declined", "dev@example.com")]
+        )
+        assert (await memory(http, world.other_agent_id))["version"] == bo["version"]
+
+        # Each approval is in the history, with what the request waited for after it.
+        approved = await entries_of(http, 3, session=sid, type="approved")
+        assert sorted((e["seq"], e["actor"], e["detail"]) for e in approved) == sorted(
+            [
+                (one, "ann@example.com", "1 of 2 approvals: needs one more admin"),
+                (one, "ben@example.com", "2 of 2 approvals: complete"),
+                (two, "ann@example.com", "1 of 2 approvals: needs one more admin"),
+            ]
+        )

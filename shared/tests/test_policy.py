@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from assent.policy import Match, Policy, Proposed, evaluate, matches, replay
+from assent.policy import Match, Policy, Proposed, Require, approval_refusal, evaluate, matches, replay, waiting_for
 
 NOON = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 
@@ -194,3 +194,34 @@ def test_a_replay_says_what_the_policy_would_have_done_beside_what_people_did(
     assert (done.decided, done.differs, done.approvals) == (decided, differs, approvals)
     assert (done.expired_by, done.escalated_by) == (expired, escalated)
     assert "ops" in done.notified
+
+
+@pytest.mark.parametrize(
+    ("require", "approved", "said"),
+    [
+        ({"approvals": 2, "roles": ["admin"]}, 0, "0 of 2 approvals: needs two admins"),
+        ({"approvals": 2, "roles": ["admin"]}, 1, "1 of 2 approvals: needs one more admin"),
+        ({"approvals": 3, "roles": ["admin", "developer"]}, 1, "1 of 3 approvals: needs two more admins or developers"),
+        ({"approvals": 2, "people": ["olga", "ben"]}, 1, "1 of 2 approvals: needs one more of olga, ben"),
+        ({"approvals": 1, "roles": ["admin"], "people": ["olga"]}, 0, "0 of 1 approval: needs one admin, or of olga"),
+        ({"approvals": 2}, 1, "1 of 2 approvals: needs one more person who may decide"),
+    ],
+)
+def test_what_a_request_waits_for_is_said_in_words(require: dict[str, object], approved: int, said: str) -> None:
+    assert waiting_for(Require.model_validate(require), approved) == said
+
+
+@pytest.mark.parametrize(
+    ("require", "user", "roles", "counts"),
+    [
+        ({"approvals": 2, "roles": ["admin"]}, "ann", {"admin"}, True),
+        ({"approvals": 2, "roles": ["admin"]}, "op", {"admin"}, False),  # the session's own operator never counts
+        ({"approvals": 2, "roles": ["admin"]}, "dev", {"developer"}, False),
+        ({"approvals": 1, "people": ["olga"]}, "olga", {"viewer"}, True),  # listed, whatever the role
+        ({"approvals": 1, "people": ["olga"]}, "op", set(), False),
+        ({"approvals": 1}, "dev", {"developer"}, True),  # neither roles nor people: anyone who may decide
+    ],
+)
+def test_whose_approval_counts(require: dict[str, object], user: str, roles: set[str], counts: bool) -> None:
+    why = approval_refusal(Require.model_validate(require), user, frozenset(roles), "op")
+    assert (why is None) == counts, why

@@ -236,7 +236,15 @@ def decide_one(state: State, session_id: str, seq: int, button: str, key: str | 
         if blind and exc.status == 404:  # the one endpoint with no read by seq has no request there either
             raise not_open(session_id, seq) from None
         raise
-    emit(outcome, as_json, lambda o: out.print(f"seq {seq}: {o.get('outcome')} ({escape(o.get('detail', ''))})"))
+    emit(outcome, as_json, lambda o: out.print(decision_line(seq, o)))
+
+
+def decision_line(seq: int, answer: dict[str, Any]) -> str:
+    """What a decision answered, in one line: its outcome, or (a policy requiring several approvals) that the
+    caller's approval was counted and what the request still waits for."""
+    if answer.get("status") == "awaiting_approvals":
+        return f"seq {seq}: your approval was counted ({escape(str(answer.get('detail', '')))})"
+    return f"seq {seq}: {answer.get('outcome')} ({escape(str(answer.get('detail', '')))})"
 
 
 @cli.command()
@@ -492,6 +500,11 @@ def show_items(items: list[dict[str, Any]], title: str | None) -> None:
         table.add_column(column)
     for item in items:
         notes = [word for word, on in (("stale", item["stale"]), ("on its own", item["decided_alone"])) if on]
+        notes += [str(item[field]) for field in ("waiting_for",) if item.get(field)]
+        if item.get("escalated_by"):
+            notes.append("escalated")
+        if item.get("expires_at"):
+            notes.append(f"expires {moment(item['expires_at'])}")
         row(
             table,
             item["session_id"],
@@ -627,7 +640,7 @@ def history_filters(command: Callable[..., Any]) -> Callable[..., Any]:
     command = click.option(
         "--type",
         "type_",
-        type=click.Choice(["proposed", "decided", "outcome", "continued", "written"]),
+        type=click.Choice(["proposed", "decided", "approved", "outcome", "continued", "written"]),
         help="Only entries of this type.",
     )(command)
     command = click.option(

@@ -14,8 +14,10 @@ import pytest
 
 from assent.contracts import Card, DecisionMade, LineCounts, ProposalBase, ProposalOutcome, ProposalTarget
 from assent.kinds import KINDS
+from assent.policy import Policy, Require, waiting_for
+from gateway.adapters.approvals import Tally
 from gateway.domain.proposals import Proposal
-from gateway.handlers import Deps, OutcomePending, Refused, decide
+from gateway.handlers import AwaitingApprovals, Deps, NotCounted, OutcomePending, Refused, decide
 
 
 class FakeDecisions:
@@ -165,3 +167,130 @@ async def test_an_outcome_that_does_not_come_in_time_leaves_the_decision_standin
     [sent] = decisions.recorded
     assert late.value.decision_id == sent.decision_id
     assert feed.forgotten == [sent.decision_id]
+
+
+# --- several approvers: a require rule of the organisation's policy ---------------------------------------------
+
+TWO_ADMINS = Policy.model_validate(
+    {
+        "rules": [
+            {"name": "two admins", "match": {"kind": ["memory"]}, "require": {"approvals": 2, "roles": ["admin"]}},
+            {"name": "logins by olga", "match": {"kind": ["login"]}, "require": {"approvals": 1, "people": ["olga"]}},
+        ]
+    }
+)
+ADMIN, DEVELOPER = frozenset({"admin"}), frozenset({"developer"})
+
+
+class FakeApprovals:
+    """Counts approvals per proposal as the store does: one per person, the decision recorded with the last one."""
+
+    def __init__(self, decisions: FakeDecisions) -> None:
+        self.decisions = decisions
+        self.approvers: dict[str, list[str]] = {}
+        self.verdicts: list[tuple[object, ...]] = []
+
+    async def approve(self, message: DecisionMade, verdict: tuple[object, ...], require: Require) -> Tally:
+        self.verdicts.append(verdict)
+        approvers = self.approvers.setdefault(message.proposal_id, [])
+        if message.actor in approvers or len(approvers) >= require.approvals:
+            return Tally(False, len(approvers), False, waiting_for(require, len(approvers)))
+        approvers.append(message.actor)
+        decided = len(approvers) >= require.approvals
+        if decided:
+            await self.decisions.record(message)
+        return Tally(True, len(approvers), decided, waiting_for(require, len(approvers)))
+
+
+class FakePolicies:
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.read: list[tuple[str, int]] = []
+
+    async def at(self, org_id: str, version: int) -> Policy:
+        self.read.append((org_id, version))
+        return self.policy
+
+
+def policed(kind: str = "memory") -> Proposal:
+    """A proposal of a session run by ``op``, proposed under version 4 of its organisation's policy."""
+    return proposal(kind=kind).model_copy(update={"org_id": "org_1", "operator": "op", "policy_version": 4})
+
+
+def approving(feed: FakeFeed) -> tuple[FakeDecisions, FakeApprovals, Deps]:
+    decisions = FakeDecisions(then=lambda m: feed.waiting[m.decision_id].set_result(outcome_of(m)))
+    approvals = FakeApprovals(decisions)
+    settings = SimpleNamespace(decision_timeout_seconds=5.0)
+    built = Deps(
+        runtime=None,  # type: ignore[arg-type]  # fakes
+        settings=settings,  # type: ignore[arg-type]  # fakes
+        events=feed,  # type: ignore[arg-type]  # fakes
+        decisions=decisions,
+        approvals=approvals,
+        policies=FakePolicies(TWO_ADMINS),
+    )
+    return decisions, approvals, built
+
+
+@pytest.mark.parametrize(
+    ("actor", "roles", "status", "why"),
+    [
+        ("op", ADMIN, 403, "you run the session that proposed this request, and it needs 2 approvals from others"),
+        ("dev", DEVELOPER, 403, "this request needs approvals from two admins"),
+    ],
+)
+async def test_an_approval_that_does_not_count_is_refused_and_nothing_is_counted(
+    actor: str, roles: frozenset[str], status: int, why: str
+) -> None:
+    feed = FakeFeed()
+    decisions, approvals, built = approving(feed)
+    with pytest.raises(NotCounted) as refused:
+        await decide(built, policed(), "apply", actor, "card", roles=roles)
+    assert (refused.value.status, why in refused.value.detail) == (status, True), refused.value.detail
+    assert (decisions.recorded, approvals.approvers) == ([], {})
+
+
+async def test_the_second_admins_approval_sends_the_decision_and_the_first_only_counts() -> None:
+    feed = FakeFeed()
+    decisions, approvals, built = approving(feed)
+
+    with pytest.raises(AwaitingApprovals) as waiting:
+        await decide(built, policed(), "apply", "ann", "card", roles=ADMIN)
+    assert (waiting.value.approvals, waiting.value.required) == (1, 2)
+    assert waiting.value.detail == "1 of 2 approvals: needs one more admin"
+    assert decisions.recorded == [] and feed.forgotten != []  # nothing sent yet
+
+    with pytest.raises(NotCounted) as twice:
+        await decide(built, policed(), "apply", "ann", "tray", roles=ADMIN)
+    assert twice.value.status == 409
+    assert twice.value.detail == "you approved this request already; 1 of 2 approvals: needs one more admin"
+
+    answer = await decide(built, policed(), "apply", "ben", "card", roles=ADMIN)
+    [sent] = decisions.recorded
+    assert (answer.outcome, sent.actor, sent.decision) == ("applied", "ben", "apply")
+    assert approvals.approvers == {"prop_1": ["ann", "ben"]}
+    # The verdict written with the approval is the one the rule worker writes: version 4, the require rule.
+    assert {verdict[2:5] for verdict in approvals.verdicts} == {(4, "two admins", "require")}
+
+    with pytest.raises(NotCounted) as complete:
+        await decide(built, policed(), "apply", "cy", "card", roles=ADMIN)
+    assert complete.value.detail.startswith("its approvals are complete and its decision was sent")
+
+
+async def test_a_decline_declines_at_once_and_a_request_no_rule_governs_is_decided_by_one() -> None:
+    feed = FakeFeed()
+    decisions, approvals, built = approving(feed)
+    await decide(built, policed(), "decline", "dev", "card", roles=DEVELOPER)
+    unpoliced = proposal().model_copy(update={"org_id": "org_1", "operator": "op"})  # no policy when proposed
+    await decide(built, unpoliced, "apply", "op", "card", roles=ADMIN)
+    assert [(m.decision, m.actor) for m in decisions.recorded] == [("decline", "dev"), ("apply", "op")]
+    assert approvals.approvers == {}
+
+
+async def test_listed_people_approve_whatever_their_role() -> None:
+    feed = FakeFeed()
+    decisions, _, built = approving(feed)
+    with pytest.raises(NotCounted, match="needs approvals from one of olga"):
+        await decide(built, policed("login"), "grant", "ann", "card", roles=ADMIN)
+    await decide(built, policed("login"), "grant", "olga", "card", roles=frozenset({"viewer"}))
+    assert [(m.decision, m.actor) for m in decisions.recorded] == [("grant", "olga")]

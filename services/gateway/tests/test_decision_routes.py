@@ -166,7 +166,14 @@ class Decided:
         self.taken: list[tuple[str, str, str, dict[str, Any]]] = []
 
     async def __call__(
-        self, deps: Any, proposal: Proposal, decision: str, actor: str, via: str, options: dict[str, Any]
+        self,
+        deps: Any,
+        proposal: Proposal,
+        decision: str,
+        actor: str,
+        via: str,
+        options: dict[str, Any],
+        roles: frozenset[str] = frozenset(),
     ) -> ProposalOutcome:
         self.taken.append((proposal.proposal_id, decision, via, options))
         outcome = KINDS[proposal.kind].decisions[decision]

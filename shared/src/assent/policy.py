@@ -106,6 +106,53 @@ class Require(_Strict):
     people: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(default_factory=list)
 
 
+NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def _plural(role: str, n: int) -> str:
+    return role if n == 1 else f"{role}s"
+
+
+def approval_refusal(require: Require, user_id: str, roles: frozenset[str], operator: str | None) -> str | None:
+    """Why an apply by ``user_id`` (holding ``roles``) does not count as an approval ``require`` asks for (None: it
+    counts); ``operator`` is the person whose session proposed it. The same person twice is told by the store."""
+    if operator is not None and user_id == operator:
+        return (
+            "your approval does not count: you run the session that proposed this request, and it needs "
+            f"{require.approvals} approval{'' if require.approvals == 1 else 's'} from others"
+        )
+    if not require.roles and not require.people:
+        return None
+    if user_id in require.people or roles & set(require.roles):
+        return None
+    return f"your approval does not count: this request needs approvals from {who(require, require.approvals)}"
+
+
+def who(require: Require, n: int) -> str:
+    """Whom ``n`` approvals of ``require`` come from, in words: ``two admins``, ``one admin or developer``,
+    ``one of olga, ben``."""
+    count = NUMBERS[n] if n < len(NUMBERS) else str(n)
+    roles = " or ".join(_plural(role, n) for role in require.roles)
+    people = ", ".join(require.people)
+    if roles and people:
+        return f"{count} {roles}, or of {people}"
+    if roles:
+        return f"{count} {roles}"
+    if people:
+        return f"{count} of {people}"
+    return f"{count} {'person' if n == 1 else 'people'} who may decide"
+
+
+def waiting_for(require: Require, approved: int) -> str:
+    """Why a proposal that ``require`` governs still waits, with ``approved`` approvals counted: ``1 of 2
+    approvals: needs one more admin``."""
+    left = max(require.approvals - approved, 0)
+    more = "" if approved == 0 else " more"
+    needs = who(require, left).split(" ", 1)
+    noun = "approval" if require.approvals == 1 else "approvals"
+    return f"{approved} of {require.approvals} {noun}: needs {needs[0]}{more} {needs[1]}"
+
+
 class Escalate(_Strict):
     """Once the proposal has waited ``after``, notify ``webhooks`` (names) and say so to people holding ``roles``."""
 

@@ -1,8 +1,9 @@
 """What the gateway's own routes answer besides their success, as their OpenAPI document says."""
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from assent.api import Error
 from assent.api.declare import BODY_ERRORS, COMMON_ERRORS
@@ -13,8 +14,34 @@ PERSON_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 """What every studio endpoint may answer besides its own (as :func:`assent.api.error_statuses` says for the
 owners' routes)."""
+
+
+class Awaiting(BaseModel):
+    """An approval counted towards a ``require`` rule of the organisation's policy; the request waits for more
+    (``approvals`` of ``required``, and ``detail`` says whose are still needed). Nothing was sent to the owner yet."""
+
+    status: Literal["awaiting_approvals"] = "awaiting_approvals"
+    proposal_id: str
+    session_id: str
+    seq: int
+    kind: str
+    decision: str
+    approvals: int
+    required: int
+    detail: str
+
+
 DECISION_ANSWERS: dict[int | str, dict[str, Any]] = {
     200: {"model": ProposalOutcome, "description": "The outcome: the decision's own (applied, declined, ...)"},
+    202: {
+        "model": Awaiting,
+        "description": "An approval counted; the organisation's policy requires more before the request is applied",
+    },
+    403: {
+        "model": Error,
+        "description": "The caller may not decide it, or (a policy requiring approvals) their approval does not "
+        "count: they run the session that proposed it, or hold none of the roles the rule names",
+    },
     404: {"model": Error, "description": "No such request in the caller's organisation"},
     409: {
         "model": ProposalOutcome,
@@ -31,6 +58,21 @@ DECISION_ANSWERS: dict[int | str, dict[str, Any]] = {
     504: {"model": Error, "description": "The owner has not answered yet; the decision stands (``decision_id``)"},
 }
 """What deciding a proposal answers (``/edits/{seq}``, ``/proposals/{id}``): the outcome, with its status."""
+
+
+def awaiting_answer(waiting: Any) -> dict[str, Any]:
+    """The 202 of an approval counted (:class:`gateway.handlers.AwaitingApprovals`), as :class:`Awaiting`."""
+    proposal = waiting.proposal
+    return Awaiting(
+        proposal_id=proposal.proposal_id,
+        session_id=proposal.session_id,
+        seq=proposal.seq,
+        kind=proposal.kind,
+        decision=waiting.decision,
+        approvals=waiting.approvals,
+        required=waiting.required,
+        detail=waiting.detail,
+    ).model_dump(mode="json")
 
 
 def status_of(outcome: ProposalOutcome) -> int:

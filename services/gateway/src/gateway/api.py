@@ -25,7 +25,7 @@ from assent.runtime import LiveCard
 
 from . import activity, decisions, handlers, history, owner_routes, policies, webhooks
 from .adapters.owners import Owners, OwnerUnavailable
-from .answers import PERSON_ERRORS
+from .answers import PERSON_ERRORS, awaiting_answer
 from .auth import AgentNotFound, Authenticator, Gate
 from .domain.events import Stream
 from .domain.history import History
@@ -376,6 +376,10 @@ def errors(app: FastAPI) -> None:
     @app.exception_handler(handlers.Refused)
     async def refused(_: Request, exc: handlers.Refused) -> JSONResponse:
         return JSONResponse({"detail": exc.detail}, status_code=exc.status)
+
+    @app.exception_handler(handlers.AwaitingApprovals)
+    async def awaiting(_: Request, exc: handlers.AwaitingApprovals) -> JSONResponse:
+        return JSONResponse(awaiting_answer(exc), status_code=202)
 
     @app.exception_handler(handlers.OutcomePending)
     async def late(_: Request, exc: handlers.OutcomePending) -> JSONResponse:

@@ -202,7 +202,10 @@ def forbidden(endpoint: str) -> str:
     declines = {spec.decline for spec in KINDS.values() if spec.endpoint == endpoint and spec.reviewers_decline}
     if declines:
         why += f"; {' or '.join(sorted(declines))}, or permission to review feedback"
-    return why
+    return (
+        why + ". Where the organisation's policy requires approvals, an approval that does not count: the caller "
+        "runs the session that proposed it, or holds none of the roles (is none of the people) the rule names"
+    )
 
 
 def answers(endpoint: str) -> dict[int | str, dict[str, Any]]:
@@ -275,7 +278,7 @@ def deciding(deps: handlers.Deps, owners: Owners, user: Any, endpoint: str) -> A
                 raise HTTPException(
                     422, f"{' and '.join(chosen)} go with {' or '.join(options.decisions)} only, not {body.decision}"
                 )
-        outcome = await handlers.decide(deps, proposal, body.decision, person.user_id, body.via, chosen)
+        outcome = await handlers.decide(deps, proposal, body.decision, person.user_id, body.via, chosen, person.roles)
         if route is None or outcome.status != 200 or outcome.outcome == "failed":
             return decided(outcome)
         answer = await owner_answer(owners, route, person, proposal.session_id, proposal.seq)

@@ -29,7 +29,7 @@ from .auth import Authenticator, Gate
 from .domain import desk as rules
 from .domain.desk import SessionRow, Skipped, Stopped, TrayItem
 from .domain.proposals import Proposal
-from .handlers import Deps, OutcomePending, Refused
+from .handlers import AwaitingApprovals, Deps, NotCounted, OutcomePending, Refused
 from .idempotency import HEADER, KEY_PATTERN, Idempotency
 
 NO_SESSION: dict[int | str, dict[str, Any]] = {
@@ -222,7 +222,10 @@ def router(deps: Deps, user: Any) -> APIRouter:
     async def apply_all(session_id: PathId, person: user) -> AllDone:
         """Apply the session's open proposals in seq order. Never grants a login nor applies a proposal that widens
         what an agent can do (each is ``skipped`` with the reason, to its own apply); a refused apply (a stale one,
-        409) stops the rest and is ``stopped``. Takes an ``Idempotency-Key``."""
+        409) stops the rest and is ``stopped``. Where the organisation's policy requires approvals, the caller's
+        apply is one approval of each such request, as a single apply would be (never several): a request that
+        needs more, or whose approval by the caller does not count, is ``skipped`` with what it waits for. Takes an
+        ``Idempotency-Key``."""
         return await run_all(deps, session_id, person, rules.plan_apply_all, "Applied", "apply_all")
 
     @desk.post("/api/studio/sessions/{session_id}/decline-all", responses=all_answers)
@@ -253,10 +256,18 @@ async def run_all(
     plan = plan_of(proposals)
     resolved: list[Resolved] = []
     stopped: Stopped | None = None
+    skipped = list(plan.skipped)
     for step in plan.steps:
         seq, kind = step.proposal.seq, step.proposal.kind
         try:
-            outcome = await handlers.decide(deps, step.proposal, step.decision, person.user_id, via)
+            outcome = await handlers.decide(deps, step.proposal, step.decision, person.user_id, via, None, person.roles)
+        except AwaitingApprovals as exc:
+            # One approval of the caller's, as a single apply would count it: the request waits for the others.
+            skipped.append(Skipped(seq=seq, kind=kind, reason=f"your approval was counted; {exc.detail}"))
+            continue
+        except NotCounted as exc:
+            skipped.append(Skipped(seq=seq, kind=kind, reason=exc.detail))
+            continue
         except Refused as exc:
             stopped = Stopped(seq=seq, kind=kind, status=exc.status, detail=exc.detail)
         except OutcomePending as exc:
@@ -269,6 +280,5 @@ async def run_all(
             stopped = Stopped(seq=seq, kind=kind, status=status_of(outcome), detail=outcome.detail)
         break
     left = len(proposals) - len(resolved)
-    skipped = list(plan.skipped)
     message = rules.summary(verb, len(resolved), len(skipped), stopped, left)
     return AllDone(resolved=resolved, skipped=skipped, stopped=stopped, left=left, message=message)

@@ -35,13 +35,16 @@ from assent.contracts import (
 from assent.db import column_arrays, json_param
 from assent.domain import Agent
 from assent.kinds import KINDS, PAGE_KINDS, RESOLVED_OUTCOMES
+from assent.policy import Policy, Require, approval_refusal, evaluate
 from assent.runtime import Received, ServiceRuntime, UnitOfWork, batch_span
 from assent.runtime.uow import SqlUnitOfWork
 from assent.telemetry import attach_carrier, current_carrier, detach
 from assent.topics import STUDIO_CONTINUATIONS
 
+from .adapters.approvals import SqlApprovals, Tally
 from .adapters.history import WrittenEntries
 from .adapters.notify import EventFeed
+from .adapters.policies import PolicyBook, PolicyStore
 from .adapters.projection import (
     CONTINUE_TURNS,
     PROPOSAL_COLUMNS,
@@ -49,6 +52,7 @@ from .adapters.projection import (
     SqlDecisions,
     insert_claimed_proposals,
 )
+from .adapters.rules import verdict_row
 from .domain.checkpoints import HistoryKeys
 from .domain.events import (
     LiveEvent,
@@ -59,7 +63,7 @@ from .domain.events import (
     TurnContinuedEvent,
 )
 from .domain.history import History
-from .domain.proposals import Proposal
+from .domain.proposals import Proposal, proposed
 from .domain.turns import ProposalState, RefusedCall, continuation_text, settle
 from .settings import GatewaySettings
 
@@ -78,6 +82,21 @@ class Decisions(Protocol):
         ...
 
 
+class Approvals(Protocol):
+    """Where approvals a ``require`` rule asks for are counted (:class:`gateway.adapters.approvals.SqlApprovals`)."""
+
+    async def approve(self, message: DecisionMade, verdict: tuple[Any, ...], require: Require) -> Tally:
+        """Count ``message``'s actor's approval; record and send ``message`` when it completes the count, in the same
+        transaction."""
+        ...
+
+
+class Policies(Protocol):
+    """The organisations' policies by version (:class:`gateway.adapters.policies.PolicyBook`)."""
+
+    async def at(self, org_id: str, version: int) -> Policy: ...
+
+
 class OutcomeFeed(Protocol):
     """Where a deciding HTTP request hears its outcome (:class:`~gateway.adapters.notify.EventFeed`)."""
 
@@ -94,6 +113,10 @@ class Deps:
     events: EventFeed
     decisions: Decisions | None = None
     """Where decisions go; by default the projection's (:class:`SqlDecisions`). Unit tests pass a fake."""
+    approvals: Approvals | None = None
+    """Where approvals are counted (:class:`SqlApprovals`); unit tests pass a fake."""
+    policies: Policies | None = None
+    """The policies (:class:`PolicyBook`); unit tests pass a fake."""
 
     @property
     def engine(self) -> Any:
@@ -104,6 +127,14 @@ class Deps:
         if self.decisions is not None:
             return self.decisions
         return SqlDecisions(self.runtime.engine, self.runtime.outbox)
+
+    @functools.cached_property
+    def approved(self) -> Approvals:
+        return self.approvals or SqlApprovals(self.runtime.engine, self.runtime.outbox)
+
+    @functools.cached_property
+    def policy_book(self) -> Policies:
+        return self.policies or PolicyBook(PolicyStore(self.runtime.engine))
 
     @functools.cached_property
     def history_keys(self) -> HistoryKeys:
@@ -122,6 +153,24 @@ class Refused(Exception):
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(detail)
         self.status = status
+        self.detail = detail
+
+
+class NotCounted(Refused):
+    """An approval that does not count (403: the session's own operator, or none of the people the rule names; 409:
+    the same person again, or after the count was complete); nothing was recorded."""
+
+
+class AwaitingApprovals(Exception):
+    """An approval was counted, and the request waits for more (HTTP 202): ``detail`` says how many of how many, and
+    whose are still needed."""
+
+    def __init__(self, proposal: Proposal, decision: str, approvals: int, required: int, detail: str) -> None:
+        super().__init__(detail)
+        self.proposal = proposal
+        self.decision = decision
+        self.approvals = approvals
+        self.required = required
         self.detail = detail
 
 
@@ -516,13 +565,18 @@ async def decide(
     actor: str,
     via: str,
     options: dict[str, Any] | None = None,
+    roles: frozenset[str] = frozenset(),
 ) -> ProposalOutcome:
     """Send one decision on ``proposal`` (from :func:`proposal_at`) to its owner and return its outcome.
-    ``options`` are the decision's choices (:attr:`assent.kinds.KindSpec.options`), as JSON.
+    ``options`` are the decision's choices (:attr:`assent.kinds.KindSpec.options`), as JSON; ``roles`` the actor's.
 
-    Raises :class:`Refused` (already resolved: the status its kind's :attr:`~assent.kinds.Answer.answered` says; or a
-    decision that does not fit: 422), or :class:`OutcomePending` when the owner has not answered within the configured
-    time.
+    Where the organisation's policy in force when it was proposed has a ``require`` rule for it, a decision other than
+    its decline is one approval (:func:`approval`): counted, and sent to the owner only with the last one needed.
+
+    Raises :class:`Refused` (already resolved: the status its kind's :attr:`~assent.kinds.Answer.answered` says; a
+    decision that does not fit: 422; an approval that does not count: 403, or 409 for the same person twice),
+    :class:`AwaitingApprovals` when the approval was counted and more are needed, or :class:`OutcomePending` when the
+    owner has not answered within the configured time.
     """
     spec = KINDS[proposal.kind]
     if proposal.status != "pending":
@@ -531,6 +585,11 @@ async def decide(
     if decision not in spec.decisions:
         accepted = " or ".join(spec.decisions)
         raise Refused(422, f"a {spec.name} request is decided with {accepted}, not {decision!r}")
+    required = None if decision == spec.decline else await approval(deps, proposal)
+    if required is not None:
+        why = approval_refusal(required[0], actor, roles, proposal.operator)
+        if why is not None:
+            raise NotCounted(403, why)
     decision_id = f"dec_{uuid.uuid4().hex}"
     feed: OutcomeFeed = deps.events
     answered = feed.expect(decision_id)
@@ -543,24 +602,48 @@ async def decide(
             with tracer.start_as_current_span(
                 f"decide {proposal.kind} {decision}", links=[trace.Link(http_span)] if http_span.is_valid else []
             ):
-                await deps.decided.record(
-                    DecisionMade(
-                        decision_id=decision_id,
-                        proposal_id=proposal.proposal_id,
-                        session_id=proposal.session_id,
-                        seq=proposal.seq,
-                        kind=proposal.kind,
-                        decision=decision,
-                        actor=actor,
-                        via=via,
-                        options=options or {},
-                    )
+                message = DecisionMade(
+                    decision_id=decision_id,
+                    proposal_id=proposal.proposal_id,
+                    session_id=proposal.session_id,
+                    seq=proposal.seq,
+                    kind=proposal.kind,
+                    decision=decision,
+                    actor=actor,
+                    via=via,
+                    options=options or {},
                 )
+                if required is None:
+                    await deps.decided.record(message)
+                else:
+                    require, verdict = required
+                    tally = await deps.approved.approve(message, verdict, require)
+                    if not tally.counted:
+                        why = (
+                            "you approved this request already"
+                            if tally.approvals < require.approvals
+                            else ("its approvals are complete and its decision was sent")
+                        )
+                        raise NotCounted(409, f"{why}; {tally.detail}")
+                    if not tally.decided:
+                        raise AwaitingApprovals(proposal, decision, tally.approvals, require.approvals, tally.detail)
         finally:
             detach(token)
         return await _await_outcome(deps.decided, feed, deps.settings.decision_timeout_seconds, decision_id, answered)
     finally:
         feed.forget(decision_id)
+
+
+async def approval(deps: Deps, proposal: Proposal) -> tuple[Require, tuple[Any, ...]] | None:
+    """What the policy in force when ``proposal`` was proposed requires of an apply (its ``require`` rule), with the
+    verdict's columns to write if the rule worker has not yet; None: one person's decision decides."""
+    if proposal.policy_version is None or proposal.org_id is None:
+        return None
+    policy = await deps.policy_book.at(proposal.org_id, proposal.policy_version)
+    verdict = evaluate(policy, proposal.policy_version, proposed(proposal))
+    if verdict.required is None:
+        return None
+    return verdict.required, verdict_row(verdict, proposal.proposal_id, proposal.org_id, proposal.proposed_at)
 
 
 async def _await_outcome(

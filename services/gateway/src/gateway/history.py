@@ -135,7 +135,7 @@ Outcome = Annotated[
 ]
 Session = Annotated[Identifier | None, Query(description="Entries of this session")]
 Type = Annotated[
-    Literal["proposed", "decided", "outcome", "continued", "written"] | None,
+    Literal["proposed", "decided", "approved", "outcome", "continued", "written"] | None,
     Query(alias="type", description="Entries of this type"),
 ]
 Since = Annotated[

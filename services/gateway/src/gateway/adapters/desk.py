@@ -17,15 +17,20 @@ from assent.db import driver_connection
 from ..domain.desk import Item, SessionRow
 from ..domain.proposals import Proposal
 from . import tables as t
-from .projection import READ_COLUMNS, read_proposal
+from .projection import POLICY_CONTEXT, READ_COLUMNS, read_proposal
 
 Row = TypeVar("Row", bound=BaseModel)
 
 ITEM_COLUMNS = (
     "r.session_id, r.seq, r.proposal_id, r.turn_id, r.kind, r.action, r.section, r.agent_id, r.target, r.base,"
-    " r.lines, r.widens, r.stale, r.card ->> 'apply_label' AS apply_label, r.reason, r.proposed_at"
+    " r.lines, r.widens, r.stale, r.card ->> 'apply_label' AS apply_label, r.reason, r.proposed_at,"
+    " v.require, v.expires_at, CASE WHEN v.escalated_at IS NOT NULL THEN v.escalation_rule END AS escalation_rule,"
+    f" CASE WHEN v.require IS NULL THEN 0 ELSE (SELECT count(*) FROM {t.approvals.fullname} AS ap"
+    " WHERE ap.proposal_id = r.proposal_id) END AS approvals"
 )
-"""A pending item's columns, as the tray lists it."""
+"""A pending item's columns, as the tray lists it: with what the policy's verdict ``v`` says of it (approvals
+required and counted, its deadline, its escalation)."""
+VERDICT = f" LEFT OUTER JOIN {t.policy_verdicts.fullname} AS v ON v.proposal_id = r.proposal_id"
 
 SESSIONS = (
     "SELECT s.session_id, s.operator_user_id AS operator_id, s.source_guild_id,"
@@ -43,7 +48,8 @@ decisions it waits on; ``total`` counts every session that matches."""
 PENDING_ACROSS = (
     f"SELECT {ITEM_COLUMNS}, count(*) OVER () AS total"
     f" FROM {t.projected_proposals.fullname} AS r JOIN {t.sessions.fullname} AS s ON s.session_id = r.session_id"
-    " WHERE s.org_id = $1 AND r.status = 'pending'"
+    + VERDICT
+    + " WHERE s.org_id = $1 AND r.status = 'pending'"
     " AND ($2::text IS NULL OR r.section = $2) AND ($3::text IS NULL OR r.agent_id = $3)"
     " ORDER BY s.opened_at DESC, r.session_id, r.seq LIMIT $4 OFFSET $5"
 )
@@ -51,13 +57,19 @@ PENDING_ACROSS = (
 the newest session's first, each session's in seq order."""
 
 SESSION_PENDING = (
-    f"SELECT {ITEM_COLUMNS} FROM {t.projected_proposals.fullname} AS r WHERE r.session_id = $1 AND r.status = 'pending'"
+    f"SELECT {ITEM_COLUMNS} FROM {t.projected_proposals.fullname} AS r"
+    + VERDICT
+    + " WHERE r.session_id = $1 AND r.status = 'pending'"
     " ORDER BY r.seq"
 )
 """A session's open proposals, as the tray lists them."""
 
 OPEN_PROPOSALS = (
-    "SELECT " + ", ".join(f"r.{name}" for name in READ_COLUMNS) + f" FROM {t.projected_proposals.fullname} AS r"
+    "SELECT "
+    + ", ".join(f"r.{name}" for name in READ_COLUMNS)
+    + POLICY_CONTEXT
+    + f" FROM {t.projected_proposals.fullname} AS r JOIN {t.sessions.fullname} AS s ON s.session_id = r.session_id"
+    f" LEFT OUTER JOIN {t.agents.fullname} AS a ON a.agent_id = r.agent_id"
     " WHERE r.session_id = $1 AND r.status = 'pending' ORDER BY r.seq"
 )
 """A session's open proposals whole, as a decision needs them (:func:`gateway.handlers.decide`)."""

@@ -176,3 +176,25 @@ def _replayed(row: asyncpg.Record) -> Replayed:
         resolved_by=values["resolved_by"],
         resolved_at=values["resolved_at"],
     )
+
+
+class PolicyBook:
+    """The policies a decision reads, each version parsed once: a version never changes, so what was read of it
+    holds for as long as the process runs (the oldest read forgotten past ``size``)."""
+
+    def __init__(self, store: PolicyStore, size: int = 256) -> None:
+        self.store = store
+        self.size = size
+        self._read: dict[tuple[str, int], Policy] = {}
+
+    async def at(self, org_id: str, version: int) -> Policy:
+        """Version ``version`` of the organisation's policy (an empty policy when there is no such version)."""
+        key = (org_id, version)
+        policy = self._read.get(key)
+        if policy is None:
+            found = await self.store.at_version(org_id, version)
+            policy = Policy() if found is None else found.policy
+            if len(self._read) >= self.size:
+                self._read.pop(next(iter(self._read)))
+            self._read[key] = policy
+        return policy

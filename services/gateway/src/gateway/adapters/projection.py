@@ -136,9 +136,21 @@ READ_COLUMNS = tuple(column.name for column in t.projected_proposals.c if column
 """The columns a :class:`~gateway.domain.proposals.Proposal` is read from (``result`` is its outcome's, which the
 decisions hold)."""
 
+POLICY_CONTEXT = (
+    ", s.org_id, s.operator_user_id AS operator, coalesce(a.guild_id, s.source_guild_id) AS guild_id,"
+    f" (SELECT v.version FROM {t.policies.fullname} AS v WHERE v.org_id = s.org_id AND v.set_at <= r.proposed_at"
+    " ORDER BY v.version DESC LIMIT 1) AS policy_version"
+)
+"""What a decision on a proposal ``r`` of session ``s`` (its agent ``a``) needs of the policy: the organisation, the
+session's operator, the guild the rules match, and the version of the policy in force when it was proposed (NULL:
+none; read by the policies' key, one index probe)."""
+
 _PROPOSAL = (
-    "SELECT " + ", ".join(f"r.{name}" for name in READ_COLUMNS) + ", s.org_id AS session_org, a.owners, a.editors"
-    f" FROM {t.projected_proposals.fullname} AS r"
+    "SELECT "
+    + ", ".join(f"r.{name}" for name in READ_COLUMNS)
+    + ", s.org_id AS session_org, a.owners, a.editors"
+    + POLICY_CONTEXT
+    + f" FROM {t.projected_proposals.fullname} AS r"
     f" JOIN {t.sessions.fullname} AS s ON s.session_id = r.session_id"
     f" LEFT OUTER JOIN {t.agents.fullname} AS a ON a.agent_id = r.agent_id"
 )

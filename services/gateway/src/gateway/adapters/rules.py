@@ -35,11 +35,11 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from assent.contracts import DecisionMade
-from assent.db import driver_connection
+from assent.db import driver_connection, json_param
 from assent.faults import crash_point
 from assent.kinds import EXPIRE, KINDS
 from assent.outbox import Outbox
-from assent.policy import Policy, Proposed, evaluate
+from assent.policy import Policy, Proposed, Verdict, evaluate
 from assent.topics import decisions_of
 
 from ..domain.desk import apply_decision
@@ -69,11 +69,15 @@ UNJUDGED = (
 an organisation with none, or proposed before its first, is not read)."""
 RECORD_VERDICTS = (
     f"INSERT INTO {t.policy_verdicts.fullname}"
-    " (proposal_id, org_id, version, rule, effect, expires_at, expiry_rule, escalates_at, escalation_rule)"
-    " SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::timestamptz[], $7::text[],"
-    " $8::timestamptz[], $9::text[])"
-    " ON CONFLICT DO NOTHING"
+    " (proposal_id, org_id, version, rule, effect, expires_at, expiry_rule, escalates_at, escalation_rule, require)"
+    " SELECT p, o, v, r, e, x, xr, es, er, q::jsonb"
+    " FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::timestamptz[], $7::text[],"
+    " $8::timestamptz[], $9::text[], $10::text[]) AS u(p, o, v, r, e, x, xr, es, er, q)"
+    " ON CONFLICT DO NOTHING RETURNING proposal_id"
 )
+"""Verdicts (arrays of :func:`verdict_row`'s columns), each written unless one was already: answers the proposals
+whose verdict this statement wrote, the only ones its writer may act on (a person's apply that a ``require`` rule
+governs may have written the verdict first, :mod:`gateway.adapters.approvals`)."""
 DUE = (
     "SELECT v.proposal_id, v.version, v.expiry_rule, v.expires_at, p.session_id, p.seq, p.kind, p.status,"
     " p.proposed_at"
@@ -144,6 +148,7 @@ class RuleWorker:
                 return 0
             policies: dict[tuple[str, int], Policy] = {}
             verdicts: list[tuple[Any, ...]] = []
+            deciding: dict[str, tuple[Any, str, str]] = {}
             for row in rows:
                 key = (row["org_id"], row["version"])
                 if key not in policies:
@@ -152,27 +157,18 @@ class RuleWorker:
                         json.loads(document) if isinstance(document, str) else document
                     )
                 verdict = evaluate(policies[key], row["version"], _proposed(row))
+                verdicts.append(verdict_row(verdict, row["proposal_id"], row["org_id"], row["proposed_at"]))
                 rule = verdict.decision
-                expiry = verdict.expiry if verdict.decided is None else None
-                lasts = None if expiry is None else expiry.expire_after
-                escalation = verdict.escalation if verdict.decided is None else None
-                waits = None if escalation is None or escalation.escalate is None else escalation.escalate.after
-                verdicts.append(
-                    (
-                        row["proposal_id"],
-                        row["org_id"],
-                        row["version"],
-                        None if rule is None else rule.name,
-                        None if rule is None else rule.effect,
-                        None if lasts is None else row["proposed_at"] + lasts,
-                        None if expiry is None else expiry.name,
-                        None if waits is None else row["proposed_at"] + waits,
-                        None if waits is None or escalation is None else escalation.name,
-                    )
-                )
                 if verdict.decided is not None and rule is not None:
-                    await self._decide(conn, pg, row, verdict.decided, f"rule {rule.name} (policy v{row['version']})")
-            await pg.execute(RECORD_VERDICTS, *(list(column) for column in zip(*verdicts, strict=True)))
+                    deciding[row["proposal_id"]] = (
+                        row,
+                        verdict.decided,
+                        f"rule {rule.name} (policy v{row['version']})",
+                    )
+            written = await pg.fetch(RECORD_VERDICTS, *(list(column) for column in zip(*verdicts, strict=True)))
+            for judged in written:
+                if judged["proposal_id"] in deciding:
+                    await self._decide(conn, pg, *deciding[judged["proposal_id"]])
             crash_point("gateway.rules.before_commit")
         crash_point("gateway.rules.after_commit")
         return len(rows)
@@ -229,6 +225,29 @@ class RuleWorker:
             message.id,
         )
         await self.outbox.put(conn, decisions_of(message.kind), message.session_id, message)
+
+
+def verdict_row(verdict: Verdict, proposal_id: str, org_id: str, proposed_at: datetime) -> tuple[Any, ...]:
+    """The columns of :data:`RECORD_VERDICTS` for ``verdict`` on a proposal: the decision rule (none: a person
+    decides), the deadline and escalation it sets when no rule decides, and what a ``require`` rule asks for."""
+    rule = verdict.decision
+    expiry = verdict.expiry if verdict.decided is None else None
+    lasts = None if expiry is None else expiry.expire_after
+    escalation = verdict.escalation if verdict.decided is None else None
+    waits = None if escalation is None or escalation.escalate is None else escalation.escalate.after
+    required = verdict.required
+    return (
+        proposal_id,
+        org_id,
+        verdict.version,
+        None if rule is None else rule.name,
+        None if rule is None else rule.effect,
+        None if lasts is None else proposed_at + lasts,
+        None if expiry is None else expiry.name,
+        None if waits is None else proposed_at + waits,
+        None if waits is None or escalation is None else escalation.name,
+        None if required is None else json_param(required.model_dump(mode="json")),
+    )
 
 
 def _duration(span: timedelta) -> str:

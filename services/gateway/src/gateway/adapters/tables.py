@@ -239,6 +239,7 @@ policy_verdicts = Table(
     Column("escalates_at", DateTime(timezone=True)),
     Column("escalation_rule", Text),
     Column("escalated_at", DateTime(timezone=True)),
+    Column("require", JSONB),
     Index(
         "ix_policy_verdicts_deadline",
         "expires_at",
@@ -252,7 +253,23 @@ policy_verdicts = Table(
 )
 """Each proposal's verdict by its organisation's policy (migration 0010): the version read, the rule that decided it or
 required approvals (none: a person decides); the deadline an ``expire_after`` rule set; when an ``escalate`` rule's
-escalation is due, by which rule, and when it was sent (migration 0011)."""
+escalation is due, by which rule, and when it was sent (migration 0011); the approvals a ``require`` rule asks for,
+as JSON (migration 0012)."""
+
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("proposal_id", Text, nullable=False),
+    Column("actor", Text, nullable=False),
+    Column("decision", Text, nullable=False),
+    Column("via", Text, nullable=False),
+    Column("detail", Text, nullable=False),
+    Column("decision_id", Text),
+    Column("approved_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("proposal_id", "actor"),
+)
+"""Each approval counted towards a ``require`` rule, one per person and proposal (migration 0012); the one that
+completed the count names the decision it sent."""
 
 webhooks = Table(
     "webhooks",

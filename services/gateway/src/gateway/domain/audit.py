@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, field_serializer
 GENESIS = "0" * 64
 """The ``prev_hash`` of an organisation's first entry."""
 
-EntryType = Literal["proposed", "decided", "outcome", "continued", "written"]
+EntryType = Literal["proposed", "decided", "approved", "outcome", "continued", "written"]
 
 
 class Entry(BaseModel):

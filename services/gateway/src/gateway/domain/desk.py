@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from assent.contracts import LineCounts, ProposalBase, ProposalTarget
 from assent.kinds import KINDS, SECTIONS, KindSpec
+from assent.policy import Require, waiting_for
 
 from .proposals import Proposal
 
@@ -62,6 +63,14 @@ class Item(BaseModel):
     """Its card's label for the apply button (None: its kind's for its action)."""
     reason: str
     proposed_at: datetime
+    require: Require | None = None
+    """What the organisation's policy requires before it is applied (None: one person's decision; or not judged
+    yet), and the approvals counted so far."""
+    approvals: int = 0
+    expires_at: datetime | None = None
+    """When an ``expire_after`` rule ends it (None: never)."""
+    escalation_rule: str | None = None
+    """The ``escalate`` rule that told others it waits, once it did."""
 
 
 class DecisionWords(BaseModel):
@@ -100,6 +109,15 @@ class TrayItem(BaseModel):
     decision_path: str
     reason: str
     proposed_at: datetime
+    waiting_for: str | None = None
+    """Why it still waits beside a person's decision, where the organisation's policy says so: ``1 of 2 approvals:
+    needs one more admin``."""
+    approvals: int = 0
+    approvals_required: int | None = None
+    expires_at: datetime | None = None
+    """When the policy ends it as ``expired`` if nobody decides it (None: never)."""
+    escalated_by: str | None = None
+    """The ``escalate`` rule that told others it waits (None: none did)."""
 
 
 class Counts(BaseModel):
@@ -242,6 +260,11 @@ def item_view(item: Item, decision_path: DecisionPath) -> TrayItem:
         decision_path=decision_path(item),
         reason=item.reason,
         proposed_at=item.proposed_at,
+        waiting_for=None if item.require is None else waiting_for(item.require, item.approvals),
+        approvals=item.approvals,
+        approvals_required=None if item.require is None else item.require.approvals,
+        expires_at=item.expires_at,
+        escalated_by=item.escalation_rule,
     )
 
 

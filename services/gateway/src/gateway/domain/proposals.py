@@ -9,6 +9,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from assent.contracts import Card, LineCounts, ProposalBase, ProposalTarget
+from assent.policy import Proposed
 
 
 class Proposal(BaseModel):
@@ -45,6 +46,28 @@ class Proposal(BaseModel):
     proposed_at: datetime
     owners: tuple[str, ...] = ()
     editors: tuple[str, ...] = ()
+    org_id: str | None = None
+    """Where the read joins them: its session's organisation, the session's operator, the guild a policy's rules
+    match (its agent's, else the session's source guild), and the version of the organisation's policy in force when
+    it was proposed (None: none was)."""
+    operator: str | None = None
+    guild_id: str | None = None
+    policy_version: int | None = None
+
+
+def proposed(proposal: Proposal) -> Proposed:
+    """What a policy's rules read of ``proposal`` (as the rule worker reads it from the projection)."""
+    return Proposed(
+        kind=proposal.kind,
+        action=proposal.action,
+        agent_id=proposal.agent_id,
+        guild_id=proposal.guild_id,
+        label=proposal.target.label,
+        path=proposal.target.path,
+        lines=proposal.lines.added + proposal.lines.removed,
+        widens=proposal.widens,
+        proposed_at=proposal.proposed_at,
+    )
 
 
 class Located(Protocol):

@@ -429,6 +429,15 @@ async function sessionView(sessionId) {
       buttons.forEach((b) => { b.disabled = true; });
       try {
         const answer = await api("POST", how.path, { decision }, { "Idempotency-Key": idempotencyKey() });
+        if (answer?.status === "awaiting_approvals") {
+          // One approval counted; the policy wants more before the request is applied (a decline still declines).
+          announce(`${labelOf(item.target)}: your approval was counted`);
+          message.replaceChildren(`Your approval was counted. ${answer.detail}`);
+          waiting.textContent = answer.detail;
+          waiting.hidden = false;
+          buttons.forEach((b) => { b.disabled = b.dataset.decision !== how.decline; });
+          return;
+        }
         announce(`${labelOf(item.target)}: ${decision} done`);
         const link = cardLink(sessionId, item.kind, item.seq, "What happened");
         result.replaceChildren(h("p", { class: "decided" }, `${labelOf(item.target)}: ${answer?.outcome || decision}`,
@@ -456,12 +465,18 @@ async function sessionView(sessionId) {
       actions.append(h("a", { class: "button", href: `#/agents/${encodeURIComponent(item.agent_id)}/proposals` }, "Review on the Proposals page"));
     } else {
       actions.append(
-        h("button", { type: "button", class: "primary", onclick: decide(how.apply) }, item.apply_label),
-        h("button", { type: "button", onclick: decide(how.decline) }, item.decline_label));
+        h("button", { type: "button", class: "primary", dataset: { decision: how.apply }, onclick: decide(how.apply) }, item.apply_label),
+        h("button", { type: "button", dataset: { decision: how.decline }, onclick: decide(how.decline) }, item.decline_label));
     }
+    // Why it still waits beside a person's decision, as the organisation's policy says: the approvals it needs, when
+    // it expires, whether it was escalated. Kept up to date by renderItems.
+    const waiting = h("p", { class: "waiting", hidden: !item.waiting_for }, item.waiting_for || "");
+    const deadline = h("p", { class: "meta expires", hidden: !item.expires_at },
+      item.expires_at ? `Expires ${when(item.expires_at)} unless decided` : "");
     const badges = [
       item.stale ? h("span", { class: "badge warn" }, "Stale") : null,
       item.widens ? h("span", { class: "badge warn" }, "Widens access") : null,
+      item.escalated_by ? h("span", { class: "badge warn", title: `rule ${item.escalated_by}` }, "Escalated") : null,
       item.decided_alone || registry.kinds[item.kind]?.decided_alone ? h("span", { class: "badge" }, "Decided alone") : null,
     ];
     const el = h("li", { class: "item", id, dataset: { seq: item.seq } },
@@ -471,7 +486,7 @@ async function sessionView(sessionId) {
           item.agent_tab ? ` · in the tab of agent ${item.agent_tab}` : item.agent_id ? ` · agent ${item.agent_id}` : "",
           item.lines?.added || item.lines?.removed ? ` · ${counts(item.lines)}` : "", item.proposed_at ? ` · ${when(item.proposed_at)}` : ""),
         item.reason ? h("p", { class: "reason" }, item.reason) : null,
-        actions, message, card));
+        waiting, deadline, actions, message, card));
     if (state.open.has(item.seq) && how.hasCard) actions.querySelector("button")?.click();
     return el;
   }
@@ -503,6 +518,8 @@ async function sessionView(sessionId) {
       for (const item of ofSection) {
         let el = state.items.get(item.seq);
         if (!el) { el = itemElement(item); state.items.set(item.seq, el); }
+        const waiting = el.querySelector(".waiting");
+        if (waiting && item.waiting_for) { waiting.textContent = item.waiting_for; waiting.hidden = false; }
         if (el.parentElement !== list) list.append(el);
       }
       for (const el of [...list.children]) {
@@ -924,7 +941,7 @@ async function proposalsView(agentId) {
 
 /** The filters of GET /api/history, named as the History page's address (``#/history?agent=…``) names them. */
 const HISTORY_FILTERS = ["agent", "guild", "kind", "actor", "outcome", "session", "type", "since", "until"];
-const ENTRY_TYPES = ["proposed", "decided", "outcome", "continued", "written"];
+const ENTRY_TYPES = ["proposed", "decided", "approved", "outcome", "continued", "written"];
 const HISTORY_PAGE = 50;
 
 /** How long ago ``value`` was, in words ("3 minutes ago"). */
