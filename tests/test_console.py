@@ -25,9 +25,10 @@ import pytest
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from assent.coach import CoachClient, CoachTurn
-from tests.conftest import OPERATOR, TOKEN, Stack, World, new_world, wait_for
+from tests.conftest import OPERATOR, TOKEN, Stack, World, as_admin_of, new_world, wait_for
 from tests.issuer import AUDIENCE, CONSOLE_CLIENT_ID, TestIssuer, s256, test_issuer
 from tests.test_history import TURN, WORLD, a_decided_turn, entries_of
+from tests.test_memory_edits import memory as memory_of
 from tests.test_source_proposals import (
     FILES,
     chat,
@@ -870,3 +871,62 @@ def test_the_issuer_exchanges_a_code_once_for_its_redirect_and_verifier() -> Non
     assert issuer.exchange({**form, "code": third, "code_verifier": verifier})[:2] == (400, {"error": "invalid_grant"})
     assert issuer.exchanges == ["invalid_grant", "invalid_grant", "invalid_grant", "ok", "invalid_grant"]
     issuer.server.shutdown()
+
+
+async def test_the_desk_says_what_a_request_waits_for_and_counts_one_approval(stack: Stack, browser: Browser) -> None:
+    """Under a policy that requires two admins, the item says what it waits for; an admin's apply in the browser is
+    counted as one approval (the request stays, the line moves on), and the second admin's applies it."""
+    async with stack.http() as http, stack.http() as ben, stack.coach() as coach:
+        world = await new_world(http)  # ``http`` runs the session (its operator's approval never counts)
+        policy = {"rules": [{"name": "two admins", "require": {"approvals": 2, "roles": ["admin"]}}]}
+        assert (await http.put("/api/policy", json={"policy": policy, "expected_version": 0})).status_code == 200
+        ann = as_admin_of(httpx.AsyncClient(), world.org_id, user="ann@example.com")
+        as_admin_of(ben, world.org_id, user="ben@example.com")
+        before = await memory_of(http, world.agent_id)
+        session = await coach.open_session(
+            org_id=world.org_id, source_guild_id=world.guild_id, operator_user_id=OPERATOR
+        )
+        turn = session.begin_turn()
+        result = await turn.call(
+            "studio_edit_memory",
+            {
+                "agent_id": world.agent_id,
+                "content": before["content"] + "Two admins agree.\n",
+                "base_version": before["version"],
+                "reason": "why",
+            },
+        )
+        assert result.ok, result.error
+        await turn.end_step()
+        sid, seq = session.session_id, turn.calls[result.tool_call_id].seq
+
+        async def judged() -> bool:
+            tray = (await http.get(f"/api/studio/sessions/{sid}/pending")).json()
+            return bool(tray["items"]) and tray["items"][0]["waiting_for"] is not None
+
+        await wait_for(judged)
+        context, elsewhere = await local_only(browser, stack)
+        tab = await context.new_page()
+        await sign_in(tab, ann)
+        await tab.goto(f"/console#/sessions/{sid}")
+        item = tab.locator(f"#item-{seq}")
+        await expect(item.locator(".waiting")).to_have_text("0 of 2 approvals: needs two admins")
+        await item.get_by_role("button", name="Apply edit").click()
+        await expect(item.locator(".message")).to_have_text(
+            "Your approval was counted. 1 of 2 approvals: needs one more admin"
+        )
+        await expect(item.locator(".waiting")).to_have_text("1 of 2 approvals: needs one more admin")
+        await expect(item.get_by_role("button", name="Apply edit")).to_be_disabled()
+        await expect(item.get_by_role("button", name="Decline")).to_be_enabled()
+        await axe(tab)
+        await shot(tab, "desk-approvals")
+
+        done = await ben.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"})
+        assert done.status_code == 200 and done.json()["outcome"] == "applied", done.text
+        await expect(tab.locator("#summary")).to_have_text("Waiting on 0 decisions")
+        continuation = await turn.continuation()
+        assert [(d.seq, d.outcome, d.resolved_by) for d in continuation.decisions] == [
+            (seq, "applied", "ben@example.com")
+        ]
+        assert elsewhere == []
+        await context.close()

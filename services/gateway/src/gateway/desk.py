@@ -183,13 +183,20 @@ def router(deps: Deps, user: Any) -> APIRouter:
         person: user,
         section: Annotated[Literal[SECTIONS] | None, Query(description="Only this section's")] = None,  # type: ignore[valid-type]  # the values come from the registry, at import
         agent_id: Annotated[Identifier | None, Query(description="Only this agent's")] = None,
+        escalated_to_me: Annotated[
+            bool, Query(description="Only those an escalate rule of the policy told one of the caller's roles of")
+        ] = False,
         page: PageNumber = 1,
         page_size: PageSize = 50,
     ) -> PendingPage:
         """The open proposals across the organisation's sessions (the newest session's first, each in seq order),
-        filtered by section and agent, as the tray shows them with their ``session_id``."""
+        filtered by section and agent (and to those escalated to the caller's roles), as the tray shows them with their
+        ``session_id``."""
+        roles = sorted(person.roles) if escalated_to_me else None
         async with store() as s:
-            rows, total = await s.pending_across(person.org_id, section, agent_id, page_size, (page - 1) * page_size)
+            rows, total = await s.pending_across(
+                person.org_id, section, agent_id, page_size, (page - 1) * page_size, roles
+            )
         items = [rules.item_view(row, decisions.decision_path) for row in rows]
         return PendingPage(items=items, page=page, page_size=page_size, total=total)
 

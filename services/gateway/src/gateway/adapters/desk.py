@@ -25,6 +25,7 @@ ITEM_COLUMNS = (
     "r.session_id, r.seq, r.proposal_id, r.turn_id, r.kind, r.action, r.section, r.agent_id, r.target, r.base,"
     " r.lines, r.widens, r.stale, r.card ->> 'apply_label' AS apply_label, r.reason, r.proposed_at,"
     " v.require, v.expires_at, CASE WHEN v.escalated_at IS NOT NULL THEN v.escalation_rule END AS escalation_rule,"
+    " CASE WHEN v.escalated_at IS NOT NULL THEN v.escalate_to END AS escalated_to,"
     f" CASE WHEN v.require IS NULL THEN 0 ELSE (SELECT count(*) FROM {t.approvals.fullname} AS ap"
     " WHERE ap.proposal_id = r.proposal_id) END AS approvals"
 )
@@ -51,10 +52,11 @@ PENDING_ACROSS = (
     + VERDICT
     + " WHERE s.org_id = $1 AND r.status = 'pending'"
     " AND ($2::text IS NULL OR r.section = $2) AND ($3::text IS NULL OR r.agent_id = $3)"
+    " AND ($6::text[] IS NULL OR (v.escalated_at IS NOT NULL AND v.escalate_to ?| $6::text[]))"
     " ORDER BY s.opened_at DESC, r.session_id, r.seq LIMIT $4 OFFSET $5"
 )
 """A page of an organisation's open proposals across its sessions (by section ``$2`` and agent ``$3`` when given):
-the newest session's first, each session's in seq order."""
+the newest session's first, each session's in seq order; with roles ``$6``, only those escalated to one of them."""
 
 SESSION_PENDING = (
     f"SELECT {ITEM_COLUMNS} FROM {t.projected_proposals.fullname} AS r"
@@ -117,13 +119,19 @@ class DeskStore:
         return [], 0 if first is None else int(first["total"])
 
     async def pending_across(
-        self, org_id: str, section: str | None, agent_id: str | None, limit: int, offset: int
+        self,
+        org_id: str,
+        section: str | None,
+        agent_id: str | None,
+        limit: int,
+        offset: int,
+        escalated_to: list[str] | None = None,
     ) -> tuple[list[Item], int]:
         """:data:`PENDING_ACROSS`: the page's items, and how many match in all."""
-        rows = await self.conn.fetch(PENDING_ACROSS, org_id, section, agent_id, limit, offset)
+        rows = await self.conn.fetch(PENDING_ACROSS, org_id, section, agent_id, limit, offset, escalated_to)
         if rows or offset == 0:
             return _page(Item, rows)
-        first = await self.conn.fetchrow(PENDING_ACROSS, org_id, section, agent_id, 1, 0)
+        first = await self.conn.fetchrow(PENDING_ACROSS, org_id, section, agent_id, 1, 0, escalated_to)
         return [], 0 if first is None else int(first["total"])
 
     async def session_pending(self, session_id: str) -> list[Item]:

@@ -69,10 +69,11 @@ UNJUDGED = (
 an organisation with none, or proposed before its first, is not read)."""
 RECORD_VERDICTS = (
     f"INSERT INTO {t.policy_verdicts.fullname}"
-    " (proposal_id, org_id, version, rule, effect, expires_at, expiry_rule, escalates_at, escalation_rule, require)"
-    " SELECT p, o, v, r, e, x, xr, es, er, q::jsonb"
+    " (proposal_id, org_id, version, rule, effect, expires_at, expiry_rule, escalates_at, escalation_rule, require,"
+    " escalate_to)"
+    " SELECT p, o, v, r, e, x, xr, es, er, q::jsonb, et::jsonb"
     " FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::timestamptz[], $7::text[],"
-    " $8::timestamptz[], $9::text[], $10::text[]) AS u(p, o, v, r, e, x, xr, es, er, q)"
+    " $8::timestamptz[], $9::text[], $10::text[], $11::text[]) AS u(p, o, v, r, e, x, xr, es, er, q, et)"
     " ON CONFLICT DO NOTHING RETURNING proposal_id"
 )
 """Verdicts (arrays of :func:`verdict_row`'s columns), each written unless one was already: answers the proposals
@@ -229,7 +230,8 @@ class RuleWorker:
 
 def verdict_row(verdict: Verdict, proposal_id: str, org_id: str, proposed_at: datetime) -> tuple[Any, ...]:
     """The columns of :data:`RECORD_VERDICTS` for ``verdict`` on a proposal: the decision rule (none: a person
-    decides), the deadline and escalation it sets when no rule decides, and what a ``require`` rule asks for."""
+    decides), the deadline and escalation it sets when no rule decides (with the roles the escalation tells), and what
+    a ``require`` rule asks for."""
     rule = verdict.decision
     expiry = verdict.expiry if verdict.decided is None else None
     lasts = None if expiry is None else expiry.expire_after
@@ -247,6 +249,9 @@ def verdict_row(verdict: Verdict, proposal_id: str, org_id: str, proposed_at: da
         None if waits is None else proposed_at + waits,
         None if waits is None or escalation is None else escalation.name,
         None if required is None else json_param(required.model_dump(mode="json")),
+        None
+        if waits is None or escalation is None or escalation.escalate is None
+        else json_param(escalation.escalate.roles),
     )
 
 

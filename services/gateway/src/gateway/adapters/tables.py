@@ -240,6 +240,7 @@ policy_verdicts = Table(
     Column("escalation_rule", Text),
     Column("escalated_at", DateTime(timezone=True)),
     Column("require", JSONB),
+    Column("escalate_to", JSONB),
     Index(
         "ix_policy_verdicts_deadline",
         "expires_at",
@@ -254,7 +255,7 @@ policy_verdicts = Table(
 """Each proposal's verdict by its organisation's policy (migration 0010): the version read, the rule that decided it or
 required approvals (none: a person decides); the deadline an ``expire_after`` rule set; when an ``escalate`` rule's
 escalation is due, by which rule, and when it was sent (migration 0011); the approvals a ``require`` rule asks for,
-as JSON (migration 0012)."""
+as JSON, and the roles an ``escalate`` rule tells (migration 0012)."""
 
 approvals = Table(
     "approvals",

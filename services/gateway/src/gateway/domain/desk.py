@@ -70,7 +70,8 @@ class Item(BaseModel):
     expires_at: datetime | None = None
     """When an ``expire_after`` rule ends it (None: never)."""
     escalation_rule: str | None = None
-    """The ``escalate`` rule that told others it waits, once it did."""
+    """The ``escalate`` rule that told others it waits, once it did, and the roles it told."""
+    escalated_to: list[str] | None = None
 
 
 class DecisionWords(BaseModel):
@@ -117,7 +118,9 @@ class TrayItem(BaseModel):
     expires_at: datetime | None = None
     """When the policy ends it as ``expired`` if nobody decides it (None: never)."""
     escalated_by: str | None = None
-    """The ``escalate`` rule that told others it waits (None: none did)."""
+    """The ``escalate`` rule that told others it waits (None: none did), and the roles it told (``admin``: the
+    organisation's admins find it with ``GET /api/studio/pending?escalated_to_me=true``)."""
+    escalated_to: list[str] = []
 
 
 class Counts(BaseModel):
@@ -265,6 +268,7 @@ def item_view(item: Item, decision_path: DecisionPath) -> TrayItem:
         approvals_required=None if item.require is None else item.require.approvals,
         expires_at=item.expires_at,
         escalated_by=item.escalation_rule,
+        escalated_to=list(item.escalated_to or ()),
     )
 
 

@@ -264,7 +264,7 @@ async function sessionsView() {
   h("button", { type: "submit" }, "Open"));
   const list = h("section", { "aria-labelledby": "sessions-title" });
   const across = h("section", { "aria-labelledby": "across-title" });
-  const filters = { state: "", section: "", agent_id: "" };
+  const filters = { state: "", section: "", agent_id: "", escalated_to_me: false };
   const query = (params) => new URLSearchParams(Object.entries({ page_size: 50, ...params }).filter(([, v]) => v)).toString();
   const select = (id, label, values, key, reload) => [
     h("label", { for: id }, label),
@@ -296,9 +296,13 @@ async function sessionsView() {
     across.replaceChildren(h("h2", { id: "across-title" }, "Waiting across sessions"),
       h("form", { class: "inline", onsubmit: (event) => { event.preventDefault(); filters.agent_id = agent.value.trim(); loadPending(); } },
         select("section-filter", "Section", [["", "Every section"], ...registry.sections.map((name) => [name, name])], "section", loadPending),
-        h("label", { for: "agent-filter" }, "Agent"), agent, h("button", { type: "submit" }, "Filter")));
+        h("label", { for: "agent-filter" }, "Agent"), agent,
+        h("label", {}, h("input", { type: "checkbox", id: "escalated-filter", checked: filters.escalated_to_me,
+          onchange: (event) => { filters.escalated_to_me = event.currentTarget.checked; loadPending(); } }), " Escalated to my role"),
+        h("button", { type: "submit" }, "Filter")));
     try {
-      const page = await api("GET", `/api/studio/pending?${query({ section: filters.section, agent_id: filters.agent_id })}`);
+      const page = await api("GET", `/api/studio/pending?${query({ section: filters.section, agent_id: filters.agent_id,
+        escalated_to_me: filters.escalated_to_me ? "true" : "" })}`);
       if (!page.items.length) { across.append(h("p", {}, "Nothing waits on a decision.")); return; }
       across.append(h("table", {},
         h("caption", { class: "visually-hidden" }, `${plural(page.total, "request")} waiting`),
@@ -471,12 +475,13 @@ async function sessionView(sessionId) {
     // Why it still waits beside a person's decision, as the organisation's policy says: the approvals it needs, when
     // it expires, whether it was escalated. Kept up to date by renderItems.
     const waiting = h("p", { class: "waiting", hidden: !item.waiting_for }, item.waiting_for || "");
-    const deadline = h("p", { class: "meta expires", hidden: !item.expires_at },
+    const deadline = h("p", { class: "expires", hidden: !item.expires_at },
       item.expires_at ? `Expires ${when(item.expires_at)} unless decided` : "");
     const badges = [
       item.stale ? h("span", { class: "badge warn" }, "Stale") : null,
       item.widens ? h("span", { class: "badge warn" }, "Widens access") : null,
-      item.escalated_by ? h("span", { class: "badge warn", title: `rule ${item.escalated_by}` }, "Escalated") : null,
+      item.escalated_by ? h("span", { class: "badge warn", title: `rule ${item.escalated_by}` },
+        item.escalated_to?.length ? `Escalated to ${item.escalated_to.map((r) => `${r}s`).join(" and ")}` : "Escalated") : null,
       item.decided_alone || registry.kinds[item.kind]?.decided_alone ? h("span", { class: "badge" }, "Decided alone") : null,
     ];
     const el = h("li", { class: "item", id, dataset: { seq: item.seq } },

@@ -9,8 +9,8 @@ and proposal (its key: the same person twice never counts), with the decision wo
 proposal waited for after it. The approval that completes the count is written in the transaction that records the
 decision it sends (``decision_id``). Each approval is an entry of the history (``approved``), written by a trigger in
 the same transaction, as the decisions are (migration 0007). ``gateway.policy_verdicts`` gains the approvals a
-``require`` rule asks for (its ``require`` as JSON), so a pending item says what it waits for without reading the
-policy.
+``require`` rule asks for (its ``require`` as JSON) and the roles an ``escalate`` rule tells (``escalate_to``, a JSON
+array), so a pending item says what it waits for, and whom it was escalated to, without reading the policy.
 """
 
 from collections.abc import Sequence
@@ -53,6 +53,7 @@ def upgrade() -> None:
         schema="gateway",
     )
     op.add_column("policy_verdicts", sa.Column("require", JSONB), schema="gateway")
+    op.add_column("policy_verdicts", sa.Column("escalate_to", JSONB), schema="gateway")
     op.execute(
         "CREATE FUNCTION gateway.history_approved() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
         f" {APPROVED}; RETURN NULL; END $$"
@@ -66,5 +67,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.execute("DROP TRIGGER history_approved ON gateway.approvals")
     op.execute("DROP FUNCTION gateway.history_approved()")
+    op.drop_column("policy_verdicts", "escalate_to", schema="gateway")
     op.drop_column("policy_verdicts", "require", schema="gateway")
     op.drop_table("approvals", schema="gateway")
