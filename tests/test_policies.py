@@ -5,14 +5,17 @@ read; a policy tried over the last proposals beside what people did; the CLI's `
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from tests.conftest import OPERATOR, Stack, as_admin_of, new_world, wait_for
 from tests.test_cli import CONFLICT, assent, token_of
 from tests.test_history import a_decided_turn, entries_of
+from tests.test_history_proof import dsn
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 
 pytestmark = pytest.mark.integration
@@ -320,3 +323,64 @@ async def test_two_admins_approve_a_request_the_operator_alone_cannot_and_apply_
                 (two, "ann@example.com", "1 of 2 approvals: needs one more admin"),
             ]
         )
+
+
+async def test_a_day_long_deadline_and_a_twelve_hour_escalation_pass_on_a_moved_clock(stack: Stack) -> None:
+    """The deadlines a rule sets are the proposal's time plus the rule's durations; moving them into the past (the
+    clock, as far as the rule worker is concerned, a day later) escalates to the admins, then expires, each once."""
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        policy = {
+            "rules": [
+                {"name": "a day at most", "match": {"kind": ["memory"]}, "expire_after": "P1D"},
+                {"name": "tell the admins", "escalate": {"after": "PT12H", "roles": ["admin"]}},
+            ]
+        }
+        assert (await http.put("/api/policy", json={"policy": policy, "expected_version": 0})).status_code == 200
+        ada = await memory(http, world.agent_id)
+        turn = await open_turn(coach, world)
+        sid = turn.session.session_id
+        result = await propose(turn, world.agent_id, "Never written.\n", ada["version"])
+        assert result.ok, result.error
+        await turn.end_step()
+        seq = turn.calls[result.tool_call_id].seq
+
+        async def judged() -> dict[str, Any] | None:
+            items = (await wait_pending(http, sid, 1))["items"]
+            return items[0] if items[0]["expires_at"] is not None else None
+
+        item = await wait_for(judged)
+        proposed_at = datetime.fromisoformat(item["proposed_at"])
+        assert datetime.fromisoformat(item["expires_at"]) - proposed_at == timedelta(days=1)
+        assert (item["escalated_by"], item["escalated_to"]) == (None, [])
+
+        conn = await asyncpg.connect(dsn(stack.database_url))
+        try:
+            moved = "UPDATE gateway.policy_verdicts SET {0} = {0} - interval '1 day' WHERE proposal_id = $1"
+            await conn.execute(moved.format("escalates_at"), item["proposal_id"])
+
+            async def escalated() -> list[dict[str, Any]] | None:
+                page = (await http.get("/api/studio/pending", params={"escalated_to_me": "true"})).json()
+                return page["items"] or None
+
+            [told] = await wait_for(escalated)
+            assert (told["seq"], told["escalated_by"], told["escalated_to"]) == (seq, "tell the admins", ["admin"])
+
+            async with conn.transaction():  # the whole request a day older, at once
+                await conn.execute(moved.format("expires_at"), item["proposal_id"])
+                await conn.execute(
+                    "UPDATE gateway.projected_proposals SET proposed_at = proposed_at - interval '1 day'"
+                    " WHERE proposal_id = $1",
+                    item["proposal_id"],
+                )
+            continuation = await turn.continuation(timeout=30)
+            rule = "rule a day at most (policy v1)"
+            assert [(d.seq, d.outcome, d.resolved_by) for d in continuation.decisions] == [(seq, "expired", rule)]
+            card = (await http.get(f"/api/studio/sessions/{sid}/edits/{seq}")).json()
+            assert "it waited longer than 1 day (rule a day at most, policy v1)" in card["resolution"]["detail"]
+            decisions = await conn.fetchval(
+                "SELECT count(*) FROM gateway.decisions WHERE proposal_id = $1", item["proposal_id"]
+            )
+            assert decisions == 1
+        finally:
+            await conn.close()
