@@ -385,6 +385,7 @@ SESSIONS = (
         prefix="/api/studio",
         body=GrantIn,
         response=StudioSession,
+        rules="a lifetime of zero or longer than 30 days (P30D), or a lifetime with a revoke",
         errors={
             404: "No such session, or no such login reachable from its source guild, in the caller's organisation",
             409: "The session is closed, or the login is not connected (granting)",
