@@ -280,6 +280,17 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
             assert agent["task"] == "Greet by name.\nAsk how we can help today.\n"
             await axe(one)
             await shot(one, "apply-all")
+        # The login request's grant, for the lifetime chosen beside its button.
+        login = one.locator(f"#item-{seqs[2]}")
+        await login.get_by_label(re.compile("^Lifetime of the grant: Read access to Desk")).select_option(
+            label="1 hour"
+        )
+        await login.get_by_role("button", name="Grant read access").click()
+        await expect(login).to_have_count(0)
+        held = (await http.get(f"/api/studio/sessions/{sid}/connections")).json()["connections"]
+        [desk] = [c for c in held if c["granted"]]
+        lasts = datetime.fromisoformat(desk["expires_at"]) - datetime.fromisoformat(desk["granted_at"])
+        assert (desk["connection_id"], lasts) == (f"desk_{suffix}", timedelta(hours=1))
         assert elsewhere == []
         await context.close()
 
