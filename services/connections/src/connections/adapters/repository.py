@@ -233,18 +233,6 @@ class LoginsRepository:
         )
         await self.conn.execute(statement)
 
-    async def set_expiry(self, session_id: str, login_id: str, expires_at: datetime | None) -> bool:
-        """Set when the session's grant of the login lapses (an operator's tool, and the tests' way to make one lapse
-        without waiting); False when it holds no grant of it."""
-        g = t.grants
-        statement = (
-            update(g)
-            .where(g.c.session_id == session_id, g.c.login_id == login_id)
-            .values(expires_at=expires_at)
-            .returning(g.c.login_id)
-        )
-        return (await self.conn.execute(statement)).first() is not None
-
     async def revoke(self, session_id: str, login_id: str, actor: str, at: datetime) -> bool:
         """Revoke the session's grant of the login; False when it held none."""
         g = t.grants
