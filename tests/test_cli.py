@@ -15,7 +15,7 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -391,6 +391,37 @@ async def test_counts_of_one_are_singular(stack: Stack) -> None:
         across = await assent("pending", env=env)
         assert across.code == OK and across.out.splitlines()[0].strip() == "1 pending request (page 1)", across.out
     assert [plural(n, "send") for n in (0, 1, 2)] == ["0 sends", "1 send", "2 sends"]
+
+
+async def test_a_login_is_granted_for_a_lifetime_and_the_logins_say_until_when(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        env = {"ASSENT_URL": stack.gateway_url, "ASSENT_TOKEN": token_of(http)}
+        desk = await create_login(http, "http://127.0.0.1:9/mcp", ids("desk"), "guild", world.guild_id)
+        files = await create_login(http, "http://127.0.0.1:9/mcp", ids("files"), "guild", world.guild_id)
+        turn = (await open_session(coach, http, world)).begin_turn()
+        sid = turn.session.session_id
+        asked = await turn.call("studio_request_connection_access", {"connection_id": desk["login_id"], "reason": "r"})
+        assert asked.ok, asked.error
+        await turn.end_step()
+        await wait_pending(http, sid, 1)
+        seq = str(turn.calls[asked.tool_call_id].seq)
+
+        wrong = await assent("apply", sid, seq, "--lifetime", "P31D", env=env)
+        assert wrong.code == exit_code(422) and "at most 30 days" in wrong.err, (wrong.code, wrong.err)
+        granted = await assent("apply", sid, seq, "--lifetime", "PT8H", "--json", env=env)
+        assert granted.code == OK and granted.json()["outcome"] == "granted", granted.err
+        [held] = [c for c in granted.json()["answer"]["connections"] if c["connection_id"] == desk["login_id"]]
+        assert held["expires_at"] is not None
+
+        popover = await assent("grant", sid, files["login_id"], "--lifetime", "PT1H", env=env)
+        assert (popover.code, popover.out) == (OK, f"{files['login_id']}: granted for PT1H\n"), popover.err
+        listed = await assent("logins", sid, "--json", env=env)
+        ends = {c["connection_id"]: c["expires_at"] for c in listed.json()["connections"] if c["granted"]}
+        hour = datetime.fromisoformat(ends[files["login_id"]]) - datetime.fromisoformat(ends[desk["login_id"]])
+        assert -hour > timedelta(hours=6)  # the request's grant lasts 8 hours, the popover's 1
+        table = await assent("logins", sid, env=env)
+        assert table.code == OK and table.out.count("until") == 2 and "lapsed" not in table.out, table.out
 
 
 def test_the_exit_codes_are_one_table_that_imports_with_no_side_effects() -> None:

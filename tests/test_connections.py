@@ -11,6 +11,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -115,9 +116,11 @@ async def open_session(coach: CoachClient, http: httpx.AsyncClient, world: World
     return session
 
 
-async def grant(http: httpx.AsyncClient, session: CoachSession, login_id: str, granted: bool = True) -> httpx.Response:
+async def grant(
+    http: httpx.AsyncClient, session: CoachSession, login_id: str, granted: bool = True, **more: Any
+) -> httpx.Response:
     return await http.put(
-        f"/api/studio/sessions/{session.session_id}/connections/{login_id}", json={"granted": granted}
+        f"/api/studio/sessions/{session.session_id}/connections/{login_id}", json={"granted": granted, **more}
     )
 
 
@@ -359,6 +362,77 @@ async def test_calls_without_a_grant_after_a_revoke_and_after_close_are_refused(
         assert not any(c["granted"] for c in listed["connections"])
         assert refused(await read(turn, desk["login_id"], "list_orders", customer="c-1001")) == "session_closed"
         assert (await grant(http, session, desk["login_id"])).status_code == 409
+
+
+async def lapse(stack: Stack, session_id: str, login_id: str) -> datetime:
+    """Make the session's grant of the login lapse a minute ago (as its lifetime running out would), in the
+    database: no test waits for a lifetime."""
+    conn = await asyncpg.connect(stack.database_url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        lapsed_at = await conn.fetchval(
+            "UPDATE connections.grants SET expires_at = date_trunc('second', now()) - interval '1 minute' "
+            "WHERE session_id = $1 AND login_id = $2 RETURNING expires_at",
+            session_id,
+            login_id,
+        )
+    finally:
+        await conn.close()
+    assert isinstance(lapsed_at, datetime)
+    return lapsed_at
+
+
+async def test_a_grant_for_a_lifetime_lapses_and_a_new_grant_reads_again(cstack: Stack, mcp: McpServerProcess) -> None:
+    async with cstack.http() as http, cstack.coach() as coach:
+        world = await new_world(http)
+        desk = await create_login(http, mcp.url, ids("desk"), "guild", world.guild_id)
+        desk_id = desk["login_id"]
+        session = await open_session(coach, http, world)
+        sid = session.session_id
+        turn = session.begin_turn()
+        asked = await turn.call("studio_request_connection_access", {"connection_id": desk_id, "reason": "refunds"})
+        assert asked.ok, asked.error
+        await turn.end_step()
+        decide = f"/api/studio/sessions/{sid}/logins/{turn.calls[asked.tool_call_id].seq}"
+        for bad in (3600, "P31D", "PT0S", "P1M", "an hour"):
+            wrong = await http.post(decide, json={"decision": "grant", "lifetime": bad})
+            assert wrong.status_code == 422, wrong.text
+            [problem] = wrong.json()["detail"]
+            assert problem["loc"] == ["body", "lifetime"] and "ISO 8601 duration as text" in problem["msg"], problem
+        declined = await http.post(decide, json={"decision": "decline", "lifetime": "PT1H"})
+        assert declined.status_code == 422 and "lifetime go with grant only" in declined.json()["detail"]
+        assert (await grant(http, session, desk_id, lifetime="P31D")).status_code == 422
+
+        granted = await http.post(decide, json={"decision": "grant", "lifetime": "PT1H"})
+        assert granted.status_code == 200, granted.text
+        [held] = [c for c in granted.json()["answer"]["connections"] if c["connection_id"] == desk_id]
+        assert held["granted"] is True
+        granted_at, expires_at = datetime.fromisoformat(held["granted_at"]), datetime.fromisoformat(held["expires_at"])
+        assert expires_at - granted_at == timedelta(hours=1)
+        await turn.continuation()
+
+        after = session.begin_turn()
+        assert "A-5512" in evidence(await read(after, desk_id, "list_orders", customer="c-1001"))
+        lapsed_at = await lapse(cstack, sid, desk_id)
+        late = await read(after, desk_id, "list_orders", customer="c-1001")
+        assert refused(late) == "connection_grant_expired" and late.error is not None and late.error.status == 403
+        assert f"grant of connection {desk_id!r} (Desk)" in late.error.message
+        assert f"lapsed at {lapsed_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC" in late.error.message
+        assert "studio_request_connection_access" in late.error.message
+        listed = (await http.get(f"/api/studio/sessions/{sid}/connections")).json()
+        [shown] = [c for c in listed["connections"] if c["connection_id"] == desk_id]
+        assert (shown["granted"], datetime.fromisoformat(shown["expires_at"])) == (False, lapsed_at)
+
+        again = await after.call("studio_request_connection_access", {"connection_id": desk_id, "reason": "refunds"})
+        assert again.ok, again.error
+        await after.end_step()
+        regranted = await http.post(
+            f"/api/studio/sessions/{sid}/logins/{after.calls[again.tool_call_id].seq}", json={"decision": "grant"}
+        )
+        assert regranted.status_code == 200, regranted.text
+        [held] = [c for c in regranted.json()["answer"]["connections"] if c["connection_id"] == desk_id]
+        assert (held["granted"], held["expires_at"]) == (True, None)
+        await after.continuation()
+        assert "A-5541" in evidence(await read(session.begin_turn(), desk_id, "list_orders", customer="c-1002"))
 
 
 async def test_a_server_killed_and_started_again_between_two_calls_is_reached_again(

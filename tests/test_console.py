@@ -15,6 +15,7 @@ import os
 import re
 import tempfile
 from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -173,6 +174,10 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
 
         await one.goto(f"/console#/sessions/{sid}")
         await expect(one.locator("#summary")).to_have_text("Waiting on 4 decisions")
+        # The login request's grant offers a lifetime (until the session closes by default); no other item does.
+        await expect(one.locator("#items select.lifetime")).to_have_count(1)
+        await expect(one.locator("#items select.lifetime")).to_have_value("")
+        await expect(one.locator("#items .actions").first).not_to_contain_text("null")
         sections = one.get_by_role("list", name="Waiting per section")
         for section, n in (("Agents", 2), ("State", 0), ("Tools", 0), ("Guild", 1), ("Logins", 1)):
             await expect(sections.get_by_role("listitem").filter(has_text=section)).to_have_text(f"{section} {n}")
@@ -241,14 +246,19 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
             .endswith("Quote the order.\n")
         )
 
-        # The Logins popover: grant another login than the one asked for; the request stays.
+        # The Logins popover: grant another login than the one asked for, for 8 hours; the request stays.
         await one.get_by_role("button", name="Logins").click()
         grant = one.get_by_role("button", name="Grant CRM (desk@acme.example)")
         await expect(grant).to_be_focused()
+        await one.get_by_label("Lifetime of CRM (desk@acme.example)").select_option(label="8 hours")
         await grant.click()
         await expect(one.get_by_role("button", name="Revoke CRM (desk@acme.example)")).to_be_focused()
+        await expect(one.locator('[data-connection^="crm_"]')).to_contain_text("expires in 8 hours")
         held = (await http.get(f"/api/studio/sessions/{sid}/connections")).json()["connections"]
         assert [(c["connection_id"], c["granted_by"]) for c in held if c["granted"]] == [(f"crm_{suffix}", OPERATOR)]
+        [crm] = [c for c in held if c["granted"]]
+        lasts = datetime.fromisoformat(crm["expires_at"]) - datetime.fromisoformat(crm["granted_at"])
+        assert lasts == timedelta(hours=8)
         await axe(one)
         await shot(one, "logins")
         await one.get_by_role("button", name="Revoke CRM (desk@acme.example)").click()
@@ -271,6 +281,17 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
             assert agent["task"] == "Greet by name.\nAsk how we can help today.\n"
             await axe(one)
             await shot(one, "apply-all")
+        # The login request's grant, for the lifetime chosen beside its button.
+        login = one.locator(f"#item-{seqs[2]}")
+        await login.get_by_label(re.compile("^Lifetime of the grant: Read access to Desk")).select_option(
+            label="1 hour"
+        )
+        await login.get_by_role("button", name="Grant read access").click()
+        await expect(login).to_have_count(0)
+        held = (await http.get(f"/api/studio/sessions/{sid}/connections")).json()["connections"]
+        [desk] = [c for c in held if c["granted"]]
+        lasts = datetime.fromisoformat(desk["expires_at"]) - datetime.fromisoformat(desk["granted_at"])
+        assert (desk["connection_id"], lasts) == (f"desk_{suffix}", timedelta(hours=1))
         assert elsewhere == []
         await context.close()
 

@@ -219,9 +219,18 @@ def codes() -> None:
 # --- decisions ------------------------------------------------------------------------------------------------
 
 
-def decide_one(state: State, session_id: str, seq: int, button: str, key: str | None, as_json: bool) -> None:
-    """Send ``button``'s decision on the request at ``seq``: where its tray item says, or, when it is not open, where
-    :func:`locate` finds it (the API answers a decided one as it answers any client)."""
+def decide_one(
+    state: State,
+    session_id: str,
+    seq: int,
+    button: str,
+    key: str | None,
+    as_json: bool,
+    options: dict[str, Any] | None = None,
+) -> None:
+    """Send ``button``'s decision on the request at ``seq`` with its ``options`` (a login grant's lifetime): where its
+    tray item says, or, when it is not open, where :func:`locate` finds it (the API answers a decided one as it
+    answers any client)."""
     item = open_item(state.api, session_id, seq)
     if item is not None:
         path, decision, blind = item["decision_path"], item["decisions"][button], False
@@ -231,7 +240,7 @@ def decide_one(state: State, session_id: str, seq: int, button: str, key: str | 
             raise not_open(session_id, seq)
         path, decision, blind = found.path, found.decisions[button], found.card is None
     try:
-        outcome = state.api.decide(path, {"decision": decision}, key)
+        outcome = state.api.decide(path, {"decision": decision, **(options or {})}, key)
     except ApiError as exc:
         if blind and exc.status == 404:  # the one endpoint with no read by seq has no request there either
             raise not_open(session_id, seq) from None
@@ -247,15 +256,25 @@ def decision_line(seq: int, answer: dict[str, Any]) -> str:
     return f"seq {seq}: {answer.get('outcome')} ({escape(str(answer.get('detail', '')))})"
 
 
+lifetime_option = click.option(
+    "--lifetime",
+    metavar="DURATION",
+    help="A login grant's lifetime, an ISO 8601 duration (PT30M, PT8H, P1D; at most P30D): the grant lapses after "
+    "it. Left out: until the session closes.",
+)
+
+
 @cli.command()
 @click.argument("session_id")
 @click.argument("seq", type=click.IntRange(0))
+@lifetime_option
 @key_option
 @json_option
 @pass_state
-def apply(state: State, session_id: str, seq: int, key: str | None, as_json: bool) -> None:
-    """Apply one request with its kind's apply decision (Apply edit, Grant read access, Publish, ...)."""
-    decide_one(state, session_id, seq, "apply", key, as_json)
+def apply(state: State, session_id: str, seq: int, lifetime: str | None, key: str | None, as_json: bool) -> None:
+    """Apply one request with its kind's apply decision (Apply edit, Grant read access, Publish, ...); a login
+    request's grant may take a ``--lifetime``."""
+    decide_one(state, session_id, seq, "apply", key, as_json, None if lifetime is None else {"lifetime": lifetime})
 
 
 @cli.command()
@@ -308,21 +327,25 @@ def continue_(state: State, session_id: str, as_json: bool) -> None:
     emit(sent, as_json, lambda s: out.print(f"sent again ({plural(s['sends'], 'send')})\n{escape(s['text'])}"))
 
 
-def set_grant(state: State, session_id: str, login_id: str, granted: bool, as_json: bool) -> None:
-    found = state.api.request(
-        "PUT", f"/api/studio/sessions/{session_id}/connections/{login_id}", json={"granted": granted}
-    )
-    emit(found, as_json, lambda s: out.print(f"{login_id}: {'granted' if granted else 'revoked'}"))
+def set_grant(
+    state: State, session_id: str, login_id: str, granted: bool, as_json: bool, lifetime: str | None = None
+) -> None:
+    body: dict[str, Any] = {"granted": granted, **({"lifetime": lifetime} if lifetime is not None else {})}
+    found = state.api.request("PUT", f"/api/studio/sessions/{session_id}/connections/{login_id}", json=body)
+    done = "revoked" if not granted else "granted" + ("" if lifetime is None else f" for {lifetime}")
+    emit(found, as_json, lambda s: out.print(f"{login_id}: {done}"))
 
 
 @cli.command()
 @click.argument("session_id")
 @click.argument("login_id")
+@lifetime_option
 @json_option
 @pass_state
-def grant(state: State, session_id: str, login_id: str, as_json: bool) -> None:
-    """Grant the session read access to a login (it also answers a waiting request for it)."""
-    set_grant(state, session_id, login_id, True, as_json)
+def grant(state: State, session_id: str, login_id: str, lifetime: str | None, as_json: bool) -> None:
+    """Grant the session read access to a login (it also answers a waiting request for it), until the session closes
+    or for ``--lifetime`` (PT1H)."""
+    set_grant(state, session_id, login_id, True, as_json, lifetime)
 
 
 @cli.command()
@@ -601,12 +624,30 @@ def show_all(done: dict[str, Any]) -> None:
     out.print(escape(done["message"]))
 
 
+def grant_ends(connection: dict[str, Any]) -> str:
+    """Until when a granted login is held (``expires_at``), or that its grant lapsed; empty for no lifetime."""
+    expires_at = connection.get("expires_at")
+    if expires_at is None or connection.get("revoked_at") is not None:
+        return ""
+    when = datetime.fromisoformat(expires_at).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"until {when}" if connection["granted"] else f"lapsed {when}"
+
+
 def show_logins(found: dict[str, Any]) -> None:
     table = Table(title=f"logins of {found['session_id']}" + (" (closed)" if found.get("closed") else ""))
-    for column in ("login", "name", "scope", "account", "connected", "granted"):
+    for column in ("login", "name", "scope", "account", "connected", "granted", "expires"):
         table.add_column(column)
     for c in found["connections"]:
-        row(table, c["connection_id"], c["name"], c["scope"], c["account"], str(c["connected"]), str(c["granted"]))
+        row(
+            table,
+            c["connection_id"],
+            c["name"],
+            c["scope"],
+            c["account"],
+            str(c["connected"]),
+            str(c["granted"]),
+            grant_ends(c),
+        )
     out.print(table)
 
 

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -83,14 +83,41 @@ class FakeLogins:
     async def get(self, login_id: str, *, for_update: bool = False) -> Login | None:
         return self.logins.get(login_id)
 
+    async def reachable(self, org_id: str, guild_id: str, agent_ids: list[str]) -> list[Login]:
+        return sorted(
+            (
+                held
+                for held in self.logins.values()
+                if held.scope == "platform"
+                or (
+                    held.org_id == org_id
+                    and (
+                        held.scope == "org"
+                        or (held.scope == "guild" and held.scope_id == guild_id)
+                        or (held.scope == "agent" and held.scope_id in agent_ids)
+                    )
+                )
+            ),
+            key=lambda held: held.login_id,
+        )
+
     async def credentials(self, login_id: str) -> StoredCredentials | None:
         token = self.secrets.get(login_id)
         return None if token is None else StoredCredentials(login_id, token, self.box.key_id)
 
-    async def grant(self, session_id: str, login_id: str, actor: str, via: str, seq: int | None, at: datetime) -> None:
+    async def grant(
+        self,
+        session_id: str,
+        login_id: str,
+        actor: str,
+        via: str,
+        seq: int | None,
+        at: datetime,
+        expires_at: datetime | None = None,
+    ) -> None:
         held = self.grants.get((session_id, login_id))
-        if held is None or not held.active:
-            self.grants[(session_id, login_id)] = Grant(login_id, actor, at, via, seq)
+        if held is None or not held.held(at):
+            self.grants[(session_id, login_id)] = Grant(login_id, actor, at, via, seq, expires_at=expires_at)
 
     async def revoke(self, session_id: str, login_id: str, actor: str, at: datetime) -> bool:
         held = self.grants.get((session_id, login_id))
@@ -154,12 +181,23 @@ class FakeServer:
 
 
 @dataclass
+class Clock:
+    """The service's time as the tests move it."""
+
+    now: datetime = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@dataclass
 class World:
     kit: ConnectionsKit
     runner: CallRunner
     uow: FakeUnitOfWork
     logins: FakeLogins
     server: FakeServer
+    clock: Clock
     seq: int = 0
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
@@ -194,7 +232,7 @@ class World:
             "studio_call_connection_tool", {"connection_id": connection_id, "tool": tool, "arguments": arguments}
         )
 
-    async def decide(self, result: ToolResult, decision: str = "grant") -> ProposalOutcome:
+    async def decide(self, result: ToolResult, decision: str = "grant", **options: Any) -> ProposalOutcome:
         assert result.widget is not None
         outcome = await self.kit.on_decision(
             DecisionMade(
@@ -205,6 +243,7 @@ class World:
                 kind="login",
                 decision=decision,
                 actor=OPERATOR,
+                options=options,
             ),
             self.uow,
         )
@@ -231,7 +270,8 @@ async def new_world(*, result_max_bytes: int = RESULT_CAP_BYTES) -> World:
     uow.stores[LoginsRepository] = logins
     await uow.sessions.ensure(SESSION, CONTEXT)
     server = FakeServer()
-    kind = LoginKind(box, server, result_max_bytes=result_max_bytes)
+    clock = Clock()
+    kind = LoginKind(box, server, result_max_bytes=result_max_bytes, now=clock)
 
     @asynccontextmanager
     async def unit_of_work() -> AsyncIterator[FakeUnitOfWork]:
@@ -249,7 +289,7 @@ async def new_world(*, result_max_bytes: int = RESULT_CAP_BYTES) -> World:
     logins.add(login("rita_login", scope="agent", scope_id="retired"))
     logins.add(login("sales_login", scope="guild", scope_id="sales"))
     logins.add(login("foreign", org_id="other"))
-    return World(kit, runner, uow, logins, server)
+    return World(kit, runner, uow, logins, server, clock)
 
 
 async def test_a_login_request_is_a_connection_access_widget_in_the_logins_section() -> None:
@@ -514,3 +554,83 @@ async def test_a_call_left_by_a_stopped_runner_is_answered_by_a_sweep_once() -> 
     await world.runner.wait()
     [result] = world.uow.messages(ToolResult)
     assert result.ok and result.tool_call_id == call.tool_call_id and len(world.server.calls) == 1
+
+
+# --- lifetimes ------------------------------------------------------------------------------------------------
+
+
+async def test_a_grant_with_a_lifetime_lapses_and_the_call_after_says_which_login_when_and_what_to_do() -> None:
+    world = await new_world()
+    asked = await world.request("helpdesk")
+    outcome = await world.decide(asked, lifetime="PT30M")
+    assert (outcome.outcome, outcome.status) == ("granted", 200)
+    granted_at = world.clock.now
+    assert world.logins.grants[(SESSION, "helpdesk")].expires_at == granted_at + timedelta(minutes=30)
+    assert (await world.read("helpdesk")).ok
+    world.clock.now = granted_at + timedelta(minutes=29, seconds=59)
+    assert (await world.read("helpdesk")).ok
+    world.clock.now = granted_at + timedelta(minutes=30)
+    lapsed = await world.read("helpdesk")
+    assert lapsed.error is not None and (lapsed.error.status, lapsed.error.code) == (403, "connection_grant_expired")
+    assert "'helpdesk' (Helpdesk)" in lapsed.error.message
+    assert "lapsed at 2026-12-03 09:30:00 UTC" in lapsed.error.message
+    assert "studio_request_connection_access" in lapsed.error.message
+    assert len(world.server.calls) == 2
+    listed = await workspace.session_connections(world.uow, SESSION, ORG, world.clock.now)
+    [desk] = [c for c in listed.connections if c.connection_id == "helpdesk"]
+    assert (desk.granted, desk.expires_at, desk.revoked_at) == (False, granted_at + timedelta(minutes=30), None)
+
+
+async def test_a_lapsed_grant_may_be_asked_for_and_granted_again_with_a_fresh_lifetime() -> None:
+    world = await new_world()
+    await world.decide(await world.request("helpdesk"), lifetime="PT1H")
+    held = await world.request("helpdesk")
+    assert held.error is not None and held.error.code == "already_granted"
+    world.clock.now += timedelta(hours=2)
+    again = await world.request("helpdesk")
+    assert again.ok, again.error
+    await world.decide(again, lifetime="PT8H")
+    assert world.logins.grants[(SESSION, "helpdesk")].expires_at == world.clock.now + timedelta(hours=8)
+    assert (await world.read("helpdesk")).ok
+    world.clock.now += timedelta(hours=9)
+    await world.decide(await world.request("helpdesk"))  # no lifetime: until the session closes
+    assert world.logins.grants[(SESSION, "helpdesk")].expires_at is None
+    world.clock.now += timedelta(days=60)
+    assert (await world.read("helpdesk")).ok
+
+
+async def test_a_call_admitted_before_its_grant_lapses_is_refused_as_it_is_answered_after() -> None:
+    world = await new_world()
+    await world.decide(await world.request("helpdesk"), lifetime="PT5M")
+
+    async def later() -> None:
+        world.clock.now += timedelta(minutes=5)
+
+    world.server.meanwhile = later
+    result = await world.read("helpdesk")
+    assert result.error is not None and result.error.code == "connection_grant_expired"
+
+
+async def test_the_popover_grants_for_a_lifetime_and_answers_the_waiting_request_with_it() -> None:
+    world = await new_world()
+    asked = await world.request("helpdesk")
+    session = await workspace.set_grant(world.uow, world.kit, SESSION, "helpdesk", True, ORG, OPERATOR, "P1D")
+    assert session.granted_connection_ids == ["helpdesk"]
+    [outcome] = world.uow.messages(ProposalOutcome)
+    assert (outcome.outcome, outcome.seq) == ("granted", asked.seq)
+    assert world.logins.grants[(SESSION, "helpdesk")].expires_at == world.clock.now + timedelta(days=1)
+    world.clock.now += timedelta(days=1)
+    listed = await workspace.session_connections(world.uow, SESSION, ORG, world.clock.now)
+    assert [c.connection_id for c in listed.connections if c.granted] == []
+    with pytest.raises(workspace.Problem) as refused:
+        await workspace.set_grant(world.uow, world.kit, SESSION, "helpdesk", False, ORG, OPERATOR, "PT1H")
+    assert refused.value.status == 422
+
+
+@pytest.mark.parametrize("lifetime", ["P31D", "PT0S", 3600, "an hour"])
+async def test_a_decision_sent_with_a_lifetime_out_of_range_grants_nothing(lifetime: Any) -> None:
+    """The gateway refuses these (422) before any decision is sent; one that reached the kit anyway is refused."""
+    world = await new_world()
+    outcome = await world.decide(await world.request("helpdesk"), lifetime=lifetime)
+    assert (outcome.outcome, outcome.status, outcome.effects["code"]) == ("refused", 422, "invalid_lifetime")
+    assert world.logins.grants == {}

@@ -79,14 +79,17 @@ class Logins(Resource):
 
 class Sessions(Resource):
     async def session_connections(self, caller: Caller, session_id: str) -> SessionConnections:
-        return await self.run(lambda uow: workspace.session_connections(uow, session_id, caller.org))
+        now = self.kit.login.now()
+        return await self.run(lambda uow: workspace.session_connections(uow, session_id, caller.org, now))
 
     async def set_connection_grant(
         self, caller: Caller, session_id: str, connection_id: str, body: GrantIn
     ) -> StudioSession:
         actor = caller.actor
         return await self.run(
-            lambda uow: workspace.set_grant(uow, self.kit, session_id, connection_id, body.granted, caller.org, actor)
+            lambda uow: workspace.set_grant(
+                uow, self.kit, session_id, connection_id, body.granted, caller.org, actor, body.lifetime
+            )
         )
 
 

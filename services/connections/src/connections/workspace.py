@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 from assent.contracts import DecisionMade, ProposalOutcome
 from assent.domain import Refusal, Session
@@ -24,11 +25,20 @@ from assent.runtime.uow import UnitOfWork
 from assent.runtime.walls import NotFound, agent_in, guild_in, org_in
 from assent.runtime.writes import record_write
 from connections_contract import routes as api
-from connections_contract.routes import CredentialsIn, LoginIn, LoginPatch, PlatformLoginIn, ScopedLoginIn, ToolIn
+from connections_contract.routes import (
+    CredentialsIn,
+    LoginIn,
+    LoginPatch,
+    PlatformLoginIn,
+    ScopedLoginIn,
+    ToolIn,
+    lifetime_of,
+)
 from connections_contract.topics import CONNECTIONS_CATALOGS
 
 from .adapters.crypto import CredentialBox, UnreadableCredentials
-from .adapters.repository import Grant, LoginsRepository
+from .adapters.repository import LoginsRepository
+from .domain.grants import Grant, expiry
 from .domain.logins import Credentials, Login, catalog, tool_views
 from .domain.policy import ToolSpec
 from .kinds.login import ConnectionsKit, not_connected, reachable_login
@@ -221,8 +231,8 @@ async def session_in(uow: UnitOfWork, session_id: str, org: str | None) -> Sessi
     return session
 
 
-def session_view(session: Session, grants: dict[str, Grant]) -> api.StudioSession:
-    held = [] if session.closed else sorted(login_id for login_id, grant in grants.items() if grant.active)
+def session_view(session: Session, grants: dict[str, Grant], now: datetime) -> api.StudioSession:
+    held = [] if session.closed else sorted(login_id for login_id, grant in grants.items() if grant.held(now))
     return api.StudioSession(
         session_id=session.session_id,
         org_id=session.org_id,
@@ -233,8 +243,12 @@ def session_view(session: Session, grants: dict[str, Grant]) -> api.StudioSessio
     )
 
 
-async def session_connections(uow: UnitOfWork, session_id: str, org: str | None) -> api.SessionConnections:
-    """Every login reachable from the session's source guild, with whether the session holds it."""
+async def session_connections(
+    uow: UnitOfWork, session_id: str, org: str | None, now: datetime | None = None
+) -> api.SessionConnections:
+    """Every login reachable from the session's source guild, with whether the session holds it at ``now`` (the
+    service's clock) and until when."""
+    now = now or datetime.now(UTC)
     session = await session_in(uow, session_id, org)
     members = [a.agent_id for a in await uow.workspace.agents_of_guild(session.source_guild_id) if a.live]
     logins = await store(uow).reachable(session.org_id, session.source_guild_id, members)
@@ -253,11 +267,12 @@ async def session_connections(uow: UnitOfWork, session_id: str, org: str | None)
                 connected=login.connected,
                 verified=login.verified,
                 tools=tool_views(login),
-                granted=grant is not None and grant.active and not session.closed,
+                granted=grant is not None and grant.held(now) and not session.closed,
                 granted_by=None if grant is None else grant.granted_by,
                 granted_at=None if grant is None else grant.granted_at,
                 revoked_by=None if grant is None else grant.revoked_by,
                 revoked_at=None if grant is None else grant.revoked_at,
+                expires_at=None if grant is None else grant.expires_at,
             )
         )
     return api.SessionConnections(session_id=session_id, closed=session.closed, connections=connections)
@@ -280,6 +295,7 @@ async def decide(
     decision: str,
     actor: str,
     via: str,
+    options: dict[str, Any] | None = None,
 ) -> ProposalOutcome:
     """Decide one login request through the kit, as a decision from the gateway is (a popover grant answers each
     waiting request of the login so): resolved once, its outcome on ``proposals.outcomes`` (the turn barrier counts
@@ -294,6 +310,7 @@ async def decide(
             decision=decision,
             actor=actor,
             via=via,
+            options=options or {},
         ),
         uow,
     )
@@ -309,9 +326,14 @@ async def set_grant(
     granted: bool,
     org: str | None,
     actor: str,
+    lifetime: str | None = None,
 ) -> api.StudioSession:
-    """Grant or revoke a login for the session (the Logins popover). A grant also answers each waiting request of
-    the login as granted."""
+    """Grant or revoke a login for the session (the Logins popover); a grant for ``lifetime`` (an ISO 8601 duration)
+    lapses after it (None: it lasts until the session closes). A grant also answers each waiting request of the login
+    as granted."""
+    if lifetime is not None and not granted:
+        raise Problem(422, "lifetime goes with a grant only, not a revoke")
+    length = None if lifetime is None else lifetime_of(lifetime)
     await uow.lock_session(session_id)
     session = await session_in(uow, session_id, org)
     if session.closed:
@@ -320,15 +342,16 @@ async def set_grant(
     if isinstance(found, Refusal):
         raise refused(found)
     login = found
-    now = datetime.now(UTC)
+    now = kit.login.now()
     if granted:
         if not login.connected:
             raise Problem(409, not_connected(login).message)
-        await store(uow).grant(session_id, login.login_id, actor, "popover", None, now)
+        await store(uow).grant(session_id, login.login_id, actor, "popover", None, now, expiry(now, length))
+        options = {} if lifetime is None else {"lifetime": lifetime}
         for proposal_id in await store(uow).pending_proposals(session_id, login.login_id):
             request = await uow.proposals.get(proposal_id)
             assert request is not None
-            await decide(kit, uow, session_id, proposal_id, request.seq, "grant", actor, "popover")
+            await decide(kit, uow, session_id, proposal_id, request.seq, "grant", actor, "popover", options)
     else:
         await store(uow).revoke(session_id, login.login_id, actor, now)
     await record_write(
@@ -345,7 +368,7 @@ async def set_grant(
         hash_after=login.card_hash,
         detail=f"session {session_id}",
     )
-    return session_view(session, await store(uow).grants_of(session_id))
+    return session_view(session, await store(uow).grants_of(session_id), now)
 
 
 # --- start-up ---------------------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The connections service's kind: a row of the kind registry (:data:`assent.kinds.KINDS`)."""
 
-from assent.kinds import Answer, KindSpec
+from assent.kinds import Answer, KindSpec, Options
 
-from .routes import OWNER
+from .routes import OWNER, LoginGrant
 
 LOGIN = KindSpec(
     "login",
@@ -16,6 +16,7 @@ LOGIN = KindSpec(
     decided_alone=True,
     widget="studio_connection_access",
     answer=Answer(route="session_connections", answered=409),
+    options=Options(LoginGrant, ("grant",)),  # a grant may take a lifetime
 )
 
 KINDS = (LOGIN,)

@@ -16,10 +16,13 @@ closes. Organisations are walls: another organisation's session or login answers
 
 from __future__ import annotations
 
-from datetime import datetime
+import re
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, PlainSerializer, WithJsonSchema
+from pydantic import BaseModel, Field, GetCoreSchemaHandler, GetJsonSchemaHandler, PlainSerializer, WithJsonSchema
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from assent.api.declare import Matching, PublicRoute, RequestModel
 from assent.api.roles import Permission
@@ -128,10 +131,77 @@ class LoginPatch(RequestModel):
     tools: Omissible[Tools] = None
 
 
+LIFETIME = (
+    r"^P(?!$)(?:([0-9]{1,6})W)?(?:([0-9]{1,6})D)?(?:T(?=[0-9])(?:([0-9]{1,6})H)?(?:([0-9]{1,6})M)?(?:([0-9]{1,8})S)?)?$"
+)
+"""An ISO 8601 duration in weeks, days, hours, minutes and seconds (``PT30M``, ``PT8H``, ``P1D``). Years and months
+are not taken: their length depends on the calendar (and ``P1M`` is a month, not a minute)."""
+MAX_LIFETIME = timedelta(days=30)
+"""The longest lifetime a grant may have; a session that needs a login longer asks again."""
+LIFETIME_RULE = "an ISO 8601 duration as text (PT30M, PT8H, P1D), greater than zero and at most 30 days (P30D)"
+
+
+def lifetime_of(text: str) -> timedelta:
+    """The length of the lifetime ``text`` (:data:`LIFETIME`); ``ValueError`` saying why when it is not one, or is
+    zero, or longer than :data:`MAX_LIFETIME`."""
+    found = re.fullmatch(LIFETIME, text)
+    if found is None:
+        raise ValueError(f"must be {LIFETIME_RULE}, not {text!r}")
+    weeks, days, hours, minutes, seconds = (int(part or 0) for part in found.groups())
+    length = timedelta(weeks=weeks, days=days, hours=hours, minutes=minutes, seconds=seconds)
+    if not timedelta(0) < length <= MAX_LIFETIME:
+        raise ValueError(f"must be {LIFETIME_RULE}, not {text!r}")
+    return length
+
+
+class _LifetimeRule:
+    """The check of a :data:`Lifetime`: a 422 that says the rule, and the pattern in the JSON Schema."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        def text(value: Any) -> Any:
+            if not isinstance(value, str):  # a number of seconds, say: the rule, not only "a string"
+                raise PydanticCustomError(
+                    "lifetime", "must be {rule}, not {value}", {"rule": LIFETIME_RULE, "value": value}
+                )
+            return value
+
+        def check(value: str) -> str:
+            try:
+                lifetime_of(value)
+            except ValueError as exc:
+                raise PydanticCustomError("lifetime", "{why}", {"why": str(exc)}) from None
+            return value
+
+        checked = core_schema.no_info_after_validator_function(check, handler(source))
+        return core_schema.no_info_before_validator_function(text, checked)
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        json_schema = handler(schema)
+        json_schema["pattern"] = LIFETIME
+        json_schema["examples"] = ["PT30M", "PT8H", "P1D"]
+        return json_schema
+
+
+Lifetime = Annotated[str, Field(min_length=2, max_length=40), _LifetimeRule()]
+"""How long a grant lasts (:data:`LIFETIME`, at most :data:`MAX_LIFETIME`): the session's calls through the login are
+refused once it is over (``connection_grant_expired``). Left out: until the session closes."""
+
+
+class LoginGrant(RequestModel):
+    """What granting a login request takes besides the decision: ``lifetime``, an ISO 8601 duration as text
+    (``PT30M``, ``PT8H``, ``P1D``; more than zero, at most 30 days) after which the grant lapses and the session's calls
+    through the login are refused (the coach may ask again). Left out: the grant lasts until the session closes."""
+
+    lifetime: Lifetime | None = None
+
+
 class GrantIn(RequestModel):
-    """Grant (true) or revoke (false) the login for the session."""
+    """Grant (true) or revoke (false) the login for the session; a grant may take a ``lifetime`` (an ISO 8601
+    duration as text, ``PT8H``; more than zero, at most 30 days) after which it lapses. Left out: until the session
+    closes. A login the session holds already keeps its grant as it is."""
 
     granted: bool
+    lifetime: Lifetime | None = None
 
 
 # --- answers --------------------------------------------------------------------------------------------------
@@ -184,7 +254,8 @@ class LoginDeleted(BaseModel):
 
 class SessionConnection(BaseModel):
     """A login the session reaches, and whether the session holds it (``granted``; a revoked grant says who revoked
-    it and when)."""
+    it and when). ``expires_at`` is when a grant with a lifetime lapses (null: it lasts until the session closes); a
+    grant past it is no longer ``granted``."""
 
     connection_id: str
     name: str
@@ -200,6 +271,7 @@ class SessionConnection(BaseModel):
     granted_at: Instant | None
     revoked_by: str | None
     revoked_at: Instant | None
+    expires_at: Instant | None
 
 
 class SessionConnections(BaseModel):
@@ -313,6 +385,7 @@ SESSIONS = (
         prefix="/api/studio",
         body=GrantIn,
         response=StudioSession,
+        rules="a lifetime of zero or longer than 30 days (P30D), or a lifetime with a revoke",
         errors={
             404: "No such session, or no such login reachable from its source guild, in the caller's organisation",
             409: "The session is closed, or the login is not connected (granting)",

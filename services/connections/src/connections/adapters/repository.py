@@ -15,26 +15,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from assent.contracts import ToolCall
 
+from ..domain.grants import Grant
 from ..domain.logins import Login
 from ..domain.policy import ToolSpec
 from . import tables as t
 
-
-@dataclass(frozen=True)
-class Grant:
-    """A session's grant of one login; ``revoked_at`` set: revoked."""
-
-    login_id: str
-    granted_by: str
-    granted_at: datetime
-    via: str
-    seq: int | None = None
-    revoked_by: str | None = None
-    revoked_at: datetime | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.revoked_at is None
+__all__ = ["TOOLS", "Grant", "LoginsRepository", "StoredCredentials"]
 
 
 @dataclass(frozen=True)
@@ -207,12 +193,30 @@ class LoginsRepository:
 
     # --- grants -----------------------------------------------------------------------------------------------------
 
-    async def grant(self, session_id: str, login_id: str, actor: str, via: str, seq: int | None, at: datetime) -> None:
-        """Grant the login to the session (again, after a revoke); a grant it holds stays as it was."""
+    async def grant(
+        self,
+        session_id: str,
+        login_id: str,
+        actor: str,
+        via: str,
+        seq: int | None,
+        at: datetime,
+        expires_at: datetime | None = None,
+    ) -> None:
+        """Grant the login to the session until ``expires_at`` (None: until the session closes), again after a revoke
+        or once a grant lapsed (at ``at``); a grant it holds stays as it was."""
         g = t.grants
         statement = (
             insert(g)
-            .values(session_id=session_id, login_id=login_id, granted_by=actor, granted_at=at, via=via, seq=seq)
+            .values(
+                session_id=session_id,
+                login_id=login_id,
+                granted_by=actor,
+                granted_at=at,
+                via=via,
+                seq=seq,
+                expires_at=expires_at,
+            )
             .on_conflict_do_update(
                 index_elements=[g.c.session_id, g.c.login_id],
                 set_={
@@ -222,8 +226,9 @@ class LoginsRepository:
                     "seq": seq,
                     "revoked_by": None,
                     "revoked_at": None,
+                    "expires_at": expires_at,
                 },
-                where=g.c.revoked_at.is_not(None),
+                where=or_(g.c.revoked_at.is_not(None), g.c.expires_at <= at),
             )
         )
         await self.conn.execute(statement)
@@ -244,7 +249,14 @@ class LoginsRepository:
         query = select(g).where(g.c.session_id == session_id)
         return {
             row.login_id: Grant(
-                row.login_id, row.granted_by, row.granted_at, row.via, row.seq, row.revoked_by, row.revoked_at
+                row.login_id,
+                row.granted_by,
+                row.granted_at,
+                row.via,
+                row.seq,
+                row.revoked_by,
+                row.revoked_at,
+                row.expires_at,
             )
             for row in await self.conn.execute(query)
         }

@@ -46,10 +46,12 @@ grants = Table(
     Column("seq", Integer, nullable=True),
     Column("revoked_by", Text, nullable=True),
     Column("revoked_at", DateTime(timezone=True), nullable=True),
+    Column("expires_at", DateTime(timezone=True), nullable=True),
 )
 """A session's grants of logins: one row per login it was ever granted; revoked ones keep who revoked them and when
-(a call after a revoke says so). ``via`` is ``request`` (the login request at ``seq``) or ``popover``. A session's
-rows go when it closes."""
+(a call after a revoke says so). ``via`` is ``request`` (the login request at ``seq``) or ``popover``. ``expires_at``
+is when a grant given with a lifetime lapses (null: it lasts until the session closes); a lapsed one stays, so a call
+after it says when it lapsed, until the login is granted again. A session's rows go when it closes."""
 
 calls = Table(
     "calls",

@@ -3,7 +3,9 @@
 
 A request binds the login's server and account (what the card shows). Granting it (the gateway's
 ``POST …/logins/{seq}``, whose ``DecisionMade`` the kit applies here, or granting the login in the Logins popover,
-:mod:`connections.api`) adds the login to the session's grants; a grant ends when the session closes. A call goes
+:mod:`connections.api`) adds the login to the session's grants; a grant ends when the session closes, or, granted
+with a ``lifetime`` (the grant's option, :class:`connections_contract.routes.LoginGrant`), once it lapses: a call
+after that is refused as ``connection_grant_expired``, and the coach may ask again. A call goes
 to the login's MCP server only for a granted, connected login, a tool listed on it that the read-only policy
 (:mod:`connections.domain.policy`) lets through; its result is redacted against the login's stored credentials,
 capped, and wrapped as untrusted evidence (:mod:`connections.domain.evidence`).
@@ -14,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -46,11 +48,13 @@ from assent.runtime import (
 from assent.runtime.uow import UnitOfWork
 from assent.telemetry import current_carrier
 from assent.topics import TOOL_RESULTS
+from connections_contract.routes import lifetime_of
 
 from ..adapters.crypto import CredentialBox, UnreadableCredentials
 from ..adapters.mcp import ConnectionFailed
 from ..adapters.repository import LoginsRepository
 from ..domain.evidence import RESULT_CAP_BYTES, CallOutcome, evidence, redact
+from ..domain.grants import Grant, expiry
 from ..domain.logins import CallTool, Credentials, Login, RequestAccess, check_reach, tool_names
 from ..domain.policy import ToolSpec
 
@@ -81,6 +85,37 @@ async def reachable_login(session: Session, connection_id: str, uow: UnitOfWork)
         return refusal
     assert login is not None  # check_reach refuses a missing login
     return login
+
+
+def clock() -> datetime:
+    """The service's time: a grant's lifetime starts and ends by it (a test passes its own)."""
+    return datetime.now(UTC)
+
+
+def lifetime_option(options: Mapping[str, Any]) -> timedelta | Refusal | None:
+    """The lifetime a grant's options give (None: until the session closes); a refusal for one that is not a
+    lifetime (the gateway checks it first: only a decision sent around it gets here)."""
+    text = options.get("lifetime")
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        return Refusal(422, "invalid_lifetime", f"lifetime must be an ISO 8601 duration as text, not {text!r}")
+    try:
+        return lifetime_of(text)
+    except ValueError as exc:
+        return Refusal(422, "invalid_lifetime", f"lifetime {exc}")
+
+
+def lapsed_grant(login: Login, grant: Grant) -> Refusal:
+    """A call through a grant that lapsed: which login, when, and how to get it again."""
+    assert grant.expires_at is not None
+    return Refusal(
+        403,
+        "connection_grant_expired",
+        f"the session's grant of connection {login.login_id!r} ({login.name}), given by {grant.granted_by}, lapsed at "
+        f"{grant.expires_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC; ask the operator for it again with "
+        "studio_request_connection_access",
+    )
 
 
 def not_connected(login: Login) -> Refusal:
@@ -132,10 +167,18 @@ class LoginKind(ProposalKind):
     name = "login"
     reads_proposals = True  # a request is refused while another of the same login waits (the proposals table)
 
-    def __init__(self, box: CredentialBox, caller: ToolCaller, *, result_max_bytes: int = RESULT_CAP_BYTES) -> None:
+    def __init__(
+        self,
+        box: CredentialBox,
+        caller: ToolCaller,
+        *,
+        result_max_bytes: int = RESULT_CAP_BYTES,
+        now: Callable[[], datetime] = clock,
+    ) -> None:
         self.box = box
         self.caller = caller
         self.result_max_bytes = result_max_bytes
+        self.now = now
 
     def tools(self) -> dict[str, Tool]:
         return {
@@ -151,7 +194,7 @@ class LoginKind(ProposalKind):
         if not login.connected:
             return not_connected(login)
         grant = (await store(uow).grants_of(call.message.session_id)).get(login.login_id)
-        if grant is not None and grant.active:
+        if grant is not None and grant.held(self.now()):
             return Refusal(
                 409,
                 "already_granted",
@@ -174,7 +217,10 @@ class LoginKind(ProposalKind):
             # A grant changes no text: the card shows the login as it is (no lines added or removed).
             fields=(CardField(name="login", before=login.card_text, after=login.card_text),),
             notes=(f"Server: {login.server_url}", f"Account: {login.account}"),
-            effects=("Lets the coach call this login's read-only tools until the session closes",),
+            effects=(
+                "Lets the coach call this login's read-only tools until the session closes, or for the lifetime the "
+                "grant gives",
+            ),
         )
 
     async def call_tool(self, call: Call, args: CallTool, uow: UnitOfWork) -> Output | Refusal:
@@ -188,9 +234,9 @@ class LoginKind(ProposalKind):
         return PROXIED
 
     async def admit(self, call: Call, args: CallTool, uow: UnitOfWork) -> tuple[Login, ToolSpec] | Refusal:
-        """The login and its tool, when the session may call it now: the login reachable, granted and not revoked,
-        connected, the tool listed on it and read-only by the policy. Checked as the call comes, and again as its
-        answer goes (a revoke, a close or a change meanwhile refuses it)."""
+        """The login and its tool, when the session may call it now: the login reachable, granted, neither revoked
+        nor lapsed, connected, the tool listed on it and read-only by the policy. Checked as the call comes, and again
+        as its answer goes (a revoke, a lapse, a close or a change meanwhile refuses it)."""
         found = await reachable_login(call.session, args.connection_id, uow)
         if isinstance(found, Refusal):
             return found
@@ -203,7 +249,8 @@ class LoginKind(ProposalKind):
                 f"the session holds no grant of connection {login.login_id!r}; ask the operator for it with "
                 "studio_request_connection_access",
             )
-        if not grant.active:
+        state = grant.state(self.now())
+        if state == "revoked":
             assert grant.revoked_at is not None
             return Refusal(
                 403,
@@ -211,6 +258,8 @@ class LoginKind(ProposalKind):
                 f"the session's grant of connection {login.login_id!r} was revoked by {grant.revoked_by} at "
                 f"{grant.revoked_at:%Y-%m-%d %H:%M:%S} UTC",
             )
+        if state == "lapsed":
+            return lapsed_grant(login, grant)
         if not login.connected:
             return not_connected(login)
         tool = login.tool(args.tool)
@@ -294,12 +343,21 @@ class LoginKind(ProposalKind):
             )
         if not login.connected:
             return not_connected(login)
+        lifetime = lifetime_option(decision.options)
+        if isinstance(lifetime, Refusal):
+            return lifetime
         via = "popover" if decision.via == "popover" else "request"
-        await store(uow).grant(
-            proposal.session_id, login.login_id, decision.actor, via, proposal.seq, datetime.now(UTC)
+        now = self.now()
+        expires_at = expiry(now, lifetime)
+        await store(uow).grant(proposal.session_id, login.login_id, decision.actor, via, proposal.seq, now, expires_at)
+        held = (await store(uow).grants_of(proposal.session_id)).get(login.login_id)
+        until = (
+            "the session"
+            if held is None or held.expires_at is None
+            else f"the session, until {held.expires_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
         )
         return Applied(
-            f"granted read access to {login.name} for the session",
+            f"granted read access to {login.name} for {until}",
             effects=Granted(connection_id=login.login_id).model_dump(mode="json"),
         )
 

@@ -90,6 +90,9 @@ class ConsoleKind(BaseModel):
     decline: str
     decline_label: str
     decided_alone: bool
+    options: list[str]
+    """The choices its apply decision takes besides the decision (fields of the decision's body: a login grant's
+    ``lifetime``)."""
 
 
 class ConsoleKinds(BaseModel):
@@ -132,6 +135,7 @@ def kinds() -> ConsoleKinds:
                 decline=spec.decline,
                 decline_label=spec.decline_label,
                 decided_alone=spec.decided_alone,
+                options=list(spec.options.model.model_fields) if spec.options is not None else [],
             )
             for name, spec in KINDS.items()
         },

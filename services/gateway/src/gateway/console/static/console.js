@@ -126,6 +126,39 @@ function plural(n, one, many = `${one}s`) {
   return `${n} ${n === 1 ? one : many}`;
 }
 
+/** The lifetimes a login grant offers (an ISO 8601 duration each; none: until the session closes). */
+const LIFETIMES = [["", "Until the session closes"], ["PT1H", "1 hour"], ["PT8H", "8 hours"], ["P1D", "1 day"]];
+
+/** A labelled choice of a grant's lifetime; ``.value`` is the duration chosen ("" for none). */
+function lifetimeChoice(id, label) {
+  const select = h("select", { id, class: "lifetime", "aria-label": label },
+    LIFETIMES.map(([value, text]) => h("option", { value }, text)));
+  return select;
+}
+
+/** How long a grant with an expiry has left ("expires in 3 hours"), or that it lapsed. */
+function expiresIn(value, now = Date.now()) {
+  const left = new Date(value).getTime() - now;
+  if (Number.isNaN(left)) return "";
+  if (left <= 0) return `lapsed ${when(value)}`;
+  const minutes = Math.ceil(left / 60_000);
+  if (minutes < 60) return `expires in ${plural(minutes, "minute")}`;
+  const hours = Math.round(minutes / 60);
+  if (hours < 48) return `expires in ${plural(hours, "hour")}`;
+  return `expires in ${plural(Math.round(hours / 24), "day")}`;
+}
+
+/** What the Logins popover says of a login's grant: who granted it, when, and until when; or that it lapsed or was
+ * revoked. */
+function grantLine(c) {
+  if (c.granted) {
+    return `Granted by ${c.granted_by} ${when(c.granted_at)}${c.expires_at ? ` · ${expiresIn(c.expires_at)}` : " · until the session closes"}`;
+  }
+  if (c.revoked_by) return `Revoked by ${c.revoked_by} ${when(c.revoked_at)}`;
+  if (c.expires_at) return `Granted by ${c.granted_by}, lapsed ${when(c.expires_at)}`;
+  return "Not granted";
+}
+
 /** A unified diff as coloured lines: additions, removals, hunk headers and context, each marked for a reader. */
 function diffBlock(diff, label) {
   const lines = (diff || "").replace(/\n$/, "").split("\n");
@@ -397,22 +430,27 @@ async function sessionView(sessionId) {
     let listed;
     try { listed = await api("GET", `${base}/connections`); } catch (error) { loginsPanel.append(errorBox(error)); return; }
     if (!listed.connections.length) { loginsPanel.append(h("p", {}, "No login is reachable from this session.")); return; }
-    loginsPanel.append(h("ul", { class: "plain" }, listed.connections.map((c) => {
+    loginsPanel.append(h("ul", { class: "plain" }, listed.connections.map((c, i) => {
       const name = `${c.name} (${c.account})`;
+      const granting = !c.granted && !listed.closed && c.connected;
+      const lifetime = granting ? lifetimeChoice(`login-lifetime-${i}`, `Lifetime of ${name}`) : null;
       return h("li", { class: "login", dataset: { connection: c.connection_id } },
         h("strong", {}, c.name), ` as ${c.account} · ${c.scope}${c.scope_id ? ` ${c.scope_id}` : ""} · `,
         c.connected ? "connected" : "not connected", c.verified ? " · verified" : "",
         h("br"),
-        h("span", { class: "hint" }, c.granted ? `Granted by ${c.granted_by} ${when(c.granted_at)}`
-          : c.revoked_by ? `Revoked by ${c.revoked_by} ${when(c.revoked_at)}` : "Not granted"),
+        h("span", { class: "hint" }, grantLine(c)),
         " ",
+        lifetime,
+        lifetime ? " " : null,
         h("button", {
           type: "button",
           "aria-label": `${c.granted ? "Revoke" : "Grant"} ${name}`,
           disabled: listed.closed || (!c.granted && !c.connected),
           onclick: async () => {
+            const body = { granted: !c.granted };
+            if (lifetime?.value) body.lifetime = lifetime.value;
             try {
-              await api("PUT", `${base}/connections/${encodeURIComponent(c.connection_id)}`, { granted: !c.granted });
+              await api("PUT", `${base}/connections/${encodeURIComponent(c.connection_id)}`, body);
               announce(`${c.granted ? "Revoked" : "Granted"} ${name}`);
             } catch (error) { loginsPanel.append(errorBox(error)); return; }
             await renderLogins();
@@ -428,11 +466,16 @@ async function sessionView(sessionId) {
     const id = `item-${item.seq}`;
     const card = h("div", { class: "card-body", id: `${id}-card`, hidden: true });
     const message = h("p", { class: "message", "aria-live": "polite" });
+    // A kind whose grant takes a lifetime (a login request) offers the choice beside its buttons.
+    const lifetime = registry.kinds[item.kind]?.options?.includes("lifetime") && !how.onProposalsPage
+      ? lifetimeChoice(`${id}-lifetime`, `Lifetime of the grant: ${labelOf(item.target)}`) : null;
     const decide = (decision) => async (event) => {
       const buttons = event.currentTarget.parentElement.querySelectorAll("button");
       buttons.forEach((b) => { b.disabled = true; });
+      const body = { decision };
+      if (decision === how.apply && lifetime?.value) body.lifetime = lifetime.value;
       try {
-        const answer = await api("POST", how.path, { decision }, { "Idempotency-Key": idempotencyKey() });
+        const answer = await api("POST", how.path, body, { "Idempotency-Key": idempotencyKey() });
         if (answer?.status === "awaiting_approvals") {
           // One approval counted; the policy wants more before the request is applied (a decline still declines).
           announce(`${labelOf(item.target)}: your approval was counted`);
@@ -468,6 +511,7 @@ async function sessionView(sessionId) {
     if (how.onProposalsPage) {
       actions.append(h("a", { class: "button", href: `#/agents/${encodeURIComponent(item.agent_id)}/proposals` }, "Review on the Proposals page"));
     } else {
+      if (lifetime) actions.append(lifetime);
       actions.append(
         h("button", { type: "button", class: "primary", dataset: { decision: how.apply }, onclick: decide(how.apply) }, item.apply_label),
         h("button", { type: "button", dataset: { decision: how.decline }, onclick: decide(how.decline) }, item.decline_label));
