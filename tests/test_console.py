@@ -922,8 +922,11 @@ async def test_the_desk_says_what_a_request_waits_for_and_counts_one_approval(st
         sid, seq = session.session_id, turn.calls[result.tool_call_id].seq
 
         async def judged() -> bool:
-            tray = (await http.get(f"/api/studio/sessions/{sid}/pending")).json()
-            return bool(tray["items"]) and tray["items"][0]["waiting_for"] is not None
+            answer = await http.get(f"/api/studio/sessions/{sid}/pending")
+            if answer.status_code == 404:  # the gateway has not heard of the session yet
+                return False
+            items = answer.json()["items"]
+            return bool(items) and items[0]["waiting_for"] is not None
 
         await wait_for(judged)
         context, elsewhere = await local_only(browser, stack)
