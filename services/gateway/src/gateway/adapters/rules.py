@@ -7,7 +7,9 @@ written for yet, of organisations with a policy, evaluates the policy in force w
 transaction writes each one's verdict (``gateway.policy_verdicts``, migration 0010: which version, which rule) and,
 where a rule decides, the decision (``gateway.decisions``, actor ``rule <name> (policy v<version>)``, via
 ``policy``) with its ``DecisionMade`` in the outbox. The verdict's key is the proposal: a proposal is judged once, and
-a gateway killed before the commit leaves nothing, after it everything (the relay publishes the decision). The owner
+a gateway killed before the commit leaves nothing, after it everything (the relay publishes the decision). The worker
+decides only the proposals whose verdict its own statement wrote: a person's approval of a proposal a ``require`` rule
+governs may have written the same verdict first (:mod:`gateway.adapters.approvals`). The owner
 then carries the decision out as any other: its stale rule and its kind's checks apply.
 
 A proposal an ``expire_after`` rule matches (and no rule decides) gets a deadline with its verdict. Once it passed, the
