@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import OPERATOR, Stack, as_admin_of, new_world, wait_for
 from tests.test_cli import CONFLICT, assent, token_of
+from tests.test_console import create_login, four_requests
 from tests.test_history import a_decided_turn, entries_of
 from tests.test_history_proof import dsn
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
@@ -384,3 +385,39 @@ async def test_a_day_long_deadline_and_a_twelve_hour_escalation_pass_on_a_moved_
             assert decisions == 1
         finally:
             await conn.close()
+
+
+async def test_the_first_matching_rule_decides_requests_of_four_kinds_each_as_its_kind_says(stack: Stack) -> None:
+    """One policy over a memory edit, a guild text edit, a login request and a Task draft: each is decided by the
+    first rule that matches it, with its kind's word (a draft is discarded, a login declined), as the rule and the
+    policy's version; the turn continues once."""
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        policy = {
+            "rules": [
+                {"name": "small memory edits", "match": {"kind": ["memory"], "lines_at_most": 3}, "decide": "apply"},
+                {"name": "no logins", "match": {"kind": ["login"]}, "decide": "decline"},
+                {"name": "no drafts", "match": {"kind": ["draft"]}, "decide": "decline"},
+                {"name": "nothing else", "decide": "decline"},
+                {"name": "never reached", "match": {"kind": ["memory"]}, "decide": "decline"},
+            ]
+        }
+        assert (await http.put("/api/policy", json={"policy": policy, "expected_version": 0})).status_code == 200
+        login = f"rules_{world.org_id.removeprefix('org_')}"
+        await create_login(http, login, "Rules")
+        sid, seqs, turn = await four_requests(coach, http, world, login)
+        memory_seq, guild_seq, login_seq, draft_seq = seqs
+
+        continuation = await turn.continuation(timeout=30)
+        by = "rule {} (policy v1)".format
+        assert sorted((d.seq, d.outcome, d.resolved_by) for d in continuation.decisions) == sorted(
+            [
+                (memory_seq, "applied", by("small memory edits")),
+                (guild_seq, "declined", by("nothing else")),
+                (login_seq, "declined", by("no logins")),
+                (draft_seq, "discarded", by("no drafts")),
+            ]
+        )
+        decided = await entries_of(http, 4, session=sid, type="decided")
+        assert {(e["seq"], e["via"]) for e in decided} == {(seq, "policy") for seq in seqs}
+        await wait_pending(http, sid, 0)

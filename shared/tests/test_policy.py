@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from assent.kinds import KINDS
 from assent.policy import Match, Policy, Proposed, Require, approval_refusal, evaluate, matches, replay, waiting_for
 
 NOON = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
@@ -225,3 +226,20 @@ def test_what_a_request_waits_for_is_said_in_words(require: dict[str, object], a
 def test_whose_approval_counts(require: dict[str, object], user: str, roles: set[str], counts: bool) -> None:
     why = approval_refusal(Require.model_validate(require), user, frozenset(roles), "op")
     assert (why is None) == counts, why
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_kind_of_the_registry_is_judged_by_its_first_matching_rule(kind: str) -> None:
+    policy = Policy.model_validate(
+        {
+            "rules": [
+                {"name": "its own", "match": {"kind": [kind]}, "decide": "decline"},
+                {"name": "any", "decide": "apply"},
+                {"name": "its own again", "match": {"kind": [kind]}, "require": {"approvals": 2}},
+            ]
+        }
+    )
+    verdict = evaluate(policy, 7, proposed(kind=kind))
+    assert (verdict.decided, verdict.decision and verdict.decision.name, verdict.version) == ("decline", "its own", 7)
+    other = next(k for k in KINDS if k != kind)
+    assert evaluate(policy, 7, proposed(kind=other)).decided == "apply"
