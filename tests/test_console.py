@@ -954,3 +954,45 @@ async def test_the_desk_says_what_a_request_waits_for_and_counts_one_approval(st
         ]
         assert elsewhere == []
         await context.close()
+
+
+async def test_an_admin_tries_and_sets_the_policy_and_a_change_made_meanwhile_is_refused(
+    stack: Stack, browser: Browser
+) -> None:
+    async with stack.http() as http:
+        await a_decided_turn(http, stack)
+        token = http.headers["Authorization"].removeprefix("Bearer ")
+        context, elsewhere = await local_only(browser, stack)
+        tab = await context.new_page()
+        await sign_in(tab, token)
+        await tab.get_by_role("link", name="Policy").click()
+        await expect(tab.locator("#policy-status")).to_have_text(
+            "No policy is set: every request waits for one person's decision."
+        )
+        policy = {"rules": [{"name": "memory by rule", "match": {"kind": ["memory"]}, "decide": "apply"}]}
+        await tab.get_by_label("Rules").fill(json.dumps(policy))
+        await tab.get_by_role("button", name="Try over the last 100 requests").click()
+        # The turn's two edits: one applied by people (the rule agrees), one declined (the rule differs).
+        await expect(tab.locator("#trial-summary")).to_contain_text(
+            "Of 2 requests: the rules would have applied 2 and declined 0 (1 unlike what people did)"
+        )
+        await expect(tab.locator("tr.differs")).to_have_count(1)
+        await axe(tab)
+        await shot(tab, "policy")
+
+        await tab.get_by_role("button", name="Save as the next version").click()
+        await expect(tab.locator("#policy-status")).to_contain_text("Version 1, set by ")
+        await expect(tab.get_by_role("list", name="Versions, newest first").get_by_role("listitem")).to_have_count(1)
+        set_now = (await http.get("/api/policy")).json()
+        assert (set_now["version"], [r["name"] for r in set_now["policy"]["rules"]]) == (1, ["memory by rule"])
+
+        # Someone else sets version 2 meanwhile: saving against version 1 is refused, and nothing is written.
+        assert (await http.put("/api/policy", json={"policy": {"rules": []}, "expected_version": 1})).status_code == 200
+        await tab.get_by_role("button", name="Save as the next version").click()
+        await expect(tab.get_by_role("alert")).to_contain_text("someone changed it meanwhile")
+        assert (await http.get("/api/policy")).json()["version"] == 2
+        await tab.get_by_label("Rules").fill("{not json")
+        await tab.get_by_role("button", name="Try over the last 100 requests").click()
+        await expect(tab.get_by_role("alert")).to_contain_text("Not JSON")
+        assert elsewhere == []
+        await context.close()

@@ -1361,6 +1361,96 @@ async function timelineView(scope, subject) {
   await load();
 }
 
+// --- the policy ---------------------------------------------------------------------------------------------
+
+/** The organisation's policy: the version in force and who set it, its rules as JSON (an admin edits them, tries
+ * them over the last requests beside what people did, and saves them as the next version, against the version
+ * read: a change someone made meanwhile is refused), and its past versions. */
+async function policyView() {
+  const problem = h("div");
+  const status = h("p", { id: "policy-status", class: "meta", tabindex: "-1" }, "Loading…");
+  const editor = h("textarea", { id: "policy-json", rows: 18, cols: 90, spellcheck: "false", "aria-describedby": "policy-hint" });
+  const hint = h("p", { id: "policy-hint", class: "hint" },
+    "The rules as JSON, read in order (the first matching rule of each effect wins); the CLI's ",
+    h("code", {}, "assent policy set"), " also takes YAML. The guide \u201cWrite a policy\u201d in the documentation "
+    + "has examples.");
+  const trial = h("section", { "aria-labelledby": "trial-title", hidden: true },
+    h("h2", { id: "trial-title" }, "Tried over the last requests"));
+  const versions = h("ol", { id: "policy-versions", "aria-label": "Versions, newest first" });
+  let version = 0;
+
+  function rules() {
+    try { return JSON.parse(editor.value); } catch (error) {
+      problem.replaceChildren(h("div", { role: "alert", class: "error" }, `Not JSON: ${error.message}`));
+      return null;
+    }
+  }
+
+  async function load() {
+    let current, past;
+    try {
+      [current, past] = await Promise.all([api("GET", "/api/policy"), api("GET", "/api/policy/versions?limit=20")]);
+    } catch (error) { problem.replaceChildren(errorBox(error)); return; }
+    version = current.version;
+    editor.value = JSON.stringify(current.policy, null, 2);
+    status.replaceChildren(current.version
+      ? `Version ${current.version}, set by ${current.set_by} `
+      : "No policy is set: every request waits for one person's decision.",
+    current.version && current.set_at ? when(current.set_at) : "");
+    versions.replaceChildren(...past.versions.map((v) => h("li", {},
+      `Version ${v.version}: ${plural(v.policy.rules.length, "rule")}, by ${v.set_by} `, when(v.set_at))));
+  }
+
+  async function tryIt() {
+    const policy = rules();
+    if (!policy) return;
+    let result;
+    try { result = await api("POST", "/api/policy/test", { policy, last: 100 }); } catch (error) {
+      problem.replaceChildren(errorBox(error)); return;
+    }
+    problem.replaceChildren();
+    const s = result.summary;
+    trial.replaceChildren(h("h2", { id: "trial-title" }, "Tried over the last requests"),
+      h("p", { id: "trial-summary" }, `Of ${plural(s.replayed, "request")}: the rules would have applied ${s.applied} and `
+        + `declined ${s.declined} (${s.differ} unlike what people did); ${s.approvals_required} would have needed several `
+        + `approvals, ${s.expired} would have expired, ${s.escalated} escalated.`),
+      result.proposals.length ? h("table", {},
+        h("caption", { class: "visually-hidden" }, "What the rules would have done, beside what people did"),
+        h("thead", {}, h("tr", {}, ["Request", "Kind", "People", "The rules"].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, result.proposals.map((r) => h("tr", { class: r.differs ? "differs" : "" },
+          h("td", {}, h("a", { href: `#/sessions/${encodeURIComponent(r.session_id)}` }, r.target)),
+          h("td", {}, r.kind),
+          h("td", {}, r.resolved_by ? `${r.status} by ${r.resolved_by}` : r.status),
+          h("td", {}, [
+            r.decided ? `${r.decided} (rule ${r.decided_by})` : null,
+            r.required_by ? `${r.approvals} approvals (rule ${r.required_by})` : null,
+            r.expired_by ? `expired (rule ${r.expired_by})` : null,
+            r.escalated_by ? `escalated (rule ${r.escalated_by})` : null,
+          ].filter(Boolean).join("; ") || "a person decides"))))) : null);
+    trial.hidden = false;
+  }
+
+  async function save() {
+    const policy = rules();
+    if (!policy) return;
+    try {
+      const saved = await api("PUT", "/api/policy", { policy, expected_version: version });
+      problem.replaceChildren();
+      announce(`Policy version ${saved.version} set`);
+      await load();
+      status.focus();
+    } catch (error) { problem.replaceChildren(errorBox(error)); }
+  }
+
+  show(heading("Policy"), status,
+    h("label", { for: "policy-json" }, "Rules"), hint, editor,
+    h("div", { class: "actions" },
+      h("button", { type: "button", onclick: tryIt }, "Try over the last 100 requests"),
+      h("button", { type: "button", class: "primary", onclick: save }, "Save as the next version")),
+    problem, trial, h("h2", {}, "Versions"), versions);
+  await load();
+}
+
 // --- routing ------------------------------------------------------------------------------------------------
 
 async function route() {
@@ -1383,6 +1473,7 @@ async function route() {
   if (parts[0] === "proposals") return proposalsView(null);
   if (parts[0] === "history" && ["session", "agent"].includes(parts[1]) && parts[2]) return timelineView(parts[1], parts[2]);
   if (parts[0] === "history" && !parts[1]) return historyView(new URLSearchParams(search));
+  if (parts[0] === "policy") return policyView();
   return show(heading("Not found"), h("p", {}, "No such page. "), h("a", { href: "#/sessions" }, "Sessions"));
 }
 
