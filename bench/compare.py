@@ -239,8 +239,8 @@ def install(checkout: Path) -> str:
     return str(python)
 
 
-def services_of(checkout: Path, python: str) -> list[ServiceSpec]:
-    """The ref's services, as its ``services.toml`` lists them, each importable from its environment."""
+def services_of(checkout: Path) -> list[ServiceSpec]:
+    """The ref's services, as its ``services.toml`` lists them (read before anything is installed)."""
     listing = checkout / "services.toml"
     if not listing.exists():
         raise Unfit(
@@ -253,6 +253,11 @@ def services_of(checkout: Path, python: str) -> list[ServiceSpec]:
         raise Unfit(f"the ref's services.toml is not in the form this harness reads ({type(e).__name__}: {e})") from e
     if not any(spec.name == GATEWAY and spec.public for spec in services):
         raise Unfit(f"the ref's services.toml lists no public {GATEWAY!r} service, which the benchmark talks to")
+    return services
+
+
+def check_importable(checkout: Path, python: str, services: list[ServiceSpec]) -> None:
+    """Each of the ref's services is a module its environment imports (``python -m <name>`` runs it)."""
     missing = run(
         [
             python,
@@ -268,7 +273,6 @@ def services_of(checkout: Path, python: str) -> list[ServiceSpec]:
             f"the ref's environment cannot import the services its services.toml lists: {missing.stdout.strip()}"
             f"{missing.stderr.strip()[-500:]}"
         )
-    return services
 
 
 def describe(commit: str) -> str:
@@ -295,10 +299,13 @@ async def main() -> None:
     dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
     print(f"old: {args.ref} = {describe(commit)}", flush=True)
     print(f"new: this checkout, {describe(head)}{' with uncommitted changes' if dirty else ''}", flush=True)
+    if run(["git", "cat-file", "-e", f"{commit}:services.toml"], ROOT).returncode != 0:
+        services_of(ROOT / "-")  # says what the ref lacks, before a worktree is made for nothing
     checkout = worktree(commit)
     print(f"(the ref's worktree and environment: {checkout.relative_to(ROOT)})", flush=True)
+    old_services = services_of(checkout)
     python = install(checkout)
-    old_services = services_of(checkout, python)
+    check_importable(checkout, python, old_services)
     new_services = service_list()
     for which, names in (
         ("old", {s.name for s in old_services} - {s.name for s in new_services}),
@@ -307,7 +314,7 @@ async def main() -> None:
         if names:
             print(f"(services only in {which}: {', '.join(sorted(names))})")
 
-    # The servers' data and the services' logs: removed after a run that finished, kept after one that failed.
+    # The services' logs (removed after a run that finished, kept after one that failed) and the servers' data.
     scratch = [Path(tempfile.mkdtemp(prefix="assent-bench-compare-logs-"))]
     logs = {"old": scratch[0] / "old", "new": scratch[0] / "new"}
     servers = Servers.start(scratch)
@@ -351,9 +358,9 @@ async def main() -> None:
         for system in reversed(started):
             system.stop()
         servers.stop()
+        for path in scratch[0 if finished else 1 :]:  # the logs are kept after a run that failed
+            shutil.rmtree(path, ignore_errors=True)
         if finished:
-            for path in scratch:
-                shutil.rmtree(path, ignore_errors=True)
             await systems.remove()
         else:
             print(f"the services' logs are kept in {logs['old']} and {logs['new']}", file=sys.stderr)
@@ -377,7 +384,8 @@ async def main() -> None:
     print(table(sections, f"old ({args.ref})", "new (this checkout)"))
     print(
         f"\nThroughput: {args.blocks} runs of {args.seconds:.0f} s on each; every apply answered 200, nothing left"
-        f" pending, every turn continued exactly once (old {once[0][0]}, new {once[1][0]} turns)."
+        f" pending, every turn continued exactly once (old {once[0][0]}, new {once[1][0]} turns). Above 1x, new"
+        " takes longer or costs more, except in rounds/s (more done)."
     )
     sys.stdout.flush()
 
