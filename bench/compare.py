@@ -382,8 +382,11 @@ async def main() -> None:
         ),
     ]
     print(table(sections, f"old ({args.ref})", "new (this checkout)"))
+    # Each run's figure, in the order run: how far apart runs of one system are says how much of a ratio is noise.
+    each = {side: " ".join(f"{load.per_second:.0f}" for load in runs[i]) for i, side in enumerate(("old", "new"))}
+    print(f"\nrounds/s of each throughput run: old {each['old']}; new {each['new']}")
     print(
-        f"\nThroughput: {args.blocks} runs of {args.seconds:.0f} s on each; every apply answered 200, nothing left"
+        f"Throughput: {args.blocks} runs of {args.seconds:.0f} s on each; every apply answered 200, nothing left"
         f" pending, every turn continued exactly once (old {once[0][0]}, new {once[1][0]} turns). Above 1x, new"
         " takes longer or costs more, except in rounds/s (more done)."
     )
