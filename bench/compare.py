@@ -64,6 +64,10 @@ CACHE = ROOT / ".bench" / "compare"
 LEGS = ("propose → visible", "apply → 200", "round", "GET …/pending")
 GATEWAY = "gateway"
 """The service the benchmark's operators talk to; the ref must have it, public."""
+NO_LIST = (
+    "the ref has no services.toml: the harness starts the services it lists (this ref is older than the list, and"
+    " cannot be compared)"
+)
 
 
 class Unfit(SystemExit):
@@ -243,10 +247,7 @@ def services_of(checkout: Path) -> list[ServiceSpec]:
     """The ref's services, as its ``services.toml`` lists them (read before anything is installed)."""
     listing = checkout / "services.toml"
     if not listing.exists():
-        raise Unfit(
-            "the ref has no services.toml: the harness starts the services it lists (this ref is older than the"
-            " list, and cannot be compared)"
-        )
+        raise Unfit(NO_LIST)
     try:
         services = service_list(listing)
     except (KeyError, TypeError, tomllib.TOMLDecodeError) as e:
@@ -296,11 +297,11 @@ async def main() -> None:
 
     commit = resolve(args.ref)
     head = git("rev-parse", "HEAD")
-    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    dirty = bool(git("status", "--porcelain"))
     print(f"old: {args.ref} = {describe(commit)}", flush=True)
     print(f"new: this checkout, {describe(head)}{' with uncommitted changes' if dirty else ''}", flush=True)
     if run(["git", "cat-file", "-e", f"{commit}:services.toml"], ROOT).returncode != 0:
-        services_of(ROOT / "-")  # says what the ref lacks, before a worktree is made for nothing
+        raise Unfit(NO_LIST)  # before a worktree is made for nothing
     checkout = worktree(commit)
     print(f"(the ref's worktree and environment: {checkout.relative_to(ROOT)})", flush=True)
     old_services = services_of(checkout)
