@@ -115,5 +115,5 @@ service: install ## Write a new service with a sample kind, taken in everywhere:
 	@UV="$(UV)" $(UV) run --frozen python templates/new_service.py "$(NAME)" $(if $(KIND),--kind "$(KIND)")
 
 clean: ## Remove local state (.run, .devstack, caches, the refs' worktrees of make bench-compare)
+	@for tree in .bench/compare/*/; do [ ! -d "$$tree" ] || git worktree remove --force "$$tree"; done
 	rm -rf .run .devstack .pytest_cache .ruff_cache .bench
-	git worktree prune

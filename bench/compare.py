@@ -219,9 +219,9 @@ def worktree(commit: str) -> Path:
             return path
         run(["git", "worktree", "remove", "--force", str(path)], ROOT)
         shutil.rmtree(path, ignore_errors=True)
-        git("worktree", "prune")
     path.parent.mkdir(parents=True, exist_ok=True)
-    git("worktree", "add", "--detach", "--quiet", str(path), commit)
+    # --force: also where the folder was removed by hand while git still lists it.
+    git("worktree", "add", "--force", "--detach", "--quiet", str(path), commit)
     return path
 
 
