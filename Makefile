@@ -10,7 +10,7 @@ SERVICES := $(shell sed -n 's/^name = "\(.*\)"/\1/p' services.toml)
 # Each owner's contract package (services/<name>/contract, imported as <name>_contract), found by pattern.
 CONTRACTS := $(patsubst services/%/contract,%_contract,$(wildcard services/*/contract))
 
-.PHONY: help uv install run test test-containers test-k8s screenshots test-unit test-integration lint format bench bench-preload bench-start bench-history docs docs-serve up down status images k8s contracts deploy-tools service clean
+.PHONY: help uv install run test test-containers test-k8s screenshots test-unit test-integration lint format bench bench-preload bench-compare bench-start bench-history docs docs-serve up down status images k8s contracts deploy-tools service clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -58,6 +58,16 @@ bench: install ## Measure the approval round against raw Kafka and PostgreSQL ba
 bench-preload: install ## The benchmark, then again after loading a million resolved requests (costs stay flat)
 	@$(UV) run --frozen python bench/approval_round.py --preload 1000000 $(ARGS)
 
+# REF is checked before anything is installed: `make bench-compare` alone says how to call it.
+ifneq ($(filter bench-compare,$(MAKECMDGOALS)),)
+ifeq ($(strip $(REF)),)
+$(error bench-compare needs the git ref to compare with: make bench-compare REF=<branch, tag or commit> [ARGS="--help"])
+endif
+endif
+
+bench-compare: install ## The benchmark on this checkout and on REF (built in a worktree of its own) in turn, in blocks: each figure's ratio new/old (make bench-compare REF=<git ref>; options: ARGS="--help")
+	@UV="$(UV)" $(UV) run --frozen python bench/compare.py "$(REF)" $(ARGS)
+
 bench-start: install ## Time make run's start-up: each service's time to ready and the total to the printed curl commands (options: ARGS="--help")
 	@$(UV) run --frozen python bench/start_up.py $(ARGS)
 
@@ -104,5 +114,6 @@ service: install ## Write a new service with a sample kind, taken in everywhere:
 	@test -n "$(NAME)" || { echo "usage: make service NAME=<name> [KIND=<kind>]" >&2; exit 2; }
 	@UV="$(UV)" $(UV) run --frozen python templates/new_service.py "$(NAME)" $(if $(KIND),--kind "$(KIND)")
 
-clean: ## Remove local state (.run, .devstack, caches)
-	rm -rf .run .devstack .pytest_cache .ruff_cache
+clean: ## Remove local state (.run, .devstack, caches, the refs' worktrees of make bench-compare)
+	@for tree in .bench/compare/*/; do [ ! -d "$$tree" ] || git worktree remove --force "$$tree"; done
+	rm -rf .run .devstack .pytest_cache .ruff_cache .bench

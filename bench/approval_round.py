@@ -55,7 +55,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,11 +81,17 @@ WARM_UP_SECONDS = 5.0
 """How long the system runs the throughput load before the floors and the latency are measured."""
 
 
+def block_order(blocks: int) -> list[int]:
+    """Which of two systems (0, the first; 1, the second) measures each block, ``blocks`` blocks each, in turn:
+    0 1 1 0 0 1 1 0 … (ABBA: a drift of the machine's speed, steady across the run, weighs on both alike)."""
+    return [side for i in range(blocks) for side in ((0, 1) if i % 2 == 0 else (1, 0))]
+
+
 async def interleaved(
     first: Bench, second: Bench, rounds: int, blocks: int = INTERLEAVED_BLOCKS
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """``rounds`` rounds on each of two systems, in ``blocks`` blocks taken in turn (ABBA, so that a drift of the
-    machine's speed weighs on both alike): each leg's samples on ``first``, and on ``second``."""
+    """``rounds`` rounds on each of two systems, in ``blocks`` blocks taken in turn (:func:`block_order`): each
+    leg's samples on ``first``, and on ``second``."""
     legs: tuple[dict[str, list[float]], dict[str, list[float]]] = (
         collections.defaultdict(list),
         collections.defaultdict(list),
@@ -93,11 +99,9 @@ async def interleaved(
     async with first.probe() as block_a, second.probe() as block_b:
         await block_a(0, 10)
         await block_b(0, 10)
-        for i in range(blocks):
-            order = ((block_a, legs[0]), (block_b, legs[1]))
-            for block, into in order if i % 2 == 0 else order[::-1]:
-                for leg, samples in (await block(rounds // blocks)).items():
-                    into[leg] += samples
+        for side in block_order(blocks):
+            for leg, samples in (await (block_a, block_b)[side](rounds // blocks)).items():
+                legs[side][leg] += samples
     return dict(legs[0]), dict(legs[1])
 
 
@@ -300,6 +304,8 @@ class Load:
     round_ms: tuple[float, float]
     cpu_ms_per_round: dict[str, float]
     rss_after: dict[str, float]
+    samples: list[float] = field(default_factory=list, repr=False)
+    """Each round's time (s), of which ``round_ms`` are the p50 and p99."""
 
     @property
     def per_second(self) -> float:
@@ -327,7 +333,9 @@ class Bench:
         """Start a second process of every service (same database, topics and consumer groups)."""
         for processes in self.replicas.values():
             first = processes[0]
-            second = ServiceProcess(first.module, free_port(), first.env, first.log_path.with_suffix(".2.log"))
+            second = ServiceProcess(
+                first.module, free_port(), first.env, first.log_path.with_suffix(".2.log"), python=first.python
+            )
             second.start()
             processes.append(second)
 
@@ -424,6 +432,7 @@ class Bench:
             round_ms=ms(samples),
             cpu_ms_per_round={k: 1000 * (cpu_after[k] - cpu_before[k]) / rounds for k in cpu_before},
             rss_after=self.rss(),
+            samples=samples,
         )
 
     async def exactly_once(self) -> tuple[int, int]:
@@ -504,6 +513,131 @@ def print_load(load: Load) -> None:
     print(f"    CPU ms per round: {cpu}")
 
 
+@dataclass
+class Servers:
+    """Kafka, PostgreSQL and Redis: the devstack's this benchmark started (``devstack``), or those given by
+    ``KAFKA_BOOTSTRAP_SERVERS``, ``DATABASE_URL`` and ``REDIS_URL`` (``devstack`` None)."""
+
+    kafka: str
+    database_url: str
+    redis_url: str
+    devstack: Any = None
+
+    @classmethod
+    def start(cls, scratch: list[Path]) -> Servers:
+        """The servers given, else a devstack of the benchmark's own, its data in a new folder added to
+        ``scratch``."""
+        given = [os.environ.get(k) for k in ("KAFKA_BOOTSTRAP_SERVERS", "DATABASE_URL", "REDIS_URL")]
+        if all(given):
+            kafka, database_url, redis_url = given
+            assert kafka and database_url and redis_url
+            return cls(kafka, database_url, redis_url)
+        from assent_devstack import start_all
+
+        scratch.append(Path(tempfile.mkdtemp(prefix="assent-bench-")))
+        devstack = start_all(scratch[-1])
+        env = devstack.env()
+        return cls(env["KAFKA_BOOTSTRAP_SERVERS"], env["DATABASE_URL"], env["REDIS_URL"], devstack)
+
+    def stop(self) -> None:
+        if self.devstack is not None:
+            self.devstack.stop()  # with its servers' data
+
+
+class Systems:
+    """Systems of their own on the same servers: each has a database and a topic prefix of one name, which
+    :meth:`remove` drops and deletes (on servers the benchmark did not start; its own go with their data)."""
+
+    def __init__(self, servers: Servers, *, telemetry: bool = True) -> None:
+        self.servers, self.telemetry = servers, telemetry
+        self.url = make_url(servers.database_url)
+        self.names: list[str] = []
+
+    async def admin(self, sql: str) -> None:
+        url = self.url
+        conn = await asyncpg.connect(
+            host=url.host, port=url.port, user=url.username, password=url.password, database=url.database
+        )
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    async def new(self, log_dir: Path, **build: Any) -> tuple[Any, str, str]:
+        """A system of its own (database and topics), started: the system, its topic prefix, its database.
+        ``build`` goes to :func:`~assent_devstack.system.build_system` (another checkout's ``services`` and
+        ``python``)."""
+        name = f"bench_{uuid.uuid4().hex[:8]}"
+        self.names.append(name)
+        await self.admin(f'CREATE DATABASE "{name}"')
+        bench_db = self.url.set(database=name).render_as_string(hide_password=False)
+        system = build_system(
+            kafka_bootstrap_servers=self.servers.kafka,
+            database_url=bench_db,
+            redis_url=self.servers.redis_url,
+            log_dir=log_dir,
+            topic_prefix=f"{name}.",
+            api_tokens=json.dumps({TOKEN: {"user": "bench", "org": ORG, "roles": ["admin"]}}),
+            extra_env={"ASSENT_LOG_LEVEL": "WARNING", **({} if self.telemetry else {"OTEL_SDK_DISABLED": "true"})},
+            **build,
+        )
+        system.start()
+        return system, f"{name}.", bench_db
+
+    async def remove(self) -> None:
+        if self.servers.devstack is None:
+            await remove_systems(self.servers.kafka, self.url, self.names)
+
+
+@dataclass
+class Raw:
+    """The raw floors and legs (:mod:`raw`), each in samples of seconds."""
+
+    kafka_round_trip: list[float]
+    kafka_hops: dict[float, list[float]]
+    """Per idle time between hops, the context hops between two processes."""
+    commits: list[float]
+    legs: dict[str, list[float]]
+
+    @classmethod
+    async def measure(cls, kafka: str, database_url: str, rounds: int) -> Raw:
+        """Each raw measure, ``rounds`` samples or more; its tables in the database of ``database_url``."""
+        kafka_rt = await kafka_round_trips(kafka, rounds * 2)
+        hops = {idle: await kafka_hops_between_processes(kafka, rounds, idle) for idle in HOP_IDLE_SECONDS}
+        dsn = make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+        commits = await pg_commits(dsn, rounds * 2)
+        return cls(kafka_rt, hops, commits, await raw_legs(kafka, dsn, rounds))
+
+    def floor(self) -> Floor:
+        return floors(ms(self.kafka_round_trip), ms(self.commits))
+
+    def print(self) -> None:
+        """The floors' and the raw legs' lines, p50 and p99 in ms."""
+        k50, k99 = ms(self.kafka_round_trip)
+        c50, c99 = ms(self.commits)
+        floor = self.floor()
+        print(f"{'raw Kafka round trip':<28}{k50:>10.2f}{k99:>10.2f}")
+        for idle, hops in self.kafka_hops.items():
+            h50, h99 = ms(hops)
+            label = f"raw Kafka hop, {idle * 1000:.0f} ms idle"
+            print(f"{label:<28}{h50:>10.2f}{h99:>10.2f}   (context: between two processes; not part of the floor)")
+        print(f"{'raw asyncpg commit':<28}{c50:>10.2f}{c99:>10.2f}")
+        for leg, (hops_n, commits_n) in FLOORS.items():
+            label = f"{leg.split()[0]} floor ({hops_n} + {commits_n})"
+            print(
+                f"{label:<28}{floor[leg][0]:>10.2f}{floor[leg][1]:>10.2f}   ({hops_n} round trips + {commits_n}"
+                " commits)"
+            )
+        for leg, samples in self.legs.items():
+            r50, r99 = ms(samples)
+            label = f"raw {leg} leg"
+            system_leg = next(name for name, raw_leg in RAW_LEG.items() if raw_leg == leg)
+            print(
+                f"{label:<28}{r50:>10.2f}{r99:>10.2f}   ({r50 / floor[system_leg][0]:.1f}x its floor; its hops and"
+                " transactions by hand, between two processes)"
+            )
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=200, help="sequential rounds for the latency figures")
@@ -516,50 +650,14 @@ async def main() -> None:
     )
     args = parser.parse_args()
 
-    devstack = None
     # The benchmark's own servers' data and the services' logs: removed after a run that finished, kept (and
     # named) after one that failed.
     scratch = [Path(tempfile.mkdtemp(prefix="assent-bench-logs-"))]
-    given = [os.environ.get(k) for k in ("KAFKA_BOOTSTRAP_SERVERS", "DATABASE_URL", "REDIS_URL")]
-    if all(given):
-        kafka, database_url, redis_url = given  # type: ignore[misc]
-    else:
-        from assent_devstack import start_all
-
-        scratch.append(Path(tempfile.mkdtemp(prefix="assent-bench-")))
-        devstack = start_all(scratch[-1])
-        env = devstack.env()
-        kafka, database_url, redis_url = env["KAFKA_BOOTSTRAP_SERVERS"], env["DATABASE_URL"], env["REDIS_URL"]
-    assert kafka and database_url and redis_url
-    url = make_url(database_url)
-
-    names: list[str] = []
-    """The systems' names: each has a database and a topic prefix of that name."""
-
-    async def new_system(log_dir: Path) -> tuple[Any, str, str]:
-        """A system of its own (database and topics), started: the system, its topic prefix, its database."""
-        name = f"bench_{uuid.uuid4().hex[:8]}"
-        names.append(name)
-        admin = await asyncpg.connect(
-            host=url.host, port=url.port, user=url.username, password=url.password, database=url.database
-        )
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        await admin.close()
-        bench_db = url.set(database=name).render_as_string(hide_password=False)
-        system = build_system(
-            kafka_bootstrap_servers=kafka,
-            database_url=bench_db,
-            redis_url=redis_url,
-            log_dir=log_dir,
-            topic_prefix=f"{name}.",
-            api_tokens=json.dumps({TOKEN: {"user": "bench", "org": ORG, "roles": ["admin"]}}),
-            extra_env={"ASSENT_LOG_LEVEL": "WARNING", **({"OTEL_SDK_DISABLED": "true"} if args.no_telemetry else {})},
-        )
-        system.start()
-        return system, f"{name}.", bench_db
-
-    system, prefix, bench_db = await new_system(scratch[0])
-    bench = Bench(system, kafka, prefix, bench_db, devstack)
+    servers = Servers.start(scratch)
+    kafka = servers.kafka
+    systems = Systems(servers, telemetry=not args.no_telemetry)
+    system, prefix, bench_db = await systems.new(scratch[0])
+    bench = Bench(system, kafka, prefix, bench_db, servers.devstack)
     control: Bench | None = None
     loads: list[Load] = []
     finished = False
@@ -568,11 +666,7 @@ async def main() -> None:
         rest = bench.rss()
         warm_up = await bench.throughput(args.concurrency, WARM_UP_SECONDS)  # not a figure: warms every part
         resting = await bench.at_rest(REST_SECONDS)
-        kafka_rt = await kafka_round_trips(kafka, args.rounds * 2)
-        kafka_hops = {idle: await kafka_hops_between_processes(kafka, args.rounds, idle) for idle in HOP_IDLE_SECONDS}
-        dsn = make_url(bench_db).set(drivername="postgresql").render_as_string(hide_password=False)
-        commits = await pg_commits(dsn, args.rounds * 2)
-        raw = await raw_legs(kafka, dsn, args.rounds)
+        raw = await Raw.measure(kafka, bench_db, args.rounds)
         legs = await bench.latency(args.rounds)
         for _ in range(2):  # twice in a row: memory must not grow from one to the next
             loads.append(await bench.throughput(args.concurrency, args.seconds))
@@ -583,7 +677,7 @@ async def main() -> None:
             # two figures taken minutes apart measured the drift as much as the data. (Before the replicas come
             # and go: their consumer group's rebalances would slow the rounds.)
             scratch.append(Path(tempfile.mkdtemp(prefix="assent-bench-control-logs-")))
-            control_system, control_prefix, control_db = await new_system(scratch[-1])
+            control_system, control_prefix, control_db = await systems.new(scratch[-1])
             control = Bench(control_system, kafka, control_prefix, control_db)
             # As warm as the system under test: the same load for as long.
             await control.throughput(args.concurrency, WARM_UP_SECONDS + 2 * args.seconds)
@@ -603,44 +697,25 @@ async def main() -> None:
         system.stop()
         if control is not None:
             control.system.stop()
-        if devstack is not None:
-            devstack.stop()  # with its servers' data
+        servers.stop()
         if finished:
             for path in scratch:
                 shutil.rmtree(path, ignore_errors=True)
-            if devstack is None:
-                await remove_systems(kafka, url, names)
+            await systems.remove()
         else:
             print(f"the services' logs are kept in {scratch[0]}", file=sys.stderr)
-            if devstack is None:
-                print(f"their databases and topics are kept: {', '.join(names)}", file=sys.stderr)
+            if servers.devstack is None:
+                print(f"their databases and topics are kept: {', '.join(systems.names)}", file=sys.stderr)
 
-    k50, k99 = ms(kafka_rt)
-    c50, c99 = ms(commits)
-    floor = floors((k50, k99), (c50, c99))
+    floor = raw.floor()
     print(f"\nApproval round on {os.cpu_count()} cores; telemetry {'off' if args.no_telemetry else 'on'}")
     print(f"(measured after a warm-up of {warm_up.rounds} rounds in {warm_up.seconds:.0f} s)")
-    print(f"{'raw Kafka round trip':<28}{k50:>10.2f}{k99:>10.2f}")
-    for idle, hops in kafka_hops.items():
-        h50, h99 = ms(hops)
-        label = f"raw Kafka hop, {idle * 1000:.0f} ms idle"
-        print(f"{label:<28}{h50:>10.2f}{h99:>10.2f}   (context: between two processes; not part of the floor)")
-    print(f"{'raw asyncpg commit':<28}{c50:>10.2f}{c99:>10.2f}")
-    for leg, (hops, commits) in FLOORS.items():
-        label = f"{leg.split()[0]} floor ({hops} + {commits})"
-        print(f"{label:<28}{floor[leg][0]:>10.2f}{floor[leg][1]:>10.2f}   ({hops} round trips + {commits} commits)")
-    for leg, samples in raw.items():
-        r50, r99 = ms(samples)
-        label = f"raw {leg} leg"
-        system_leg = next(name for name, raw_leg in RAW_LEG.items() if raw_leg == leg)
-        print(
-            f"{label:<28}{r50:>10.2f}{r99:>10.2f}   ({r50 / floor[system_leg][0]:.1f}x its floor; its hops and"
-            " transactions by hand, between two processes)"
-        )
-    print_legs(f"Latency: {args.rounds} rounds one after another, one replica of each service", legs, floor, raw)
+    raw.print()
+    title = f"Latency: {args.rounds} rounds one after another, one replica of each service"
+    print_legs(title, legs, floor, raw.legs)
     if preloaded is not None:
-        print_legs("The same on an empty database, in turn with the preloaded one below", empty, floor, raw)
-        print_legs(f"The same after preloading {args.preload:,} resolved requests", preloaded, floor, raw)
+        print_legs("The same on an empty database, in turn with the preloaded one below", empty, floor, raw.legs)
+        print_legs(f"The same after preloading {args.preload:,} resolved requests", preloaded, floor, raw.legs)
         for leg in ("round", "GET …/pending"):
             before, after = ms(empty[leg])[0], ms(preloaded[leg])[0]
             change = 100 * (after / before - 1)

@@ -219,6 +219,8 @@ def build_system(
     extra_env: dict[str, str] | None = None,
     gateway_port: int | None = None,
     image_tag: str | None = None,
+    services: list[ServiceSpec] | None = None,
+    python: str = sys.executable,
 ) -> System:
     """The system, with a fresh random service key (``ASSENT_SERVICE_KEY``) that its services share, a fresh key
     for logins' credentials (``ASSENT_CREDENTIALS_KEY``, a Fernet key) and a fresh key that signs the history's
@@ -227,9 +229,12 @@ def build_system(
 
     Each service is a process of this environment, or, with ``image_tag`` (by default ``ASSENT_SERVICE_IMAGES``,
     which ``make test-containers`` sets), a container of its image ``assent-<service>:<image_tag>``
-    (:class:`~assent_devstack.containers.ServiceContainer`)."""
+    (:class:`~assent_devstack.containers.ServiceContainer`).
+
+    ``services`` (by default this checkout's :func:`service_list`) and ``python`` (by default this interpreter) run
+    another checkout's services from its own environment: ``make bench-compare`` runs a git ref's beside these."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    services = service_list()
+    services = service_list() if services is None else services
     # Each port is free when chosen, but none is bound until its service starts: a port chosen for one service must
     # not be chosen again for another (two services on one port: the second fails to bind and exits).
     ports: dict[str, int] = {}
@@ -264,7 +269,7 @@ def build_system(
         )
     return System(
         processes={
-            spec.name: ServiceProcess(spec.name, ports[spec.name], env, log_dir / f"{spec.name}.log")
+            spec.name: ServiceProcess(spec.name, ports[spec.name], env, log_dir / f"{spec.name}.log", python=python)
             for spec in services
         },
         env=env,
