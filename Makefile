@@ -10,7 +10,7 @@ SERVICES := $(shell sed -n 's/^name = "\(.*\)"/\1/p' services.toml)
 # Each owner's contract package (services/<name>/contract, imported as <name>_contract), found by pattern.
 CONTRACTS := $(patsubst services/%/contract,%_contract,$(wildcard services/*/contract))
 
-.PHONY: help uv install run test test-containers test-k8s screenshots test-unit test-integration lint format bench bench-preload bench-compare bench-start bench-history docs docs-serve up down status images k8s contracts deploy-tools service clean
+.PHONY: help uv install run test test-containers test-k8s screenshots test-unit test-integration lint format bench bench-preload bench-compare bench-profile bench-start bench-history docs docs-serve up down status images k8s contracts deploy-tools service clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -67,6 +67,9 @@ endif
 
 bench-compare: install ## The benchmark on this checkout and on REF (built in a worktree of its own) in turn, in blocks: each figure's ratio new/old (make bench-compare REF=<git ref>; options: ARGS="--help")
 	@UV="$(UV)" $(UV) run --frozen python bench/compare.py "$(REF)" $(ARGS)
+
+bench-profile: install ## The benchmark, then one more run with every service sampled by py-spy: flame graphs and top entries in bench/profiles/<time>/ (options: ARGS="--help")
+	@$(UV) run --frozen python bench/approval_round.py --no-replicas --profile bench/profiles/$$(date -u +%Y%m%dT%H%M%SZ) $(ARGS)
 
 bench-start: install ## Time make run's start-up: each service's time to ready and the total to the printed curl commands (options: ARGS="--help")
 	@$(UV) run --frozen python bench/start_up.py $(ARGS)

@@ -61,6 +61,7 @@ from typing import Any
 
 import aiohttp
 import asyncpg
+import profiles
 import uvloop
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
@@ -321,6 +322,7 @@ class Bench:
         self.replicas: dict[str, list[Any]] = {name: [p] for name, p in system.processes.items()}
         self.headers = {"Authorization": f"Bearer {TOKEN}"}
         self.sessions: list[BenchSession] = []
+        self.profiles: dict[str, profiles.Stacks] = {}
 
     def pids(self) -> dict[str, list[int]]:
         return {name: [p.process.pid for p in ps if p.process] for name, ps in self.replicas.items()}
@@ -391,8 +393,10 @@ class Bench:
         async with self.probe() as block:
             return await block(rounds, 10)
 
-    async def throughput(self, concurrency: int, seconds: float) -> Load:
-        """``concurrency`` sessions (spread over the gateway replicas) run rounds at once for ``seconds``."""
+    async def throughput(self, concurrency: int, seconds: float, profile: Path | None = None) -> Load:
+        """``concurrency`` sessions (spread over the gateway replicas) run rounds at once for ``seconds``; with
+        ``profile``, each service (its first replica) sampled meanwhile, its profile saved there
+        (:mod:`profiles`)."""
         async with self.clients() as (gateways, coach):
             sessions = [BenchSession(gateways[i % len(gateways)], self.headers, coach) for i in range(concurrency)]
             await asyncio.gather(*(s.open() for s in sessions))
@@ -409,7 +413,13 @@ class Bench:
                 cpu_before["whole machine"] = machine_busy_seconds()
                 before = sum(s.rounds for s in sessions)
                 started = time.perf_counter()
+                spying = None
+                if profile is not None:
+                    sampled = {name: ps[0] for name, ps in self.pids().items() if ps}
+                    spying = asyncio.create_task(profiles.record(sampled, seconds, profile))
                 loaded = await asyncio.gather(*(s.run(until=started + seconds) for s in sessions))
+                if spying is not None:
+                    self.profiles = await spying
                 elapsed = time.perf_counter() - started
                 rounds = sum(s.rounds for s in sessions) - before
                 cpu_after = {name: sum(cpu_seconds(pid) for pid in ps) for name, ps in pids.items()}
@@ -648,6 +658,12 @@ async def main() -> None:
     parser.add_argument(
         "--preload", type=int, default=0, metavar="N", help="then load N resolved requests and measure again"
     )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="then one more throughput run with every service sampled by py-spy: flame graphs and top entries in DIR",
+    )
     args = parser.parse_args()
 
     # The benchmark's own servers' data and the services' logs: removed after a run that finished, kept (and
@@ -670,6 +686,9 @@ async def main() -> None:
         legs = await bench.latency(args.rounds)
         for _ in range(2):  # twice in a row: memory must not grow from one to the next
             loads.append(await bench.throughput(args.concurrency, args.seconds))
+        if args.profile is not None:
+            # An extra run, not a figure: the sampler's own CPU would be counted in the machine's.
+            await bench.throughput(args.concurrency, args.seconds, profile=args.profile)
         preloaded: dict[str, list[float]] | None = None
         if args.preload:
             # The preloaded system is compared with one of its own on an empty database, each measured in turn,
@@ -734,6 +753,10 @@ async def main() -> None:
         print(
             f"  {service:<10} at rest {rest[service]:.0f}, after run 1 / run 2 {runs} (growth {growth:+.1f}: {verdict})"
         )
+    if bench.profiles:
+        print(f"\nWhere each service spends its CPU (py-spy, one more run; flame graphs in {args.profile}):")
+        for service, stacks in bench.profiles.items():
+            print("  " + profiles.top_text(service, stacks, 8).replace("\n", "\n  ").rstrip())
     print(
         "\nTargets: ≥ 300 rounds/s sustained with 64 sessions; round p50 ≤ 20 ms, p99 ≤ 40 ms; each leg within 3x"
         " of its floor; preloaded within 20% of empty; RSS < 150 MiB at rest, < 250 MiB after load, no growth."
