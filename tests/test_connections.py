@@ -28,6 +28,7 @@ from connections.domain.evidence import RESULT_CAP_BYTES
 from connections_contract.messages import ConnectionCatalog
 from connections_contract.topics import CONNECTIONS_CATALOGS
 from tests.conftest import OPERATOR, SECRETS, Endpoints, Stack, World, as_admin_of, new_world, running_stack, wait_for
+from tests.test_memory_edits import wait_pending
 
 TOKEN = f"tok-{uuid.uuid4().hex}"
 """The credential of the tests' logins: no answer and no log may show it (the suite greps the logs for it)."""
@@ -392,6 +393,7 @@ async def test_a_grant_for_a_lifetime_lapses_and_a_new_grant_reads_again(cstack:
         asked = await turn.call("studio_request_connection_access", {"connection_id": desk_id, "reason": "refunds"})
         assert asked.ok, asked.error
         await turn.end_step()
+        await wait_pending(http, sid, 1)  # the gateway holds the request
         decide = f"/api/studio/sessions/{sid}/logins/{turn.calls[asked.tool_call_id].seq}"
         for bad in (3600, "P31D", "PT0S", "P1M", "an hour"):
             wrong = await http.post(decide, json={"decision": "grant", "lifetime": bad})
@@ -425,6 +427,7 @@ async def test_a_grant_for_a_lifetime_lapses_and_a_new_grant_reads_again(cstack:
         again = await after.call("studio_request_connection_access", {"connection_id": desk_id, "reason": "refunds"})
         assert again.ok, again.error
         await after.end_step()
+        await wait_pending(http, sid, 1)
         regranted = await http.post(
             f"/api/studio/sessions/{sid}/logins/{after.calls[again.tool_call_id].seq}", json={"decision": "grant"}
         )
