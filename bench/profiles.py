@@ -46,8 +46,10 @@ class Entry:
 
 
 def top(stacks: Stacks, n: int = 15) -> list[Entry]:
-    """The ``n`` frames with the largest share of samples on the stack (a frame that recurses counted once per
-    sample), each with its share at the top of the stack; largest first."""
+    """The ``n`` frames with the largest share of samples where they were running (at the top of the stack: the
+    CPU they spend themselves), each with its share on the stack (a frame that recurses counted once per sample);
+    largest first. (Ranked by the share on the stack, the first entries would be the frames every sample passes
+    through: the entrypoint, the event loop.)"""
     samples = sum(stacks.values())
     if not samples:
         return []
@@ -57,14 +59,14 @@ def top(stacks: Stacks, n: int = 15) -> list[Entry]:
         own[stack[-1]] += count
         for frame in set(stack):
             total[frame] += count
-    ranked = sorted(total, key=lambda frame: (-total[frame], -own[frame], frame))[:n]
+    ranked = sorted(own, key=lambda frame: (-own[frame], -total[frame], frame))[:n]
     return [Entry(frame, own[frame] / samples, total[frame] / samples) for frame in ranked]
 
 
 def top_text(name: str, stacks: Stacks, n: int = 15) -> str:
     """The top entries as a table of text."""
-    lines = [f"{name}: {sum(stacks.values())} samples", f"{'on stack':>9} {'running':>8}  frame"]
-    lines += [f"{e.total:>9.1%} {e.own:>8.1%}  {e.frame}" for e in top(stacks, n)]
+    lines = [f"{name}: {sum(stacks.values())} samples", f"{'running':>8} {'on stack':>9}  frame"]
+    lines += [f"{e.own:>8.1%} {e.total:>9.1%}  {e.frame}" for e in top(stacks, n)]
     return "\n".join(lines) + "\n"
 
 
