@@ -33,7 +33,7 @@ from gateway.adapters.checkpoints import HistoryPruner, RetentionRoleMissing
 from gateway.domain.audit import link
 from gateway.domain.checkpoints import HistoryKeys
 from gateway.entrypoint import MIGRATIONS as GATEWAY_MIGRATIONS
-from tests.conftest import Endpoints, Stack, as_admin_of, create_database, running_stack, wait_for
+from tests.conftest import Endpoints, Stack, as_admin_of, create_database, new_world, running_stack, wait_for
 from tests.test_cli import assent, token_of
 from tests.test_history import BROKEN, TURN, WORLD, a_decided_turn, entries_of
 from tests.test_memory_edits import memory, open_turn, propose
@@ -97,6 +97,12 @@ async def checkpoint_of(http: httpx.AsyncClient, position: int, kind: str = "hea
         return found[0] if found and found[0]["position"] == position else None
 
     return await wait_for(probe)
+
+
+async def _any_checkpoint(http: httpx.AsyncClient) -> bool:
+    page = await http.get("/api/history/checkpoints", params={"kind": "head", "limit": 1})
+    assert page.status_code == 200, page.text
+    return bool(page.json()["checkpoints"])
 
 
 async def verify(http: httpx.AsyncClient, **params: Any) -> dict[str, Any]:
@@ -243,8 +249,11 @@ async def test_a_rewritten_chain_a_forged_checkpoint_and_a_lost_tail_are_found(p
             assert (lost["ok"], lost["checked"], lost["last"]) == (False, 5, 4)
             assert (lost["first_break"]["position"], lost["first_break"]["reason"]) == (5, "checkpoint")
             assert f"entries 5 to {HEAD} are gone" in lost["first_break"]["detail"]
-            # The signer does not sign the shortened chain: its newest checkpoint is still of the last entry.
-            await asyncio.sleep(1)
+            # The signer does not sign the shortened chain: once it has signed a pass after the tampering (another
+            # organisation's new chain is the marker), this one's newest checkpoint is still of the last entry.
+            async with proof.http() as marker:
+                await new_world(marker)
+                await wait_for(lambda: _any_checkpoint(marker))
             assert (await checkpoint_of(http, HEAD))["hash"] == signed["hash"]
         finally:
             await conn.close()
