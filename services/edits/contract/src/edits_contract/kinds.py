@@ -14,6 +14,7 @@ MEMORY = KindSpec(
     "Agents",
     {"edit": "Apply edit"},
     read_tools=("studio_read_memory",),
+    revertible=True,
 )
 NOTE = KindSpec(
     "note",

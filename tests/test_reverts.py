@@ -1,0 +1,90 @@
+"""Reverting an applied request end to end, against real Kafka, PostgreSQL and Redis, services as processes: the inverse
+is a new request, bound to the target's current version, decided as any other."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import OPERATOR, Stack, new_world
+from tests.test_memory_edits import memory, open_turn, propose, wait_pending
+
+pytestmark = pytest.mark.integration
+
+
+async def applied_memory_edit(http: httpx.AsyncClient, stack: Stack, before: str, after: str) -> tuple[Any, str, int]:
+    """A world whose agent's Memory went from ``before`` to ``after`` through an applied request: the world, and the
+    request's session and seq."""
+    async with stack.coach() as coach:
+        world = await new_world(http, memory=before)
+        turn = await open_turn(coach, world)
+        result = await propose(turn, world.agent_id, after, (await memory(http, world.agent_id))["version"])
+        assert result.ok, result.error
+        await turn.end_step()
+        session_id, seq = turn.session.session_id, turn.calls[result.tool_call_id].seq
+        await wait_pending(http, session_id, 1)
+        applied = await http.post(f"/api/studio/sessions/{session_id}/edits/{seq}", json={"decision": "apply"})
+        assert applied.status_code == 200 and applied.json()["outcome"] == "applied", applied.text
+    return world, session_id, seq
+
+
+async def test_a_reverted_memory_edit_is_a_new_request_that_restores_the_memory_once_applied(stack: Stack) -> None:
+    async with stack.http() as http:
+        world, session_id, seq = await applied_memory_edit(http, stack, "Be brief.\n", "Be brief.\nCite orders.\n")
+        version = (await memory(http, world.agent_id))["version"]
+
+        reverted = await http.post(f"/api/studio/sessions/{session_id}/edits/{seq}/revert")
+        assert reverted.status_code == 201, reverted.text
+        filed = reverted.json()
+        assert filed["session_id"] != session_id and filed["kind"] == "memory"
+        assert filed["reverts"] == {
+            "session_id": session_id,
+            "seq": seq,
+            "proposal_id": filed["reverts"]["proposal_id"],
+        }
+        assert filed["path"] == f"/api/studio/sessions/{filed['session_id']}/edits/{filed['seq']}"
+        assert (await memory(http, world.agent_id))["content"] == "Be brief.\nCite orders.\n", "proposing wrote"
+
+        card = (await http.get(filed["path"])).json()
+        assert card["status"] == "pending" and card["stale"] is False
+        assert card["proposal"]["text"] == "Be brief.\n" and card["live"]["text"] == "Be brief.\nCite orders.\n"
+        assert "-Cite orders." in card["diff"]
+        board = await wait_pending(http, filed["session_id"], 1)
+        assert board["items"][0]["reason"] == f"Revert of request #{seq} of session {session_id}"
+
+        applied = await http.post(filed["path"], json={"decision": "apply"})
+        assert applied.status_code == 200 and applied.json()["outcome"] == "applied", applied.text
+        live = await memory(http, world.agent_id)
+        assert live["content"] == "Be brief.\n" and live["version"] == version + 1
+        last = (await http.get(f"/api/workspace/agents/{world.agent_id}/memory/history")).json()[-1]
+        assert last["author_user_id"] == OPERATOR and last["studio_session_id"] == filed["session_id"]
+
+        # The Memory reads as before already: a second revert of the same request has nothing to do.
+        again = await http.post(f"/api/studio/sessions/{session_id}/edits/{seq}/revert")
+        assert again.status_code == 409 and "already reads" in again.json()["detail"], again.text
+
+
+async def test_a_revert_is_bound_to_the_version_it_was_proposed_over_and_a_declined_request_is_not_reverted(
+    stack: Stack,
+) -> None:
+    async with stack.http() as http:
+        world, session_id, seq = await applied_memory_edit(http, stack, "One.\n", "One.\nTwo.\n")
+        filed = (await http.post(f"/api/studio/sessions/{session_id}/edits/{seq}/revert")).json()
+        # Changed since the revert was proposed: applying it would overwrite that change, so it is stale (409).
+        moved = await http.put(f"/api/workspace/agents/{world.agent_id}/memory", json={"content": "One.\nThree.\n"})
+        assert moved.status_code == 200, moved.text
+        stale = await http.post(filed["path"], json={"decision": "apply"})
+        assert stale.status_code == 409 and stale.json()["outcome"] == "stale", stale.text
+        assert (await memory(http, world.agent_id))["content"] == "One.\nThree.\n"
+
+        # The revert proposed now is against the Memory as it is now: its diff shows exactly what it would change.
+        now = (await http.post(f"/api/studio/sessions/{session_id}/edits/{seq}/revert")).json()
+        card = (await http.get(now["path"])).json()
+        assert card["live"]["text"] == "One.\nThree.\n" and card["proposal"]["text"] == "One.\n"
+
+        declined = await http.post(filed["path"], json={"decision": "decline"})
+        assert declined.status_code == 200, declined.text
+        refused = await http.post(f"{filed['path']}/revert")
+        assert refused.status_code == 409 and "this one is declined" in refused.json()["detail"], refused.text
