@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from tests.conftest import OPERATOR, Stack, new_world
+from tests.test_access import access_of
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 
 pytestmark = pytest.mark.integration
@@ -88,3 +89,77 @@ async def test_a_revert_is_bound_to_the_version_it_was_proposed_over_and_a_decli
         assert declined.status_code == 200, declined.text
         refused = await http.post(f"{filed['path']}/revert")
         assert refused.status_code == 409 and "this one is declined" in refused.json()["detail"], refused.text
+
+
+async def revert_and_apply(http: httpx.AsyncClient, session_id: str, seq: int) -> dict[str, Any]:
+    """Revert request ``seq`` of ``session_id`` and apply the new request; its card before the decision."""
+    filed = await http.post(f"/api/studio/sessions/{session_id}/edits/{seq}/revert")
+    assert filed.status_code == 201, filed.text
+    path = filed.json()["path"]
+    card = (await http.get(path)).json()
+    applied = await http.post(path, json={"decision": "apply"})
+    assert applied.status_code == 200 and applied.json()["outcome"] == "applied", applied.text
+    return dict(card)
+
+
+async def test_a_note_edit_create_and_delete_each_revert_to_what_lived_there_before(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        path = f"guild/{world.guild_id}/refunds.md"
+        turn = await open_turn(coach, world)
+        sid = turn.session.session_id
+
+        async def applied(arguments: dict[str, Any]) -> int:
+            result = await turn.call("studio_edit_note", {**arguments, "reason": "r"})
+            assert result.ok, result.error
+            seq = turn.calls[result.tool_call_id].seq
+            await wait_pending(http, sid, 1)
+            decided = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"})
+            assert decided.status_code == 200 and decided.json()["outcome"] == "applied", decided.text
+            return seq
+
+        async def note() -> dict[str, Any] | None:
+            response = await http.get(f"/api/workspace/orgs/{world.org_id}/note", params={"path": path})
+            return response.json() if response.status_code == 200 else None  # type: ignore[no-any-return]
+
+        created = await applied({"action": "create", "level": "guild", "key": "refunds.md", "content": "One.\n"})
+        edited = await applied({"action": "edit", "display_path": path, "content": "Two.\n", "base_version": 1})
+
+        card = await revert_and_apply(http, sid, edited)  # the edit: its text back
+        assert (card["action"], card["proposal"]["text"], card["live"]["text"]) == ("edit", "One.\n", "Two.\n")
+        assert (await note()) is not None and (await note())["content"] == "One.\n"  # type: ignore[index]
+
+        card = await revert_and_apply(http, sid, created)  # the create: the note is deleted
+        assert card["action"] == "delete" and await note() is None
+
+        written = (
+            await http.put(
+                f"/api/workspace/orgs/{world.org_id}/note", params={"path": path}, json={"content": "Three.\n"}
+            )
+        ).json()
+        deleted = await applied({"action": "delete", "display_path": path, "base_version": written["version"]})
+        card = await revert_and_apply(http, sid, deleted)  # the delete: created again, with its text
+        assert card["action"] == "create" and (await note())["content"] == "Three.\n"  # type: ignore[index]
+
+
+async def test_an_access_change_reverts_to_the_agents_own_bindings_before_it(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        await access_of(http, world.agent_id)
+        turn = await open_turn(coach, world)
+        result = await turn.call(
+            "studio_edit_access", {"agent_id": world.agent_id, "native_tools": {"fetch_url": "off"}, "reason": "No."}
+        )
+        assert result.ok, result.error
+        sid, seq = turn.session.session_id, turn.calls[result.tool_call_id].seq
+        await wait_pending(http, sid, 1)
+        decided = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"})
+        assert decided.status_code == 200 and decided.json()["outcome"] == "applied", decided.text
+
+        def fetch_url(access: dict[str, Any]) -> dict[str, Any]:
+            return next(line for line in access["lines"] if line["id"] == "fetch_url")
+
+        assert fetch_url(await access_of(http, world.agent_id))["bindings"]["agent"] == "off"
+        card = await revert_and_apply(http, sid, seq)
+        assert card["kind"] == "access" and card["reason"] == f"Revert of request #{seq} of session {sid}"
+        assert fetch_url(await access_of(http, world.agent_id))["bindings"].get("agent") is None

@@ -23,6 +23,7 @@ NOTE = KindSpec(
     "State",
     {"create": "Create note", "edit": "Apply edit", "delete": "Delete note"},
     read_tools=("studio_list_notes", "studio_read_note"),
+    revertible=True,
 )
 GUILD = KindSpec(
     "guild",
