@@ -95,6 +95,8 @@ class ConsoleKind(BaseModel):
     ``lifetime``)."""
     revertible: bool = False
     """Whether an applied request of it offers Revert (``POST …/{endpoint}/{seq}/revert``)."""
+    applied: str = "applied"
+    """The outcome of its apply decision (applied, granted, published): the status of an applied request."""
 
 
 class ConsoleKinds(BaseModel):
@@ -139,6 +141,7 @@ def kinds() -> ConsoleKinds:
                 decided_alone=spec.decided_alone,
                 options=list(spec.options.model.model_fields) if spec.options is not None else [],
                 revertible=spec.revertible,
+                applied=spec.decisions[next(d for d in spec.decisions if d != spec.decline)],
             )
             for name, spec in KINDS.items()
         },
