@@ -743,7 +743,7 @@ async function cardView(sessionId, endpoint, seq) {
 /** Revert, on an applied request's own page: the owner proposes the inverse as a new request (bound to the target as
  * it is now, in a session opened for the caller), decided as any other; the answer links to it. */
 function revertAction(path, card) {
-  const message = h("p", { class: "message", id: "revert-result", "aria-live": "polite" });
+  const message = h("p", { id: "revert-result", "aria-live": "polite" });
   const button = h("button", {
     type: "button",
     onclick: async () => {
@@ -751,10 +751,12 @@ function revertAction(path, card) {
       try {
         const filed = await api("POST", `${path}/revert`);
         const link = cardLink(filed.session_id, filed.kind, filed.seq, `request ${filed.seq} of session ${filed.session_id}`);
+        message.className = "";
         message.replaceChildren("Its revert is proposed as ", link || `request ${filed.seq} of session ${filed.session_id}`,
           ", waiting for a decision.");
         announce(`${labelOf(card.target) || "The request"}: revert proposed`);
       } catch (error) {
+        message.className = "message";
         message.replaceChildren(detailOf(error));
         button.disabled = false;
       }
