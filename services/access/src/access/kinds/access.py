@@ -188,7 +188,9 @@ class AccessKind(ProposalKind):
         if agent is None:
             return refuse("agent_out_of_reach", f"agent {agent_id!r} is no longer a live member of its guild", 409)
         now = await current(store(uow), agent)
-        held = {(b.kind, b.subject): ("on" if b.on else "off") for b in now.bindings if b.scope == "agent"}
+        held: dict[tuple[str, str], str] = {
+            (b.kind, b.subject): ("on" if b.on else "off") for b in now.bindings if b.scope == "agent"
+        }
         if all(held.get(key, "inherit") == setting for key, setting in before.items()):
             return refuse("already_reverted", "the agent's own bindings already read as they did before", 409)
         group = {"native_tool": "native_tools", "connection": "connections", "connection_tool": "connection_tools"}
