@@ -163,3 +163,20 @@ async def test_an_access_change_reverts_to_the_agents_own_bindings_before_it(sta
         card = await revert_and_apply(http, sid, seq)
         assert card["kind"] == "access" and card["reason"] == f"Revert of request #{seq} of session {sid}"
         assert fetch_url(await access_of(http, world.agent_id))["bindings"].get("agent") is None
+
+
+async def test_a_guild_text_change_reverts_to_the_text_it_replaced(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        guild = f"/api/workspace/guilds/{world.guild_id}"
+        about = (await http.get(guild)).json()["about"]
+        turn = await open_turn(coach, world)
+        result = await turn.call("studio_edit_guild", {"about": "We help, fast.", "reason": "r"})
+        assert result.ok, result.error
+        sid, seq = turn.session.session_id, turn.calls[result.tool_call_id].seq
+        await wait_pending(http, sid, 1)
+        decided = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"})
+        assert decided.status_code == 200 and decided.json()["outcome"] == "applied", decided.text
+        card = await revert_and_apply(http, sid, seq)
+        assert [(f["name"], f["proposal"]) for f in card["fields"]] == [("about", about)]
+        assert (await http.get(guild)).json()["about"] == about

@@ -21,6 +21,7 @@ from assent.contracts import (
 )
 from assent.domain import Agent, Guild, Refusal
 from assent.hashing import content_hash
+from assent.kinds import KINDS
 from assent.runtime import OwnerKit, Received, Reverted, RevertRequest
 from assent.testing import FakeUnitOfWork, FakeWorkspace, shown_line_counts
 from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, TOOL_RESULTS, WORKSPACE_EVENTS
@@ -740,13 +741,17 @@ async def test_a_memory_changed_since_is_reverted_over_its_current_version_and_t
         ("another organisation's", 404, "not_found"),
         ("reads as before already", 409, "already_reverted"),
         ("before not kept", 409, "before_unknown"),
-        ("a guild text change", 422, "not_revertible"),
+        ("a kind whose row is not revertible", 422, "not_revertible"),
     ],
 )
-async def test_what_cannot_be_reverted_is_refused_and_files_nothing(case: str, status: int, code: str) -> None:
+async def test_what_cannot_be_reverted_is_refused_and_files_nothing(
+    case: str, status: int, code: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     world = await new_world()
+    if case == "a kind whose row is not revertible":
+        monkeypatch.setattr(GuildKind, "spec", property(lambda _: replace(KINDS["guild"], revertible=False)))
     org = "org_other" if case == "another organisation's" else ORG
-    if case == "a guild text change":
+    if case == "a kind whose row is not revertible":
         made = await world.call("studio_edit_guild", guild_args(about="We help."), seq=3)
     else:
         made = await world.call("studio_edit_memory", memory_args(), seq=3)
@@ -768,3 +773,24 @@ async def test_what_cannot_be_reverted_is_refused_and_files_nothing(case: str, s
     refused = await revert(world, made, org)
     assert isinstance(refused, Refusal) and (refused.status, refused.code) == (status, code), refused
     assert len(world.uow.messages(ProposalProposed)) == proposed
+
+
+async def test_a_guild_text_change_reverts_each_field_it_changed_to_the_text_it_replaced() -> None:
+    world = await new_world()
+    made = await world.call("studio_edit_guild", guild_args(about="We help.", description="New.\n"), seq=3)
+    assert (await world.decide(made)).outcome == "applied"
+    world.uow.workspace.guilds[GUILD] = replace(world.guild, description="Since.\n", revision=6)  # changed since
+    reverted = await revert(world, made)
+    assert isinstance(reverted, Reverted), reverted
+    proposed = world.uow.messages(ProposalProposed)[-1]
+    assert [(f.name, f.before, f.after) for f in proposed.card.fields] == [
+        ("about", "We help.", "We answer tickets."),
+        ("description", "Since.\n", "Line one.\nLine two.\n"),
+    ]
+    assert proposed.base.version == 6 and proposed.reason == f"Revert of request #3 of session {SESSION}"
+
+    world.uow.workspace.guilds[GUILD] = replace(
+        world.guild, about="We answer tickets.", description="Line one.\nLine two.\n"
+    )
+    again = await revert(world, made)
+    assert isinstance(again, Refusal) and again.code == "already_reverted"

@@ -32,6 +32,7 @@ GUILD = KindSpec(
     "Guild",
     {"edit": "Apply edit"},
     read_tools=("studio_read_guild",),
+    revertible=True,
 )
 COLLECTION = KindSpec(
     "collection",
