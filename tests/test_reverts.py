@@ -3,12 +3,13 @@ is a new request, bound to the target's current version, decided as any other.""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import OPERATOR, Stack, new_world
+from tests.conftest import OPERATOR, Stack, new_world, wait_for
 from tests.test_access import access_of
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 
@@ -61,6 +62,13 @@ async def test_a_reverted_memory_edit_is_a_new_request_that_restores_the_memory_
         assert live["content"] == "Be brief.\n" and live["version"] == version + 1
         last = (await http.get(f"/api/workspace/agents/{world.agent_id}/memory/history")).json()[-1]
         assert last["author_user_id"] == OPERATOR and last["studio_session_id"] == filed["session_id"]
+
+        async def in_history() -> list[dict[str, Any]] | None:
+            found = (await http.get("/api/history", params={"session": filed["session_id"]})).json()["entries"]
+            return found if {e["type"] for e in found} >= {"proposed", "outcome"} else None
+
+        entries = await wait_for(in_history)
+        assert f"Revert of request #{seq} of session {session_id}" in json.dumps(entries)
 
         # The Memory reads as before already: a second revert of the same request has nothing to do.
         again = await http.post(f"/api/studio/sessions/{session_id}/edits/{seq}/revert")
