@@ -448,6 +448,9 @@ async def test_revert_prints_the_new_request_and_a_declined_one_is_refused(stack
         again = await assent("revert", sid, applied, env=env)  # pending: the Memory is not back yet, a second is fine
         assert again.code == OK and again.out.startswith(f"seq {applied} of session {sid}: its revert is request 1 of")
 
+        once, twice = [await assent("revert", sid, applied, "--key", f"revert-{sid}", "--json", env=env) for _ in "12"]
+        assert once.json()["session_id"] == twice.json()["session_id"], "a retried revert filed a second request"
+
         refused = await assent("revert", sid, declined, env=env)
         assert refused.code == CONFLICT and "this one is declined" in refused.err, (refused.code, refused.err)
 

@@ -291,15 +291,17 @@ def decline(state: State, session_id: str, seq: int, key: str | None, as_json: b
 @cli.command()
 @click.argument("session_id")
 @click.argument("seq", type=click.IntRange(0))
+@key_option
 @json_option
 @pass_state
-def revert(state: State, session_id: str, seq: int, as_json: bool) -> None:
+def revert(state: State, session_id: str, seq: int, key: str | None, as_json: bool) -> None:
     """Propose the inverse of an applied request as a new request (bound to its target as it is now), in a session
-    opened for you; it is decided as any other. Prints where the new request is."""
+    opened for you; it is decided as any other. Prints where the new request is. Sent with an ``Idempotency-Key``,
+    as a decision is: a retried command files one request."""
     found = locate(state.api, session_id, seq)
     if found is None:
         raise not_open(session_id, seq)
-    filed = state.api.request("POST", f"{found.path}/revert")
+    filed = state.api.decide(f"{found.path}/revert", None, key)
     emit(filed, as_json, lambda f: out.print(reverted_line(session_id, seq, f)))
 
 

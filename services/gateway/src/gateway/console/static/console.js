@@ -749,7 +749,7 @@ function revertAction(path, card) {
     onclick: async () => {
       button.disabled = true;
       try {
-        const filed = await api("POST", `${path}/revert`);
+        const filed = await api("POST", `${path}/revert`, undefined, { "Idempotency-Key": idempotencyKey() });
         const link = cardLink(filed.session_id, filed.kind, filed.seq, `request ${filed.seq} of session ${filed.session_id}`);
         message.className = "";
         message.replaceChildren("Its revert is proposed as ", link || `request ${filed.seq} of session ${filed.session_id}`,
