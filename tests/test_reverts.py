@@ -12,6 +12,8 @@ import pytest
 from tests.conftest import OPERATOR, Stack, new_world, wait_for
 from tests.test_access import access_of
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
+from tests.test_routines import create as create_routine
+from tests.test_routines import known
 
 pytestmark = pytest.mark.integration
 
@@ -188,3 +190,24 @@ async def test_a_guild_text_change_reverts_to_the_text_it_replaced(stack: Stack)
         card = await revert_and_apply(http, sid, seq)
         assert [(f["name"], f["proposal"]) for f in card["fields"]] == [("about", about)]
         assert (await http.get(guild)).json()["about"] == about
+
+
+async def test_a_routine_edit_reverts_to_the_routine_it_replaced(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        await known(http, world.agent_id)
+        routine = await create_routine(http, world.agent_id, cron="0 9 * * 1-5", paused=True)
+        turn = await open_turn(coach, world)
+        result = await turn.call(
+            "studio_edit_routine",
+            {"action": "edit", "schedule_id": routine["schedule_id"], "description": "Noon sweep", "reason": "r"},
+        )
+        assert result.ok, result.error
+        sid, seq = turn.session.session_id, turn.calls[result.tool_call_id].seq
+        await wait_pending(http, sid, 1)
+        decided = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"})
+        assert decided.status_code == 200 and decided.json()["outcome"] == "applied", decided.text
+        await revert_and_apply(http, sid, seq)
+        path = f"/api/workspace/agents/{world.agent_id}/routines/{routine['schedule_id']}"
+        back = (await http.get(path)).json()
+        assert (back["description"], back["cron"], back["paused"]) == ("Sweep", "0 9 * * 1-5", True)
