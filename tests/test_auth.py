@@ -107,6 +107,13 @@ LISTED = [
         "write",
         lambda s: {"decision": "decline"},
     ),
+    Endpoint(  # the request was just declined (or is still waiting): nothing to revert, and nothing is filed
+        "POST",
+        f"{S}/edits/{{seq}}/revert",
+        lambda s: f"/api/studio/sessions/{s.session_id}/edits/{s.seq}/revert",
+        "write",
+        allowed_status=409,
+    ),
     Endpoint("POST", f"{S}/continue", lambda s: f"/api/studio/sessions/{s.session_id}/continue", "write"),
     # The desk: the organisation's sessions and pending items; Apply all and Decline all (nothing left to decide).
     Endpoint("GET", "/api/studio/sessions", lambda s: "/api/studio/sessions", "org"),

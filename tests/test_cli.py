@@ -1,7 +1,7 @@
 """``assent`` against the real services: a read with ``--json``, show's diff, apply, apply-all, the exit code of a
 stale apply (and of a stale request stopping Apply all), of a missing session, a bad token and no gateway; the config
 file and the environment. What a new user meets first: a decision on a request decided already (the API's refusal),
-``show`` of one (how it was decided, and what became of it), a URL without a scheme or with a path, no token or a refused one (each says what
+``show`` of one (how it was decided, and what became of it), ``revert`` of an applied one and of a declined one, a URL without a scheme or with a path, no token or a refused one (each says what
 to do), counts in the singular; the table of exit codes. The installed command runs as a process for a read, the
 stale apply and a few first errors; the rest run in this process (Click's runner, in a thread), which costs no
 interpreter start each."""
@@ -422,6 +422,37 @@ async def test_a_login_is_granted_for_a_lifetime_and_the_logins_say_until_when(s
         assert -hour > timedelta(hours=6)  # the request's grant lasts 8 hours, the popover's 1
         table = await assent("logins", sid, env=env)
         assert table.code == OK and table.out.count("until") == 2 and "lapsed" not in table.out, table.out
+
+
+@pytest.mark.integration
+async def test_revert_prints_the_new_request_and_a_declined_one_is_refused(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http, memory="Be brief.\n")
+        env = {"ASSENT_URL": stack.gateway_url, "ASSENT_TOKEN": token_of(http)}
+        turn = await open_turn(coach, world)
+        version = (await memory(http, world.agent_id))["version"]
+        calls = [await propose(turn, world.agent_id, "Be brief.\nCite orders.\n", version) for _ in range(2)]
+        await turn.end_step()
+        sid = turn.session.session_id
+        applied, declined = (str(turn.calls[c.tool_call_id].seq) for c in calls)
+        await wait_pending(http, sid, 2)
+        assert (await assent("apply", sid, applied, env=env)).code == OK
+        assert (await assent("decline", sid, declined, env=env)).code == OK
+
+        reverted = await assent("revert", sid, applied, "--json", env=env)
+        assert reverted.code == OK, reverted.err
+        filed = reverted.json()
+        assert filed["reverts"]["seq"] == int(applied) and filed["kind"] == "memory"
+        printed = await assent("show", filed["session_id"], str(filed["seq"]), env=env)
+        assert printed.code == OK and "-Cite orders." in printed.out, printed.out
+        again = await assent("revert", sid, applied, env=env)  # pending: the Memory is not back yet, a second is fine
+        assert again.code == OK and again.out.startswith(f"seq {applied} of session {sid}: its revert is request 1 of")
+
+        once, twice = [await assent("revert", sid, applied, "--key", f"revert-{sid}", "--json", env=env) for _ in "12"]
+        assert once.json()["session_id"] == twice.json()["session_id"], "a retried revert filed a second request"
+
+        refused = await assent("revert", sid, declined, env=env)
+        assert refused.code == CONFLICT and "this one is declined" in refused.err, (refused.code, refused.err)
 
 
 def test_the_exit_codes_are_one_table_that_imports_with_no_side_effects() -> None:

@@ -1,6 +1,6 @@
 """The web console in a real headless Chromium (Debian's, driven by Playwright) against the real services: sign in,
 the tray and its counts, a card's diff, a decision that vanishes from a second page, the Logins popover, Apply all,
-a decided card (who decided, the outcome, what the coach was told), a source proposal approved onto a new branch, and the API docs, with no request leaving the gateway; signing in
+a decided card (who decided, the outcome, what the coach was told), Revert on an applied one, a source proposal approved onto a new branch, and the API docs, with no request leaving the gateway; signing in
 with the suite's OpenID Connect issuer (the only other host the page reaches), and with a token where no issuer is
 configured. axe-core checks each page (no serious or critical violation); each page's screenshot is saved
 (:data:`SCREENSHOTS`)."""
@@ -402,6 +402,60 @@ async def test_decline_all_declines_every_request_with_its_kinds_word(stack: Sta
             f"Declined by {OPERATOR}"
         )
         await expect(tab.get_by_role("button", name=re.compile("Grant|Decline"))).to_have_count(0)
+        assert elsewhere == []
+        await context.close()
+
+
+async def test_revert_on_an_applied_cards_page_proposes_the_inverse_and_links_to_it(
+    stack: Stack, browser: Browser
+) -> None:
+    """An applied Memory edit's own page offers Revert; it proposes the inverse as a new request, linked, whose card
+    shows what it would change and is decided as any other."""
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http, memory="Be brief.\n")
+        token = http.headers["Authorization"].removeprefix("Bearer ")
+        session = await coach.open_session(
+            org_id=world.org_id, source_guild_id=world.guild_id, operator_user_id=OPERATOR
+        )
+        turn = session.begin_turn()
+        version = (await memory_of(http, world.agent_id))["version"]
+        result = await turn.call(
+            "studio_edit_memory",
+            {
+                "agent_id": world.agent_id,
+                "content": "Be brief.\nCite orders.\n",
+                "base_version": version,
+                "reason": "r",
+            },
+        )
+        assert result.ok, result.error
+        await turn.end_step()
+        sid, seq = turn.session.session_id, turn.calls[result.tool_call_id].seq
+
+        async def projected() -> bool | None:
+            return (await http.get(f"/api/studio/sessions/{sid}/edits/{seq}")).status_code == 200 or None
+
+        await wait_for(projected)
+        applied = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"})
+        assert applied.status_code == 200, applied.text
+
+        context, elsewhere = await local_only(browser, stack)
+        tab = await context.new_page()
+        await sign_in(tab, token)
+        await tab.goto(f"/console#/sessions/{sid}/edits/{seq}")
+        await expect(tab.get_by_role("region", name="What happened").locator(".outcome")).to_contain_text("Applied")
+        await tab.get_by_role("button", name="Revert").click()
+        result_line = tab.locator("#revert-result")
+        await expect(result_line).to_contain_text("Its revert is proposed as request 1 of session ")
+        await axe(tab)
+        await shot(tab, "revert")
+        await result_line.get_by_role("link").click()
+        await expect(tab.locator(".reason")).to_have_text(f"Revert of request #{seq} of session {sid}")
+        await expect(tab.get_by_label("Changes to memory.md")).to_contain_text("removed: -Cite orders.")
+        await tab.get_by_role("button", name="Apply edit").click()
+        await expect(tab.get_by_role("region", name="What happened").locator(".outcome")).to_contain_text("Applied")
+        await axe(tab)
+        assert (await memory_of(http, world.agent_id))["content"] == "Be brief.\n"
         assert elsewhere == []
         await context.close()
 

@@ -750,6 +750,7 @@ def kinds_page() -> str:
                 "yes" if spec.decided_alone else "",
                 code(spec.supersedes) if spec.supersedes else "",
                 ", ".join(code(o.name) + ("" if o.chat_linked else " (chat not linked)") for o in spec.origins),
+                "yes" if spec.revertible else "",
             ]
         )
     return "".join(
@@ -763,8 +764,10 @@ def kinds_page() -> str:
             "where it is decided (below `/api/studio/sessions/{session_id}`, or on the agent's page) and the options "
             "a decision takes there besides (fields of its body), whether Apply all leaves it to its own decision, "
             "which waiting proposal a new one replaces, and the origins its cards name (`card.origin`; the activity "
-            "feed links the chat of each but those marked). The contracts, the tool routing and the gateway's "
-            "decision routes derive from it. How a kind is built: [The design](../explanation/design.md#kit).\n\n",
+            "feed links the chat of each but those marked), and whether an applied request of it can be reverted "
+            "([Revert an applied change](../how-to/revert-a-change.md)). The contracts, the tool routing and the "
+            "gateway's decision routes derive from it. How a kind is built: "
+            "[The design](../explanation/design.md#kit).\n\n",
             table(
                 [
                     "Kind",
@@ -779,6 +782,7 @@ def kinds_page() -> str:
                     "Decided alone",
                     "Replaces",
                     "Origins",
+                    "Revertible",
                 ],
                 rows,
             ),

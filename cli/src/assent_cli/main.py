@@ -288,6 +288,32 @@ def decline(state: State, session_id: str, seq: int, key: str | None, as_json: b
     decide_one(state, session_id, seq, "decline", key, as_json)
 
 
+@cli.command()
+@click.argument("session_id")
+@click.argument("seq", type=click.IntRange(0))
+@key_option
+@json_option
+@pass_state
+def revert(state: State, session_id: str, seq: int, key: str | None, as_json: bool) -> None:
+    """Propose the inverse of an applied request as a new request (bound to its target as it is now), in a session
+    opened for you; it is decided as any other. Prints where the new request is. Sent with an ``Idempotency-Key``,
+    as a decision is: a retried command files one request."""
+    found = locate(state.api, session_id, seq)
+    if found is None:
+        raise not_open(session_id, seq)
+    filed = state.api.decide(f"{found.path}/revert", None, key)
+    emit(filed, as_json, lambda f: out.print(reverted_line(session_id, seq, f)))
+
+
+def reverted_line(session_id: str, seq: int, filed: dict[str, Any]) -> str:
+    """Where the revert of request ``seq`` went: the new request's session and seq, and how to decide it."""
+    new_session, new_seq = filed["session_id"], filed["seq"]
+    return (
+        f"seq {seq} of session {escape(session_id)}: its revert is request {new_seq} of session {escape(new_session)} "
+        f"(pending; `assent show {escape(new_session)} {new_seq}`, `assent apply {escape(new_session)} {new_seq}`)"
+    )
+
+
 def all_of(state: State, session_id: str, what: str, key: str | None, as_json: bool) -> None:
     done = state.api.decide(f"/api/studio/sessions/{session_id}/{what}", None, key)
     emit(done, as_json, show_all)

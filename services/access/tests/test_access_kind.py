@@ -14,8 +14,8 @@ from access.domain.access import Binding, CatalogTool, Change, Connection, Scope
 from access.kinds.access import AccessKind
 from access_contract.widget import AccessWidget
 from assent.contracts import DecisionMade, ProposalOutcome, ProposalProposed, SessionContext, ToolCall, ToolResult
-from assent.domain import Agent, Guild
-from assent.runtime import OwnerKit
+from assent.domain import Agent, Guild, Refusal
+from assent.runtime import OwnerKit, Reverted, RevertRequest
 from assent.testing import FakeUnitOfWork, FakeWorkspace, shown_line_counts
 from assent.topics import PROPOSALS_OUTCOMES, TOOL_RESULTS
 
@@ -33,6 +33,24 @@ class FakeAccess:
     named: dict[tuple[str, str, str, str], str | None] = field(default_factory=dict)
     """The connection a server's binding names, by the binding's key."""
     writes: list[tuple[str, str, Change, dict[str, Any]]] = field(default_factory=list)
+    first: dict[tuple[str, str, str, str], bool] | None = None
+    """The bindings as they were before the first write."""
+
+    async def settings_before(
+        self, agent_id: str, session_id: str, seq: int, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """What each agent-level binding said before the request's write: the write before it, else as first held."""
+        at = next(i for i, w in enumerate(self.writes) if (w[3]["session_id"], w[3]["seq"]) == (session_id, seq))
+        before: dict[tuple[str, str], str] = {}
+        for kind, subject in keys:
+            earlier = [
+                w[2].setting
+                for w in self.writes[:at]
+                if (w[0], w[1], w[2].kind, w[2].subject) == ("agent", agent_id, kind, subject)
+            ]
+            held = (self.first or {}).get(("agent", agent_id, kind, subject))
+            before[(kind, subject)] = earlier[-1] if earlier else "inherit" if held is None else "on" if held else "off"
+        return before
 
     async def lock_org(self, org_id: str) -> None:
         return None
@@ -65,6 +83,8 @@ class FakeAccess:
         session_id: str | None = None,
         seq: int | None = None,
     ) -> None:
+        if self.first is None:
+            self.first = dict(self.held)
         for change in changes:
             key = (scope, scope_id, change.kind, change.subject)
             if change.setting == "inherit":
@@ -291,3 +311,40 @@ async def test_the_tray_counts_the_lines_the_card_shows(arguments: dict[str, Any
     shown = await shown_line_counts(world.kit, world.uow, result.widget.proposal_id)
     assert (shown.tray, shown.card) == (tray, [("access", *tray)])
     assert shown.tray == shown.card_total
+
+
+# --- reverting -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("case", "held", "asked", "since", "inverse"),
+    [
+        ("unbound: inherit again", None, {"native_tools": {"send_email": "off"}}, None, {"send_email": "inherit"}),
+        ("on: on again", True, {"native_tools": {"send_email": "off"}}, None, {"send_email": "on"}),
+        ("off: off again", False, {"native_tools": {"send_email": "inherit"}}, None, {"send_email": "off"}),
+        ("set back since: nothing to do", None, {"native_tools": {"send_email": "off"}}, "inherit", 409),
+    ],
+)
+async def test_an_access_change_reverts_each_agent_binding_to_what_it_said_before(
+    case: str, held: bool | None, asked: dict[str, Any], since: str | None, inverse: dict[str, str] | int
+) -> None:
+    world = await new_world()
+    key = ("agent", "a1", "native_tool", "send_email")
+    if held is not None:
+        world.repo.held[key] = held
+    result = await world.call(edit(**asked), seq=3)
+    assert (await world.decide(result)).outcome == "applied", case
+    if since == "inherit":
+        del world.repo.held[key]
+    assert result.widget is not None
+    request = RevertRequest(session_id="rev", seq=1)
+    filed = await world.kit.revert(result.widget.proposal_id, request, org=ORG, actor=OPERATOR, uow=world.uow)
+    if isinstance(inverse, int):
+        assert isinstance(filed, Refusal) and (filed.status, filed.code) == (inverse, "already_reverted"), filed
+        return
+    assert isinstance(filed, Reverted), filed
+    proposed = world.uow.messages(ProposalProposed)[-1]
+    assert proposed.reason == f"Revert of request #3 of session {SESSION}"
+    stored = await world.uow.proposals.get(filed.proposal_id)
+    assert stored is not None
+    assert {c["subject"]: c["setting"] for c in stored.payload["changes"]} == inverse, case

@@ -19,9 +19,10 @@ from assent.contracts import (
     ToolCall,
     ToolResult,
 )
-from assent.domain import Agent, Guild
+from assent.domain import Agent, Guild, Refusal
 from assent.hashing import content_hash
-from assent.runtime import OwnerKit, Received
+from assent.kinds import KINDS
+from assent.runtime import OwnerKit, Received, Reverted, RevertRequest
 from assent.testing import FakeUnitOfWork, FakeWorkspace, shown_line_counts
 from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, TOOL_RESULTS, WORKSPACE_EVENTS
 from edits.adapters.repository import EditsRepository
@@ -32,6 +33,7 @@ from edits.kinds.memory import MemoryKind
 
 ORG, GUILD, SESSION, OPERATOR = "org", "guild", "s1", "operator@example.com"
 CONTEXT = SessionContext(org_id=ORG, source_guild_id=GUILD, operator_user_id=OPERATOR)
+RITA = "rita@example.com"
 
 
 @dataclass
@@ -44,6 +46,8 @@ class FakeEditsRepository:
     guild_changes: list[dict[str, Any]] = field(default_factory=list)
     read_ahead: list[list[str]] = field(default_factory=list)
     """The agent ids of each :meth:`read_agent_memories` (a round trip of the real repository)."""
+    kept: dict[tuple[str, int], str] = field(default_factory=dict)
+    """Revisions written before the test (agent, version): the content each read."""
 
     async def read_agent_memories(self, agent_ids: Sequence[str]) -> None:
         self.read_ahead.append(list(agent_ids))
@@ -71,8 +75,20 @@ class FakeEditsRepository:
         if live is None or expected_version not in (None, live.version) or expected_hash not in (None, live.hash):
             return None
         self.memories[agent_id] = LiveMemory(agent_id, content, live.version + 1, content_hash(content))
-        self.memory_writes.append({"agent_id": agent_id, "content": content, "actor": actor, **links})
+        self.memory_writes.append(
+            {"agent_id": agent_id, "content": content, "actor": actor, "version": live.version + 1, **links}
+        )
         return live.version + 1
+
+    async def memory_content_at(self, agent_id: str, version: int) -> str | None:
+        """What version ``version`` read: the live Memory's, a write's, or version 0's (the empty one)."""
+        if version == 0:
+            return ""
+        live = self.memories.get(agent_id)
+        if live is not None and live.version == version:
+            return live.content
+        versions = {w["version"]: w["content"] for w in self.memory_writes if w["agent_id"] == agent_id}
+        return versions.get(version, self.kept.get((agent_id, version)))
 
     async def update_guild_text(self, guild_id: str, changes: dict[str, str]) -> bool:
         guild = self.workspace.guilds.get(guild_id)
@@ -169,6 +185,7 @@ async def new_world() -> World:
             "a1": LiveMemory("a1", "Live.\n", 2, content_hash("Live.\n")),
             "out": LiveMemory("out", "Sell.\n", 1, content_hash("Sell.\n")),
         },
+        kept={("a1", 1): "First.\n", ("a1", 2): "Live.\n"},
     )
     uow = FakeUnitOfWork(workspace=workspace, stores={EditsRepository: repo})
     await uow.sessions.ensure(SESSION, CONTEXT)
@@ -654,3 +671,126 @@ async def test_a_batch_reads_what_its_memory_calls_read_at_once(
         await one_by_one.kit.on_tool_call(message, one_by_one.uow)
     assert batched.repo.read_ahead == read_ahead
     assert _answers(batched.uow) == _answers(one_by_one.uow)
+
+
+# --- reverting ----------------------------------------------------------------------------------------
+
+
+async def revert(world: World, result: ToolResult, org: str = ORG) -> Reverted | Refusal:
+    """Revert the request ``result`` made, for Rita, as request 1 of session ``rev``."""
+    assert result.widget is not None
+    request = RevertRequest(session_id="rev", seq=1)
+    return await world.kit.revert(result.widget.proposal_id, request, org=org, actor=RITA, uow=world.uow)
+
+
+async def test_a_revert_of_an_applied_memory_edit_proposes_the_memory_before_it_over_the_memory_now() -> None:
+    world = await new_world()
+    edit = await world.call("studio_edit_memory", memory_args(), seq=3)
+    assert (await world.decide(edit)).outcome == "applied"
+    reverted = await revert(world, edit)
+    assert isinstance(reverted, Reverted), reverted
+    assert (reverted.session_id, reverted.seq, reverted.kind, reverted.source_guild_id) == ("rev", 1, "memory", GUILD)
+    proposed = world.uow.messages(ProposalProposed)[-1]
+    assert (proposed.session_id, proposed.seq, proposed.proposal_id) == ("rev", 1, reverted.proposal_id)
+    assert proposed.reason == f"Revert of request #3 of session {SESSION}"
+    assert (proposed.card.before, proposed.card.after, proposed.base.version) == ("New.\n", "Live.\n", 3)
+    session = await world.uow.sessions.get("rev")
+    assert session is not None and (session.org_id, session.operator_user_id) == (ORG, RITA)
+
+    # Decided as any other: applying it writes the Memory back, as the person who decides.
+    outcome = await world.kit.on_decision(
+        DecisionMade(
+            decision_id="d",
+            proposal_id=reverted.proposal_id,
+            session_id="rev",
+            seq=1,
+            kind="memory",
+            decision="apply",
+            actor=OPERATOR,
+        ),
+        world.uow,
+    )
+    assert outcome is not None and outcome.outcome == "applied"
+    assert world.repo.memories["a1"].content == "Live.\n"
+
+
+async def test_a_memory_changed_since_is_reverted_over_its_current_version_and_the_first_one_over_the_empty_one() -> (
+    None
+):
+    world = await new_world()
+    edit = await world.call("studio_edit_memory", memory_args(), seq=3)
+    await world.decide(edit)
+    world.repo.memories["a1"] = LiveMemory("a1", "Other.\n", 4, content_hash("Other.\n"))  # a direct write since
+    assert isinstance(await revert(world, edit), Reverted)
+    proposed = world.uow.messages(ProposalProposed)[-1]
+    assert (proposed.card.before, proposed.card.after, proposed.base.version) == ("Other.\n", "Live.\n", 4)
+
+    world = await new_world()
+    world.repo.memories["a1"] = LiveMemory("a1", "", 0, content_hash(""))
+    first = await world.call("studio_edit_memory", memory_args(base_version=0), seq=3)
+    await world.decide(first)
+    assert isinstance(await revert(world, first), Reverted)
+    assert world.uow.messages(ProposalProposed)[-1].card.after == ""
+
+
+@pytest.mark.parametrize(
+    ("case", "status", "code"),
+    [
+        ("declined", 409, "not_applied"),
+        ("pending", 409, "not_applied"),
+        ("another organisation's", 404, "not_found"),
+        ("reads as before already", 409, "already_reverted"),
+        ("before not kept", 409, "before_unknown"),
+        ("a kind whose row is not revertible", 422, "not_revertible"),
+    ],
+)
+async def test_what_cannot_be_reverted_is_refused_and_files_nothing(
+    case: str, status: int, code: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = await new_world()
+    if case == "a kind whose row is not revertible":
+        monkeypatch.setattr(GuildKind, "spec", property(lambda _: replace(KINDS["guild"], revertible=False)))
+    org = "org_other" if case == "another organisation's" else ORG
+    if case == "a kind whose row is not revertible":
+        made = await world.call("studio_edit_guild", guild_args(about="We help."), seq=3)
+    else:
+        made = await world.call("studio_edit_memory", memory_args(), seq=3)
+    if case == "declined":
+        await world.decide(made, "decline")
+    elif case != "pending":
+        assert (await world.decide(made)).outcome == "applied"
+    if case == "reads as before already":
+        world.repo.memories["a1"] = LiveMemory("a1", "Live.\n", 4, content_hash("Live.\n"))
+    if case == "before not kept":
+        world.repo.memories["a1"] = LiveMemory("a1", "Live.\n", 2, content_hash("Live.\n"))
+        world.repo.memory_writes.clear()
+        made = await world.call("studio_edit_memory", memory_args(base_version=2), seq=4)
+        world.repo.memories["a1"] = LiveMemory("a1", "x", 7, content_hash("x"))
+        stored = await world.uow.proposals.get(made.widget.proposal_id)  # type: ignore[union-attr]
+        assert stored is not None
+        world.uow.proposals.proposals[stored.proposal_id] = replace(stored, status="applied", resolution={"version": 6})
+    proposed = len(world.uow.messages(ProposalProposed))
+    refused = await revert(world, made, org)
+    assert isinstance(refused, Refusal) and (refused.status, refused.code) == (status, code), refused
+    assert len(world.uow.messages(ProposalProposed)) == proposed
+
+
+async def test_a_guild_text_change_reverts_each_field_it_changed_to_the_text_it_replaced() -> None:
+    world = await new_world()
+    made = await world.call("studio_edit_guild", guild_args(about="We help.", description="New.\n"), seq=3)
+    assert (await world.decide(made)).outcome == "applied"
+    world.uow.workspace.guilds[GUILD] = replace(world.guild, description="Since.\n", revision=6)  # changed since
+    reverted = await revert(world, made)
+    assert isinstance(reverted, Reverted), reverted
+    proposed = world.uow.messages(ProposalProposed)[-1]
+    assert [(f.name, f.before, f.after) for f in proposed.card.fields] == [
+        ("about", "We help.", "We answer tickets."),
+        ("description", "Since.\n", "Line one.\nLine two.\n"),
+    ]
+    assert proposed.base.version == 6 and proposed.reason == f"Revert of request #3 of session {SESSION}"
+
+    world.uow.workspace.guilds[GUILD] = replace(
+        world.guild, about="We answer tickets.", description="Line one.\nLine two.\n"
+    )
+    again = await revert(world, made)
+    assert isinstance(again, Refusal) and again.code == "already_reverted"

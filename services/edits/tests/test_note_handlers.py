@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from assent.contracts import DecisionMade, ProposalOutcome, ProposalProposed, SessionContext, ToolCall, ToolResult
-from assent.domain import Agent, Guild
+from assent.domain import Agent, Guild, Refusal
 from assent.hashing import content_hash
-from assent.runtime import OwnerKit
+from assent.runtime import OwnerKit, Reverted, RevertRequest
 from assent.testing import FakeUnitOfWork, FakeWorkspace, shown_line_counts
 from assent.topics import PROPOSALS_OUTCOMES, PROPOSALS_PROPOSED, TOOL_RESULTS
-from edits.adapters.notes import NotesRepository
+from edits.adapters.notes import NotesRepository, Prior
 from edits.domain.model import WriteOrigin
 from edits.domain.notes import LiveNote, NotePath
 from edits.kinds.note import NoteKind
@@ -39,6 +39,8 @@ class FakeNotesRepository:
     locked_reads: list[str] = field(default_factory=list)
     agent_locks: list[bool] = field(default_factory=list)
     before_write: Callable[[], None] | None = None
+    placed: dict[str, LiveNote] = field(default_factory=dict)
+    """The note placed at each path before any request wrote there."""
 
     def place(self, display_path: str, content: str, version: int = 1, title: str = "placed") -> LiveNote:
         """A note written directly (not through a request): not recorded in ``writes``."""
@@ -57,7 +59,22 @@ class FakeNotesRepository:
             content_hash(content),
         )
         self.notes[(ORG, display_path)] = note
+        if not any(w["display_path"] == display_path for w in self.writes):
+            self.placed[display_path] = note
         return note
+
+    async def prior(self, org_id: str, display_path: str, tool_call_id: str) -> Prior | None:
+        """What lived at the path before the write of ``tool_call_id``: the write before it there, else the note
+        placed there first."""
+        at = [w for w in self.writes if w["display_path"] == display_path]
+        index = next((i for i, w in enumerate(at) if w["tool_call_id"] == tool_call_id), None)
+        if index is None:
+            return None
+        if index == 0:
+            placed = self.placed.get(display_path)
+            return Prior(None, None) if placed is None else Prior(placed.title, placed.content)
+        before = at[index - 1]
+        return Prior(None, None) if before["change"] == "delete" else Prior(before["title"], before["content"])
 
     async def note(self, org_id: str, display_path: str, *, for_update: bool = False) -> LiveNote | None:
         if for_update:
@@ -492,3 +509,66 @@ async def test_the_tray_counts_the_lines_the_card_shows(
     shown = await shown_line_counts(world.kit, world.uow, result.widget.proposal_id)
     assert (shown.tray, shown.card) == (tray, [(REFUNDS, *tray)])
     assert shown.tray == shown.card_total
+
+
+# --- reverting -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("case", "requests", "since", "inverse"),
+    [
+        ("a create is deleted", [create()], None, {"action": "delete", "base_version": 1}),
+        ("an edit gets its text back", [edit()], None, {"action": "edit", "content": "One.\n", "base_version": 2}),
+        (
+            "an edit changed since is edited back from the text now",
+            [edit()],
+            "Three.\n",
+            {"action": "edit", "content": "One.\n", "base_version": 3},
+        ),
+        (
+            "a delete is created again, with its title",
+            [delete()],
+            None,
+            {"action": "create", "level": "guild", "key": "refunds.md", "title": "placed", "content": "One.\n"},
+        ),
+        (
+            "a delete written there since is edited back",
+            [delete()],
+            "Other.\n",
+            {"action": "edit", "content": "One.\n", "base_version": 1},
+        ),
+        ("a create deleted since: nothing to do", [create()], "gone", 409),
+        ("an edit set back since: nothing to do", [edit()], "One.\n", 409),
+    ],
+)
+async def test_a_note_request_reverts_to_what_lived_at_its_path_before_it(
+    case: str, requests: list[dict[str, Any]], since: str | None, inverse: dict[str, Any] | int
+) -> None:
+    world = await new_world()
+    if requests[0]["action"] != "create":
+        world.repo.place(REFUNDS, "One.\n")
+    result = await world.call(requests[0], seq=3)
+    assert (await world.decide(result)).outcome == "applied", case
+    live = world.repo.notes.get((ORG, REFUNDS))
+    if since == "gone":
+        del world.repo.notes[(ORG, REFUNDS)]
+    elif since is not None:
+        world.repo.place(REFUNDS, since, version=1 if live is None else live.version + 1)
+    assert result.widget is not None
+    request = RevertRequest(session_id="rev", seq=1)
+    filed = await world.kit.revert(result.widget.proposal_id, request, org=ORG, actor=OPERATOR, uow=world.uow)
+    if isinstance(inverse, int):
+        assert isinstance(filed, Refusal) and (filed.status, filed.code) == (inverse, "already_reverted"), filed
+        return
+    assert isinstance(filed, Reverted), filed
+    proposed = world.uow.messages(ProposalProposed)[-1]
+    assert (proposed.session_id, proposed.seq, proposed.action) == ("rev", 1, inverse["action"])
+    assert proposed.reason == f"Revert of request #3 of session {SESSION}"
+    stored = await world.uow.proposals.get(filed.proposal_id)
+    assert stored is not None and stored.tool == "studio_edit_note"
+    expected_content = inverse.get("content")
+    assert proposed.card.after == (expected_content or ""), case
+    if "base_version" in inverse:
+        assert proposed.base.version == inverse["base_version"], case
+    if inverse["action"] == "create":
+        assert stored.payload["title"] == inverse["title"] and stored.payload["key"] == inverse["key"]

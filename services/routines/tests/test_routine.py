@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from assent.contracts import DecisionMade, ProposalOutcome, ProposalProposed, SessionContext, ToolCall, ToolResult
-from assent.domain import Agent, Guild
-from assent.runtime import OwnerKit
+from assent.domain import Agent, Guild, Refusal
+from assent.runtime import OwnerKit, Reverted, RevertRequest
 from assent.testing import FakeUnitOfWork, FakeWorkspace, shown_line_counts
 from assent.topics import PROPOSALS_OUTCOMES, TOOL_RESULTS
 from routines.adapters.repository import RoutinesRepository
@@ -332,3 +332,67 @@ async def test_the_tray_counts_the_lines_the_card_shows(arguments: dict[str, Any
     shown = await shown_line_counts(world.kit, world.uow, result.widget.proposal_id)
     assert (shown.tray, shown.card) == (tray, [("routine", *tray)])
     assert shown.tray == shown.card_total
+
+
+# --- reverting -----------------------------------------------------------------------------------------
+
+BEFORE = {
+    "cron": "0 9 * * *",
+    "timezone": "Europe/Paris",
+    "description": "Morning sweep",
+    "instruction": "Answer the oldest thread.",
+    "paused": False,
+}
+"""rtn_1 as the world places it, as ``studio_edit_routine`` takes it."""
+
+
+@pytest.mark.parametrize(
+    ("case", "request_", "since", "inverse"),
+    [
+        ("a create is deleted", create(), None, {"action": "delete"}),
+        (
+            "an edit gets its routine back",
+            edit(description="Noon sweep", paused=True),
+            None,
+            {"action": "edit", **BEFORE},
+        ),
+        ("a delete is created again", edit(action="delete"), None, {"action": "create", "agent_id": "a1", **BEFORE}),
+        (
+            "an edit deleted since is created again",
+            edit(paused=True),
+            "deleted",
+            {"action": "create", "agent_id": "a1", **BEFORE},
+        ),
+        ("an edit set back since: nothing to do", edit(paused=True), "set back", 409),
+        ("a create deleted since: nothing to do", create(), "deleted", 409),
+    ],
+)
+async def test_a_routine_request_reverts_to_the_routine_before_it(
+    case: str, request_: dict[str, Any], since: str | None, inverse: dict[str, Any] | int
+) -> None:
+    world = await new_world()
+    result = await world.call(request_, seq=3)
+    outcome = await world.decide(result)
+    assert outcome.outcome == "applied", case
+    schedule_id = request_.get("schedule_id") or outcome.effects["schedule_id"]
+    if since == "deleted":
+        del world.repo.routines[schedule_id]
+    elif since == "set back":
+        world.repo.routines[schedule_id] = live_routine(version=9)
+    assert result.widget is not None
+    request = RevertRequest(session_id="rev", seq=1)
+    filed = await world.kit.revert(result.widget.proposal_id, request, org=ORG, actor=OPERATOR, uow=world.uow)
+    if isinstance(inverse, int):
+        assert isinstance(filed, Refusal) and (filed.status, filed.code) == (inverse, "already_reverted"), filed
+        return
+    assert isinstance(filed, Reverted), filed
+    proposed = world.uow.messages(ProposalProposed)[-1]
+    assert proposed.action == inverse["action"] and proposed.reason == f"Revert of request #3 of session {SESSION}"
+    stored = await world.uow.proposals.get(filed.proposal_id)
+    assert stored is not None
+    if inverse["action"] != "delete":
+        payload = stored.payload
+        wanted = {k: payload[k] for k in ("cron", "timezone", "description", "instruction", "paused")}
+        assert wanted == {k: v for k, v in inverse.items() if k not in ("action", "agent_id")}, case
+    else:
+        assert stored.payload["schedule_id"] == schedule_id

@@ -126,6 +126,10 @@ class KindSpec:
     origins: tuple[Origin, ...] = ()
     """Where its proposals are asked for, when its cards say (:attr:`assent.contracts.Card.origin`: an agent's chat or
     the builder chat); none: its cards name no origin."""
+    revertible: bool = False
+    """Whether an applied request of it can be reverted: its owner computes the inverse (the kind's
+    :meth:`~assent.runtime.ProposalKind.inverse`) and files it as a new request, decided as any other. The console
+    and the CLI offer Revert on an applied request of such a kind only."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actions", MappingProxyType(dict(self.actions)))
@@ -140,6 +144,17 @@ class KindSpec:
     @property
     def apply_labels(self) -> tuple[str, ...]:
         return tuple(self.actions.values())
+
+    @property
+    def applying(self) -> str:
+        """The first decision that writes (apply, grant, ...): what reverting one of its requests needs permission
+        for, as deciding does."""
+        return next(d for d in self.decisions if d != self.decline)
+
+    @property
+    def applied_outcomes(self) -> frozenset[str]:
+        """The outcomes of the decisions that write: a request resolved with one of them was applied."""
+        return frozenset(o for d, o in self.decisions.items() if d != self.decline)
 
 
 FAILURE_OUTCOMES: tuple[str, ...] = ("stale", "refused", "failed")

@@ -23,7 +23,7 @@ from assent.http import RETRY_AFTER_SECONDS, PathId
 from assent.kinds import KINDS
 from assent.runtime import LiveCard
 
-from . import activity, decisions, handlers, history, owner_routes, policies, webhooks
+from . import activity, decisions, handlers, history, owner_routes, policies, reverts, webhooks
 from .adapters.owners import Owners, OwnerUnavailable
 from .answers import PERSON_ERRORS, awaiting_answer
 from .auth import AgentNotFound, Authenticator, Gate
@@ -131,13 +131,15 @@ async def resolution_in(deps: Deps, org_id: str, answer: dict[str, Any]) -> dict
 
 def install(app: FastAPI, deps: Deps, owners: Owners) -> None:
     """Add the public routes to ``app``: the studio's, the decision route of each endpoint of the kind registry
-    (:mod:`gateway.decisions`), the activity feed (:mod:`gateway.activity`), the live stream of agents' Proposals
+    (:mod:`gateway.decisions`) and the revert routes
+    (:mod:`gateway.reverts`), the activity feed (:mod:`gateway.activity`), the live stream of agents' Proposals
     pages, and every owner's declared route."""
     gate = Gate(Authenticator(deps.settings), lambda agent_id: handlers.agent_copy(deps, agent_id))
     user = Annotated[Identity, Depends(gate.person)]
     app.include_router(studio_router(deps, owners, user))
     app.include_router(reads_router(deps, owners, user))
     app.include_router(decisions.router(deps, owners, user))
+    app.include_router(reverts.router(deps, owners, user))
     app.include_router(activity.router(deps, owners, user))
     app.include_router(history.router(deps, user))
     app.include_router(policies.router(deps, user))

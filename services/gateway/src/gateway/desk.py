@@ -22,7 +22,7 @@ from assent.db import driver_connection
 from assent.http import Identifier, PathId
 from assent.kinds import KINDS, SECTIONS
 
-from . import decisions, handlers
+from . import decisions, handlers, reverts
 from .adapters.desk import DeskStore, KeyStore
 from .answers import PERSON_ERRORS, status_of
 from .auth import Authenticator, Gate
@@ -43,8 +43,10 @@ agent's owner or editor decides its proposals one by one)."""
 
 
 def decision_routes() -> list[re.Pattern[str]]:
-    """The paths of every decision route, Apply all and Decline all (those that take an ``Idempotency-Key``)."""
+    """The paths of every decision route, its revert route, Apply all and Decline all (those that take an
+    ``Idempotency-Key``: a retried revert files one new request)."""
     paths = [decisions.address_of(endpoint).at(endpoint) for endpoint in decisions.ENDPOINTS]
+    paths += [decisions.ADDRESSES["session"].at(endpoint) + "/revert" for endpoint in reverts.revert_endpoints()]
     return [
         *(
             re.compile("^" + "[^/]+".join(re.escape(part) for part in PATH_PARAMETER.split(path)) + "$")

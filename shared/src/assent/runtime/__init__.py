@@ -2,7 +2,21 @@
 the proposal kit that owner services plug their kinds into, the shared tables and their migrations."""
 
 from .consumer import FailurePolicy, Received, batch_span, subscribe
-from .kit import Applied, Call, LiveCard, LiveView, Output, OwnerKit, Proposal, ProposalKind, Stale, Tool
+from .kit import (
+    Applied,
+    Call,
+    Inverse,
+    LiveCard,
+    LiveView,
+    Output,
+    OwnerKit,
+    Proposal,
+    ProposalKind,
+    Reverted,
+    RevertRequest,
+    Stale,
+    Tool,
+)
 from .service import ServiceRuntime, serve, service_metadata
 from .tables import SharedTables, shared_tables
 from .uow import StoredProposal, UnitOfWork
@@ -11,6 +25,7 @@ __all__ = [
     "Applied",
     "Call",
     "FailurePolicy",
+    "Inverse",
     "LiveCard",
     "LiveView",
     "Output",
@@ -18,6 +33,8 @@ __all__ = [
     "Proposal",
     "ProposalKind",
     "Received",
+    "RevertRequest",
+    "Reverted",
     "ServiceRuntime",
     "SharedTables",
     "Stale",

@@ -19,7 +19,11 @@ lock, as the operator). :class:`OwnerKit` does the rest for all of an owner's ki
 - resolves each request once: a second decision is refused (422) and changes nothing; a stale apply (409)
   leaves it pending and marked stale; every resolution records who, when and what was written;
 - keeps the session copy from ``studio.sessions`` and from the calls themselves;
-- serves the live side of any of its cards to the gateway (``GET /internal/proposals/{id}/live``).
+- serves the live side of any of its cards to the gateway (``GET /internal/proposals/{id}/live``);
+- reverts an applied request of a kind that declares it (:attr:`~assent.kinds.KindSpec.revertible`): the kind
+  computes the inverse (:meth:`ProposalKind.inverse`, a call of its own proposing tool bound to the target as it is
+  now) and the kit files it, for the person who asked, as the first request of a session opened for them
+  (:meth:`OwnerKit.revert`, ``POST /internal/proposals/{id}/revert``): a new request, decided as any other.
 """
 
 from __future__ import annotations
@@ -46,12 +50,14 @@ from ..contracts import (
     ProposalTarget,
     ProposalWidget,
     SessionClosed,
+    SessionContext,
     SessionOpened,
     ToolCall,
     ToolError,
     ToolResult,
     lines_of,
 )
+from ..contracts.envelope import Id, Seq
 from ..domain import Refusal, Session, invalid_arguments
 from ..faults import crash_point, fail_point
 from ..kinds import EXPIRE, EXPIRED, SUPERSEDED, KindSpec
@@ -159,6 +165,45 @@ class LiveCard(BaseModel):
     resolution: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True)
+class Inverse:
+    """What undoes an applied request: a call of its kind's proposing ``tool`` with ``arguments`` bound to the target
+    as it is now (its current version), without ``reason``, which the kit writes (``Revert of request #N of session
+    …``)."""
+
+    tool: str
+    arguments: dict[str, Any]
+
+
+class RevertRequest(BaseModel):
+    """The body of ``POST /internal/proposals/{id}/revert``: where the new request goes (a session the gateway opened
+    for the person who asked, and its seq)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    session_id: Id
+    seq: Seq
+
+
+class Reverted(BaseModel):
+    """The answer of ``POST /internal/proposals/{id}/revert``: the new request, and what it reverts."""
+
+    model_config = ConfigDict(frozen=True)
+
+    proposal_id: str
+    session_id: str
+    seq: int
+    kind: str
+    source_guild_id: str
+    reverts: str
+    """The proposal id of the request it reverts."""
+
+
+def revert_reason(session_id: str, seq: int) -> str:
+    """The reason a revert request gives, as the history and the cards read it."""
+    return f"Revert of request #{seq} of session {session_id}"
+
+
 ToolHandler = Callable[[Call, Any, UnitOfWork], Awaitable[Proposal | Output | Refusal]]
 
 
@@ -201,6 +246,13 @@ class ProposalKind(abc.ABC):
         self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork
     ) -> Applied | Stale | Refusal:
         """Re-read the live target (locked) and write the proposal as ``decision.actor``, or say why not."""
+
+    async def inverse(self, proposal: StoredProposal, uow: UnitOfWork) -> Inverse | Refusal:
+        """The call of the kind's proposing tool that undoes ``proposal`` (an applied request of this kind), bound to
+        the target's current version; or why it cannot be undone now (409: the target is already as it was before,
+        or what it was before is not kept). A kind whose registry row is :attr:`~assent.kinds.KindSpec.revertible`
+        overrides it; by default nothing of the kind is."""
+        return Refusal(422, "not_revertible", f"a {self.name} request cannot be reverted")
 
     async def decline(self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork) -> None:  # noqa: B027
         """What declining (or discarding) does beyond resolving the request; nothing by default."""
@@ -579,6 +631,59 @@ class OwnerKit:
             error=ToolError(status=refusal.status, code=refusal.code, message=refusal.message),
             causation_id=call.id,
             correlation_id=call.id,
+        )
+
+    # --- reverting --------------------------------------------------------------------------------
+
+    async def revert(
+        self, proposal_id: str, request: RevertRequest, *, org: str, actor: str, uow: UnitOfWork
+    ) -> Reverted | Refusal:
+        """File the inverse of applied request ``proposal_id`` (of ``org``) for ``actor`` as request ``request.seq``
+        of session ``request.session_id`` (opened for ``actor`` by the gateway; its copy here is made from the call,
+        as any call's is): the kind's :meth:`ProposalKind.inverse`, checked and recorded as a call of its tool is, and
+        announced as ``ProposalProposed``. Refused: another organisation's or an unknown request (404), a kind that
+        is not revertible (422), a request that was not applied (409), or the kind's refusal of the inverse."""
+        proposal = await uow.proposals.get(proposal_id)
+        session = None if proposal is None else await uow.sessions.get(proposal.session_id)
+        if proposal is None or proposal.kind not in self.kinds or session is None or session.org_id != org:
+            return Refusal(404, "not_found", f"no request {proposal_id!r} here")
+        kind = self.kinds[proposal.kind]
+        spec = kind.spec
+        if not spec.revertible:
+            return Refusal(422, "not_revertible", f"a {spec.name} request cannot be reverted")
+        if proposal.status not in spec.applied_outcomes:
+            why = f"only an applied request can be reverted; this one is {proposal.status}"
+            return Refusal(409, "not_applied", why)
+        await uow.lock_session(request.session_id)
+        inverse = await kind.inverse(proposal, uow)
+        if isinstance(inverse, Refusal):
+            return inverse
+        call = ToolCall(
+            session_id=request.session_id,
+            seq=request.seq,
+            turn_id=f"turn_{uuid.uuid4().hex}",
+            step=0,
+            tool_call_id=f"revert_{uuid.uuid4().hex}",
+            tool=inverse.tool,
+            arguments={**inverse.arguments, "reason": revert_reason(proposal.session_id, proposal.seq)},
+            session=SessionContext(org_id=org, source_guild_id=session.source_guild_id, operator_user_id=actor),
+        )
+        writes = _Writes()
+        answer = await self._answer(call, None, None, seq_taken=False, writes=writes, uow=uow)
+        if isinstance(answer, Output):
+            return Refusal(422, "not_revertible", f"{call.tool} proposes nothing")
+        if isinstance(answer, Refusal):
+            return answer
+        result = await self._record(call, self.dispatch[call.tool][0], answer, [], writes, uow)
+        await uow.emit(topics.TOOL_RESULTS, call.session_id, result)
+        await writes.flush(uow, last=True)
+        return Reverted(
+            proposal_id=proposal_id_for(call.session_id, call.tool_call_id),
+            session_id=call.session_id,
+            seq=call.seq,
+            kind=spec.name,
+            source_guild_id=session.source_guild_id,
+            reverts=proposal.proposal_id,
         )
 
     # --- decisions --------------------------------------------------------------------------------

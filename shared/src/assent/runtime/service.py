@@ -21,7 +21,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Annotated, Any
 
 import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
@@ -31,8 +31,10 @@ from sqlalchemy import MetaData, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .. import inbox, topics
+from ..api import Caller, caller
 from ..contracts import SessionClosed
 from ..db import create_engine, driver_connection, migrate, session_key
+from ..domain import Refusal
 from ..faults import crash_point
 from ..http import PathId, install_guards
 from ..kinds import WORKSPACE_OWNER
@@ -45,7 +47,7 @@ from ..settings import ServiceSettings
 from ..telemetry import setup_telemetry
 from ..topics import Topic
 from .consumer import EndOffsets, FailurePolicy, MalformedAnswer, Offsets, Received, batch_span, subscribe
-from .kit import LiveCard, OwnerKit
+from .kit import LiveCard, OwnerKit, Reverted, RevertRequest
 from .malformed_calls import answer_malformed_call
 from .tables import MIGRATIONS as SHARED_MIGRATIONS
 from .tables import VERSION_TABLE as SHARED_VERSION_TABLE
@@ -54,6 +56,15 @@ from .uow import SqlUnitOfWork, UnitOfWork
 from .walls import CallerOrg, NotFound
 
 log = logging.getLogger(__name__)
+
+
+class _Refused(Exception):
+    """A refusal that rolls back what its unit of work wrote (a session copy made for nothing)."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
 
 UowHandler = Callable[[Any, UnitOfWork], Awaitable[None]]
 BatchUowHandler = Callable[[Sequence[Received], UnitOfWork], Awaitable[None]]
@@ -340,6 +351,22 @@ class ServiceRuntime:
             if card is None:
                 return JSONResponse({"detail": f"no proposal {proposal_id!r} here"}, status_code=404)
             return card
+
+        @router.post("/proposals/{proposal_id}/revert", status_code=201, response_model=Reverted)
+        async def revert(proposal_id: PathId, body: RevertRequest, who: Annotated[Caller, Depends(caller)]) -> Any:
+            """File the inverse of an applied request for the person who asks, as a new request of the session the
+            gateway opened for them (:meth:`OwnerKit.revert`); nothing is written when it is refused."""
+            if who.org is None:
+                return JSONResponse({"detail": "a revert is asked for a person of an organisation"}, status_code=422)
+            try:
+                async with self.unit_of_work() as uow:
+                    answer = await kit.revert(proposal_id, body, org=who.org, actor=who.actor, uow=uow)
+                    if isinstance(answer, Refusal):
+                        raise _Refused(answer)
+            except _Refused as refused:
+                refusal = refused.refusal
+                return JSONResponse({"detail": refusal.message, "code": refusal.code}, status_code=refusal.status)
+            return answer
 
         self._routers.append(router)
 

@@ -13,6 +13,7 @@ ACCESS = KindSpec(
     {"edit": "Apply edit"},
     read_tools=("studio_read_access",),
     widget_model=AccessWidget,
+    revertible=True,
 )
 
 KINDS = (ACCESS,)

@@ -90,6 +90,30 @@ class AccessRepository:
         statement = select(b).where(or_(*scopes)).order_by(b.c.scope, b.c.kind, b.c.subject)
         return [_held(row) for row in await self.conn.execute(statement)]
 
+    async def settings_before(
+        self, agent_id: str, session_id: str, seq: int, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """What each agent-level binding of ``keys`` (kind, subject) said before request ``seq`` of ``session_id``
+        wrote it: the setting of the change logged before that request's, or ``inherit`` (no binding) when none was."""
+        c = t.binding_changes
+        at_agent = and_(c.c.scope == "agent", c.c.scope_id == agent_id)
+        written = (
+            select(func.min(c.c.change_id))
+            .where(at_agent, c.c.studio_session_id == session_id, c.c.studio_seq == seq)
+            .scalar_subquery()
+        )
+        before: dict[tuple[str, str], str] = {}
+        for kind, subject in keys:
+            statement = (
+                select(c.c.setting)
+                .where(at_agent, c.c.kind == kind, c.c.subject == subject, c.c.change_id < written)
+                .order_by(c.c.change_id.desc())
+                .limit(1)
+            )
+            setting = (await self.conn.execute(statement)).scalar_one_or_none()
+            before[(kind, subject)] = "inherit" if setting is None else str(setting)
+        return before
+
     async def write(
         self,
         org_id: str,

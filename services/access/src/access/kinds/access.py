@@ -14,7 +14,18 @@ from access_contract.routes import AccessLine
 from access_contract.widget import AccessChange, AccessEdit, AccessWidgetFields
 from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Refusal, check_live_member
-from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
+from assent.runtime import (
+    Applied,
+    Call,
+    Inverse,
+    LiveView,
+    Output,
+    Proposal,
+    ProposalKind,
+    Stale,
+    StoredProposal,
+    Tool,
+)
 from assent.runtime.uow import UnitOfWork
 
 from ..adapters.repository import AccessRepository
@@ -165,6 +176,28 @@ class AccessKind(ProposalKind):
             version=None,
             fields=(CardField(name="access", before=now.access.text(), after=after.text()),),
         )
+
+    async def inverse(self, proposal: StoredProposal, uow: UnitOfWork) -> Inverse | Refusal:
+        """Each agent-level binding the request wrote set back to what it said before it (``inherit`` where there was
+        none), proposed over the agent's access as it is now."""
+        changes = _changes(proposal)
+        agent_id = proposal.agent_id or ""
+        keys = [(c.kind, c.subject) for c in changes]
+        before = await store(uow).settings_before(agent_id, proposal.session_id, proposal.seq, keys)
+        agent = await uow.workspace.agent(agent_id)
+        if agent is None:
+            return refuse("agent_out_of_reach", f"agent {agent_id!r} is no longer a live member of its guild", 409)
+        now = await current(store(uow), agent)
+        held: dict[tuple[str, str], str] = {
+            (b.kind, b.subject): ("on" if b.on else "off") for b in now.bindings if b.scope == "agent"
+        }
+        if all(held.get(key, "inherit") == setting for key, setting in before.items()):
+            return refuse("already_reverted", "the agent's own bindings already read as they did before", 409)
+        group = {"native_tool": "native_tools", "connection": "connections", "connection_tool": "connection_tools"}
+        settings: dict[str, dict[str, str]] = {name: {} for name in group.values()}
+        for change in changes:
+            settings[group[change.kind]][change.as_json()["id"]] = before[(change.kind, change.subject)]
+        return Inverse("studio_edit_access", {"agent_id": agent_id, **settings})
 
     async def apply(
         self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork

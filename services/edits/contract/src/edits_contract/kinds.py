@@ -14,6 +14,7 @@ MEMORY = KindSpec(
     "Agents",
     {"edit": "Apply edit"},
     read_tools=("studio_read_memory",),
+    revertible=True,
 )
 NOTE = KindSpec(
     "note",
@@ -22,6 +23,7 @@ NOTE = KindSpec(
     "State",
     {"create": "Create note", "edit": "Apply edit", "delete": "Delete note"},
     read_tools=("studio_list_notes", "studio_read_note"),
+    revertible=True,
 )
 GUILD = KindSpec(
     "guild",
@@ -30,6 +32,7 @@ GUILD = KindSpec(
     "Guild",
     {"edit": "Apply edit"},
     read_tools=("studio_read_guild",),
+    revertible=True,
 )
 COLLECTION = KindSpec(
     "collection",

@@ -6,9 +6,10 @@ A repository works inside the caller's transaction (a unit of work's).
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Executable, select
+from sqlalchemy import Executable, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -34,6 +35,14 @@ def _note(row: Any) -> LiveNote:
         row.version,
         row.hash,
     )
+
+
+@dataclass(frozen=True)
+class Prior:
+    """What lived at a note's path before one write: its title and text (``content`` None: no note lived there)."""
+
+    title: str | None
+    content: str | None
 
 
 class NotesRepository:
@@ -188,6 +197,29 @@ class NotesRepository:
                 studio_seq=origin.studio_seq,
             )
         )
+
+    async def prior(self, org_id: str, display_path: str, tool_call_id: str) -> Prior | None:
+        """What lived at ``display_path`` before the write of the request made by ``tool_call_id`` (the revision before
+        it at that path); None when no such write is kept."""
+        r = t.note_revisions
+        written = (
+            select(func.min(r.c.revision_id))
+            .where(r.c.org_id == org_id, r.c.display_path == display_path, r.c.tool_call_id == tool_call_id)
+            .scalar_subquery()
+        )
+        found = (await self.conn.execute(select(written))).scalar_one_or_none()
+        if found is None:
+            return None
+        query = (
+            select(r.c.change, r.c.title, r.c.content)
+            .where(r.c.org_id == org_id, r.c.display_path == display_path, r.c.revision_id < found)
+            .order_by(r.c.revision_id.desc())
+            .limit(1)
+        )
+        row = (await self.conn.execute(query)).first()
+        if row is None or row.change == "delete":
+            return Prior(None, None)
+        return Prior(row.title, row.content)
 
     async def history(self, org_id: str, display_path: str) -> list[NoteRevision]:
         """Every write of the notes that lived at ``display_path``, oldest first, and the request behind it."""

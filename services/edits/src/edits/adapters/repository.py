@@ -144,6 +144,17 @@ class EditsRepository:
         )
         return None if version is None else int(version)
 
+    async def memory_content_at(self, agent_id: str, version: int) -> str | None:
+        """The content of version ``version`` of an agent's Memory (version 0, the empty Memory an agent is created
+        with, keeps no revision); None when no such revision is kept."""
+        if version == 0:
+            return ""
+        query = select(t.memory_revisions.c.content).where(
+            (t.memory_revisions.c.agent_id == agent_id) & (t.memory_revisions.c.version == version)
+        )
+        content = (await self.conn.execute(query)).scalar_one_or_none()
+        return None if content is None else str(content)
+
     async def memory_history(self, agent_id: str) -> list[MemoryRevision]:
         """Every revision of an agent's Memory with the file change that wrote it, oldest first."""
         query = (

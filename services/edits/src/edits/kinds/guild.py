@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Refusal, check_source_guild
-from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
+from assent.runtime import (
+    Applied,
+    Call,
+    Inverse,
+    LiveView,
+    Output,
+    Proposal,
+    ProposalKind,
+    Stale,
+    StoredProposal,
+    Tool,
+)
 from assent.runtime.uow import UnitOfWork
 
 from .. import workspace
@@ -16,11 +27,14 @@ from .outcomes import MovedTo
 
 
 class GuildEdit(BaseModel):
-    """What applying a guild text request writes (its ``payload``): each changed field's new text, in card order."""
+    """What applying a guild text request writes (its ``payload``): each changed field's new text, in card order; and
+    each one's text as it was read (``before``: what the request replaces once applied, since applying needs the text
+    as read; guild text keeps no history of its own). A request proposed before ``before`` was kept has none."""
 
     model_config = ConfigDict(frozen=True)
 
     changes: dict[str, str]
+    before: dict[str, str] = Field(default_factory=dict)
 
 
 class GuildWritten(BaseModel):
@@ -81,7 +95,7 @@ class GuildKind(ProposalKind):
                 CardField(name=name, before=reviewed.before_fields[name], after=value)
                 for name, value in reviewed.changes.items()
             ),
-            payload=GuildEdit(changes=reviewed.changes).model_dump(mode="json"),
+            payload=GuildEdit(changes=reviewed.changes, before=reviewed.before_fields).model_dump(mode="json"),
         )
 
     async def live_view(self, proposal: StoredProposal, uow: UnitOfWork) -> LiveView:
@@ -95,6 +109,19 @@ class GuildKind(ProposalKind):
                 for name, value in changes.items()
             ),
         )
+
+    async def inverse(self, proposal: StoredProposal, uow: UnitOfWork) -> Inverse | Refusal:
+        """Each field the request changed, back to its text as the request read it (which is what it replaced: it
+        applies only over the text as read), proposed over the guild's text as it is now."""
+        edit = GuildEdit.model_validate(proposal.payload)
+        if not edit.before:
+            return Refusal(409, "before_unknown", "the guild's text before this request is not kept")
+        guild = await uow.workspace.guild(proposal.target.get("guild_id") or "")
+        if guild is None:
+            return Refusal(409, "before_unknown", "the guild does not exist any more")
+        if all(getattr(guild, name) == text for name, text in edit.before.items()):
+            return Refusal(409, "already_reverted", "the guild's text already reads as it did before this request")
+        return Inverse("studio_edit_guild", dict(edit.before))
 
     async def apply(self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork) -> Applied | Stale:
         guild_id = proposal.target.get("guild_id") or ""

@@ -8,7 +8,18 @@ from pydantic import BaseModel, ConfigDict
 
 from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget, ToolCall
 from assent.domain import Refusal, check_live_member
-from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
+from assent.runtime import (
+    Applied,
+    Call,
+    Inverse,
+    LiveView,
+    Output,
+    Proposal,
+    ProposalKind,
+    Stale,
+    StoredProposal,
+    Tool,
+)
 from assent.runtime.uow import UnitOfWork
 
 from ..adapters.repository import EditsRepository
@@ -83,6 +94,19 @@ class MemoryKind(ProposalKind):
             version=None if live is None else live.version,
             fields=(CardField(name=FILE, before=None if live is None else live.content, after=edit.content),),
         )
+
+    async def inverse(self, proposal: StoredProposal, uow: UnitOfWork) -> Inverse | Refusal:
+        """The Memory as it was before the request's version (the revision before it), proposed over the Memory as
+        it is now: a change made since is never overwritten unseen, the card's diff shows it."""
+        agent_id = proposal.agent_id or ""
+        version = (proposal.resolution or {}).get("version")
+        before = None if not isinstance(version, int) else await repo(uow).memory_content_at(agent_id, version - 1)
+        live = await repo(uow).memory(agent_id)
+        if before is None or live is None:
+            return Refusal(409, "before_unknown", "the Memory before this request is not kept; nothing to revert to")
+        if live.content == before:
+            return Refusal(409, "already_reverted", "the Memory already reads as it did before this request")
+        return Inverse("studio_edit_memory", {"agent_id": agent_id, "content": before, "base_version": live.version})
 
     async def apply(self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork) -> Applied | Stale:
         agent_id = proposal.agent_id or ""

@@ -6,7 +6,18 @@ from pydantic import BaseModel, ConfigDict
 
 from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Agent, Refusal, Session
-from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
+from assent.runtime import (
+    Applied,
+    Call,
+    Inverse,
+    LiveView,
+    Output,
+    Proposal,
+    ProposalKind,
+    Stale,
+    StoredProposal,
+    Tool,
+)
 from assent.runtime.uow import UnitOfWork
 
 from ..adapters.notes import NotesRepository
@@ -225,6 +236,48 @@ class NoteKind(ProposalKind):
                 ),
             ),
             notes=await card_notes(uow, org_id, proposal.action, path),
+        )
+
+    async def inverse(self, proposal: StoredProposal, uow: UnitOfWork) -> Inverse | Refusal:
+        """What lived at the note's path before the request, proposed over what lives there now: a created note is
+        deleted, an edited one gets its text back, a deleted one is created again (or, written there since, edited
+        back)."""
+        edit = NoteEdit.model_validate(proposal.payload)
+        session = await uow.sessions.get(proposal.session_id)
+        org_id = session.org_id if session is not None else ""
+        prior = await repo(uow).prior(org_id, edit.display_path, proposal.tool_call_id)
+        if prior is None:
+            return Refusal(409, "before_unknown", f"what {edit.display_path} was before this request is not kept")
+        live = await repo(uow).note(org_id, edit.display_path)
+        if prior.content is None:
+            if live is None:
+                return Refusal(409, "already_reverted", f"no note lives at {edit.display_path} any more")
+            return Inverse(
+                "studio_edit_note",
+                {"action": "delete", "display_path": edit.display_path, "base_version": live.version},
+            )
+        if live is None:
+            return Inverse(
+                "studio_edit_note",
+                {
+                    "action": "create",
+                    "level": edit.level,
+                    "agent_id": edit.scope_id if edit.level == "agent" else None,
+                    "key": edit.key,
+                    "title": prior.title,
+                    "content": prior.content,
+                },
+            )
+        if live.content == prior.content:
+            return Refusal(409, "already_reverted", f"{edit.display_path} already reads as it did before this request")
+        return Inverse(
+            "studio_edit_note",
+            {
+                "action": "edit",
+                "display_path": edit.display_path,
+                "content": prior.content,
+                "base_version": live.version,
+            },
         )
 
     async def apply(

@@ -93,6 +93,10 @@ class ConsoleKind(BaseModel):
     options: list[str]
     """The choices its apply decision takes besides the decision (fields of the decision's body: a login grant's
     ``lifetime``)."""
+    revertible: bool = False
+    """Whether an applied request of it offers Revert (``POST …/{endpoint}/{seq}/revert``)."""
+    applied: str = "applied"
+    """The outcome of its apply decision (applied, granted, published): the status of an applied request."""
 
 
 class ConsoleKinds(BaseModel):
@@ -123,7 +127,7 @@ def config(settings: GatewaySettings | None) -> ConsoleConfig:
 def kinds() -> ConsoleKinds:
     """The registry as the console decides with it: per kind its section, the endpoint that decides it and whether
     by session or on the agent's page, the decision that applies (the one that is not ``decline``), the one that
-    declines, and whether Apply all skips it."""
+    declines, whether Apply all skips it, and whether an applied request of it offers Revert."""
     return ConsoleKinds(
         sections=list(SECTIONS),
         kinds={
@@ -136,6 +140,8 @@ def kinds() -> ConsoleKinds:
                 decline_label=spec.decline_label,
                 decided_alone=spec.decided_alone,
                 options=list(spec.options.model.model_fields) if spec.options is not None else [],
+                revertible=spec.revertible,
+                applied=spec.decisions[next(d for d in spec.decisions if d != spec.decline)],
             )
             for name, spec in KINDS.items()
         },

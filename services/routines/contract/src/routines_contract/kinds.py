@@ -11,6 +11,7 @@ ROUTINE = KindSpec(
     "Agents",
     {"create": "Create routine", "edit": "Apply edit", "delete": "Delete routine"},
     read_tools=("studio_list_routines",),
+    revertible=True,
 )
 
 KINDS = (ROUTINE,)

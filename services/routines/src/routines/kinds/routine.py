@@ -14,7 +14,18 @@ from pydantic import BaseModel, ConfigDict
 
 from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Refusal, check_live_member
-from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
+from assent.runtime import (
+    Applied,
+    Call,
+    Inverse,
+    LiveView,
+    Output,
+    Proposal,
+    ProposalKind,
+    Stale,
+    StoredProposal,
+    Tool,
+)
 from assent.runtime.uow import UnitOfWork
 
 from ..adapters.repository import RoutinesRepository
@@ -87,9 +98,47 @@ class RoutineList(BaseModel):
     routines: list[ListedRoutine]
 
 
+class RoutineState(BaseModel):
+    """A routine's text, timing and pause, as a request read it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    description: str
+    instruction: str
+    cron: str | None
+    window: str | None
+    timezone: str
+    paused: bool
+
+    @classmethod
+    def of(cls, routine: Routine) -> RoutineState:
+        timing = routine.timing
+        return cls(
+            description=routine.description,
+            instruction=routine.instruction,
+            cron=timing.cron,
+            window=timing.window,
+            timezone=timing.timezone,
+            paused=routine.paused,
+        )
+
+    def arguments(self) -> dict[str, object]:
+        """As ``studio_edit_routine`` takes it (one timing: the one given)."""
+        timing = {"cron": self.cron} if self.cron is not None else {"window": self.window}
+        return {
+            **timing,
+            "timezone": self.timezone,
+            "description": self.description,
+            "instruction": self.instruction,
+            "paused": self.paused,
+        }
+
+
 class RoutineEdit(BaseModel):
     """What applying a routine request writes (its ``payload``): the routine as wanted (``schedule_id`` None: a
-    create), of which agent in which guild and organisation."""
+    create), of which agent in which guild and organisation; and, for an edit or a delete, the routine as it read it
+    (``before``: what it replaces once applied, since applying needs the routine as read; None in a request proposed
+    before it was kept)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -103,6 +152,7 @@ class RoutineEdit(BaseModel):
     window: str | None
     timezone: str
     paused: bool
+    before: RoutineState | None = None
 
 
 class MovedTo(BaseModel):
@@ -214,6 +264,7 @@ class RoutineKind(ProposalKind):
                 window=wanted.timing.window,
                 timezone=wanted.timing.timezone,
                 paused=wanted.paused,
+                before=None if live is None else RoutineState.of(live),
             ).model_dump(mode="json"),
         )
 
@@ -228,6 +279,28 @@ class RoutineKind(ProposalKind):
             hash=None if live is None else live.hash,
             version=None if live is None else live.version,
             fields=(CardField(name="routine", before=text, after=after),),
+        )
+
+    async def inverse(self, proposal: StoredProposal, uow: UnitOfWork) -> Inverse | Refusal:
+        """A created routine is deleted; an edited one gets its text, timing and pause back (created again, with a new
+        schedule id, when it was deleted since); a deleted one is created again (a new schedule id). Each proposed
+        over the routine as it is now."""
+        edit = RoutineEdit.model_validate(proposal.payload)
+        schedule_id = edit.schedule_id or (proposal.resolution or {}).get("schedule_id")
+        live = None if not isinstance(schedule_id, str) else await store(uow).get(schedule_id)
+        if proposal.action == "create":
+            if live is None:
+                return refuse("already_reverted", "the routine it created does not exist any more", 409)
+            return Inverse("studio_edit_routine", {"action": "delete", "schedule_id": live.schedule_id})
+        if edit.before is None:
+            return refuse("before_unknown", "the routine before this request is not kept", 409)
+        if live is None:
+            create = {"action": "create", "agent_id": proposal.agent_id, **edit.before.arguments()}
+            return Inverse("studio_edit_routine", create)
+        if RoutineState.of(live) == edit.before:
+            return refuse("already_reverted", "the routine already reads as it did before this request", 409)
+        return Inverse(
+            "studio_edit_routine", {"action": "edit", "schedule_id": live.schedule_id, **edit.before.arguments()}
         )
 
     async def apply(

@@ -733,9 +733,36 @@ async function cardView(sessionId, endpoint, seq) {
     parts.push(h("div", { class: "actions" },
       h("button", { type: "button", class: "primary", onclick: decide(kind.apply || "apply") }, card.apply_label || kind.apply || "Apply"),
       h("button", { type: "button", onclick: decide(kind.decline || "decline") }, card.decline_label || kind.decline_label || "Decline")), message);
+  } else if (kind.revertible && card.status === kind.applied) {
+    parts.push(revertAction(path, card));
   }
   show(...parts, body);
   await renderCard(body, path, false, card);
+}
+
+/** Revert, on an applied request's own page: the owner proposes the inverse as a new request (bound to the target as
+ * it is now, in a session opened for the caller), decided as any other; the answer links to it. */
+function revertAction(path, card) {
+  const message = h("p", { id: "revert-result", "aria-live": "polite" });
+  const button = h("button", {
+    type: "button",
+    onclick: async () => {
+      button.disabled = true;
+      try {
+        const filed = await api("POST", `${path}/revert`, undefined, { "Idempotency-Key": idempotencyKey() });
+        const link = cardLink(filed.session_id, filed.kind, filed.seq, `request ${filed.seq} of session ${filed.session_id}`);
+        message.className = "";
+        message.replaceChildren("Its revert is proposed as ", link || `request ${filed.seq} of session ${filed.session_id}`,
+          ", waiting for a decision.");
+        announce(`${labelOf(card.target) || "The request"}: revert proposed`);
+      } catch (error) {
+        message.className = "message";
+        message.replaceChildren(detailOf(error));
+        button.disabled = false;
+      }
+    },
+  }, "Revert");
+  return h("div", { class: "actions" }, button, message);
 }
 
 /** The operator's own version of a card's text: PUT at the card's path, bound to the version shown. */
