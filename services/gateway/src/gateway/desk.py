@@ -89,6 +89,14 @@ class PendingPage(BaseModel):
     total: int
 
 
+class Me(BaseModel):
+    """Who the caller's token says they are: the person, their organisation and their roles in it."""
+
+    user_id: str
+    org_id: str
+    roles: list[str]
+
+
 class Resolved(BaseModel):
     seq: int
     kind: str
@@ -166,6 +174,12 @@ async def _store_read(deps: Deps) -> AsyncIterator[DeskStore]:
 def router(deps: Deps, user: Any) -> APIRouter:
     desk = APIRouter(tags=["desk"], responses=PERSON_ERRORS)
     store = contextlib.asynccontextmanager(lambda: _store_read(deps))
+
+    @desk.get("/api/me", response_model=Me)
+    async def me(person: user) -> Me:
+        """The caller as their token names them: who, in which organisation, with which roles (what a client says of
+        the person signed in). It reads nothing else: any valid token may ask."""
+        return Me(user_id=person.user_id, org_id=person.org_id, roles=sorted(person.roles))
 
     @desk.get("/api/studio/sessions", response_model=SessionsPage)
     async def sessions(
