@@ -301,17 +301,17 @@ function sessionName(names, sessionId) {
  * shown selected instead, for the person to copy). */
 function sessionIdChip(sessionId) {
   const code = h("code", { class: "session-id", title: sessionId }, shortId(sessionId));
+  const word = h("span", {}, "Copy");
   const button = h("button", {
     type: "button",
     class: "quiet copy",
     dataset: { copy: sessionId },
-    "aria-label": `Copy session id ${sessionId}`,
     onclick: async () => {
       try {
         await navigator.clipboard.writeText(sessionId);
-        button.textContent = "Copied";
+        word.textContent = "Copied";
         announce("Session id copied");
-        setTimeout(() => { button.textContent = "Copy"; }, 2000);
+        setTimeout(() => { word.textContent = "Copy"; }, 2000);
       } catch {
         code.textContent = sessionId;
         const range = document.createRange();
@@ -321,7 +321,7 @@ function sessionIdChip(sessionId) {
         announce("The clipboard is not available: the whole id is selected");
       }
     },
-  }, "Copy");
+  }, word, h("span", { class: "visually-hidden" }, ` session id ${sessionId}`));
   return h("span", { class: "id-chip" }, code, button);
 }
 
