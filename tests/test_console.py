@@ -1,5 +1,6 @@
 """The web console in a real headless Chromium (Debian's, driven by Playwright) against the real services: sign in,
-the tray and its counts, a card's diff, a decision that vanishes from a second page, the Logins popover, Apply all,
+sessions by their names (agents, coach, first request) with a copied id, who is signed in, no navigation signed out,
+an unknown session's page, the desk's keyboard shortcuts, the tray and its counts, a card's diff, a decision that vanishes from a second page, the Logins popover, Apply all,
 a decided card (who decided, the outcome, what the coach was told), a source proposal approved onto a new branch, and the API docs, with no request leaving the gateway; signing in
 with the suite's OpenID Connect issuer (the only other host the page reaches), and with a token where no issuer is
 configured. axe-core checks each page (no serious or critical violation); each page's screenshot is saved
