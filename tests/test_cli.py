@@ -474,7 +474,7 @@ async def test_a_session_is_named_by_the_start_of_its_id_or_as_the_latest(stack:
         assert both.code == USAGE, both.err
         assert older.session_id in both.err and newer.session_id in both.err and "2 sessions" in both.err
         none = await assent("pending", f"{stem}z", env=env)
-        assert none.code == NOT_FOUND and "starts with" in none.err, none.err
+        assert none.code == NOT_FOUND and f"session '{stem}z' does not exist" in none.err, none.err
         latest = await assent("pending", "--latest", "--json", env=env)
         assert latest.code == OK and latest.json()["session_id"] == newer.session_id, latest.err
         shown = await assent("show", "--latest", "1", env=env)

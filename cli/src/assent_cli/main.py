@@ -158,8 +158,9 @@ def resolve_session(api: Api, given: str | None) -> str:
     session (``given`` None).
 
     The gateway finds the matches (``GET /api/studio/sessions?prefix=``), in one request however many sessions the
-    organisation has; an id it does not take as a prefix (a character no id has) goes to the API as it is, which says
-    it does not know it. Ambiguous: the error lists the matches (the newest first), exit 2; none: exit 4."""
+    organisation has; an id it does not take as a prefix (a character no id has), or one that starts no id, goes to the
+    API as it is, which says it has no such session (404, exit 4). Ambiguous: the error lists the matches (the newest
+    first), exit 2."""
     if given is None:
         newest = api.get("/api/studio/sessions", state="open", page_size=1)["items"]
         if not newest:
@@ -177,7 +178,7 @@ def resolve_session(api: Api, given: str | None) -> str:
     if len(ids) == 1 and found["total"] <= 1:
         return ids[0]
     if not ids:
-        raise Failure(ExitCode.NOT_FOUND, f"no session of the organisation has an id that starts with {given!r}")
+        return given  # the API says it has no such session, in its own words (404, exit 4)
     more = found["total"] - len(ids)
     listed = "\n".join(f"  {session_id}" for session_id in ids) + (f"\n  … and {more} more" if more > 0 else "")
     raise Failure(
@@ -601,6 +602,9 @@ def show_sessions(found: dict[str, Any]) -> None:
 
 
 def show_tray(tray: dict[str, Any]) -> None:
+    names = tray.get("names") or {}
+    named = " · ".join(part for part in (tray["session_id"], session_names(names), names.get("about") or "") if part)
+    out.print(Text(named))
     counts = "  ".join(f"{section} {n}" for section, n in tray["sections"].items())
     out.print(f"[bold]{tray['summary']}[/bold]  {counts}")
     show_items(tray["items"], None)
