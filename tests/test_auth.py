@@ -116,6 +116,7 @@ LISTED = [
     ),
     Endpoint("POST", f"{S}/continue", lambda s: f"/api/studio/sessions/{s.session_id}/continue", "write"),
     # The desk: the organisation's sessions and pending items; Apply all and Decline all (nothing left to decide).
+    Endpoint("GET", "/api/me", lambda s: "/api/me", "org"),
     Endpoint("GET", "/api/studio/sessions", lambda s: "/api/studio/sessions", "org"),
     Endpoint("GET", "/api/studio/pending", lambda s: "/api/studio/pending", "org"),
     Endpoint("POST", f"{S}/apply-all", lambda s: f"/api/studio/sessions/{s.session_id}/apply-all", "write"),

@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -467,3 +468,56 @@ def test_the_exit_codes_are_one_table_that_imports_with_no_side_effects() -> Non
     )
     imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert (imported.stdout, imported.stderr) == ("[]\n", "")
+
+
+async def test_a_session_is_named_by_the_start_of_its_id_or_as_the_latest(stack: Stack) -> None:
+    """Any unique start of an id names its session; a start shared by two lists them (exit 2); none: exit 4;
+    ``--latest`` is the newest open one. At 80 columns ``assent sessions`` keeps every id whole, with its names."""
+    from assent.contracts import CoachInfo
+
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        env = {"ASSENT_URL": stack.gateway_url, "ASSENT_TOKEN": token_of(http)}
+        stem = f"ses_{uuid.uuid4().hex[:16]}"
+        older = await coach.open_session(
+            org_id=world.org_id,
+            source_guild_id=world.guild_id,
+            operator_user_id=OPERATOR,
+            session_id=f"{stem}a{uuid.uuid4().hex[:15]}",
+            coach=CoachInfo(name="Support coach"),
+        )
+        turn = older.begin_turn()
+        ada = await memory(http, world.agent_id)
+        assert (await propose(turn, world.agent_id, "Quote the order.\n", ada["version"], "Orders get quoted")).ok
+        await turn.end_step()
+        await wait_pending(http, older.session_id, 1)
+        newer = await coach.open_session(
+            org_id=world.org_id,
+            source_guild_id=world.guild_id,
+            operator_user_id=OPERATOR,
+            session_id=f"{stem}b{uuid.uuid4().hex[:15]}",
+        )
+        await wait_pending(http, newer.session_id, 0)
+
+        one = await assent("pending", f"{stem}a", "--json", env=env)
+        assert one.code == OK and one.json()["session_id"] == older.session_id, one.err
+        both = await assent("pending", stem, env=env)
+        assert both.code == USAGE, both.err
+        assert older.session_id in both.err and newer.session_id in both.err and "2 sessions" in both.err
+        none = await assent("pending", f"{stem}z", env=env)
+        assert none.code == NOT_FOUND and f"session '{stem}z' does not exist" in none.err, none.err
+        latest = await assent("pending", "--latest", "--json", env=env)
+        assert latest.code == OK and latest.json()["session_id"] == newer.session_id, latest.err
+        shown = await assent("show", "--latest", "1", env=env)
+        assert shown.code == NOT_FOUND and newer.session_id in shown.err, shown.err
+
+        listed = await installed("sessions", env={**env, "COLUMNS": "80"})
+        assert listed.code == OK, listed.err
+        assert all(len(line) <= 80 for line in listed.out.splitlines()), listed.out
+        assert older.session_id in listed.out and newer.session_id in listed.out, listed.out
+        named = (await assent("sessions", "--json", env=env)).json()["items"]
+        assert [(s["agents"], s["coach"]) for s in named] == [
+            ([], None),
+            ([world.agent_id], {"name": "Support coach", "channel": "studio", "model": None}),
+        ], named
+        assert named[0]["about"] is None and named[1]["about"].endswith(": Orders get quoted"), named

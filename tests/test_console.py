@@ -156,7 +156,7 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         await sign_in(one, token, check=True)
         sessions = one.get_by_role("region", name="Recent sessions")
         await expect(sessions.get_by_role("row")).to_have_count(2)
-        await expect(sessions.get_by_role("row").nth(1)).to_contain_text(f"{sid}{OPERATOR}{world.guild_id}open4")
+        await expect(sessions.get_by_role("row").nth(1)).to_contain_text(f"{OPERATOR}{world.guild_id}open4")
         waiting = one.get_by_role("region", name="Waiting across sessions")
         await expect(waiting.get_by_role("row")).to_have_count(5)
         await waiting.get_by_label("Section").select_option("Logins")
@@ -1048,5 +1048,109 @@ async def test_an_admin_tries_and_sets_the_policy_and_a_change_made_meanwhile_is
         await tab.get_by_label("Rules").fill("{not json")
         await tab.get_by_role("button", name="Try over the last 100 requests").click()
         await expect(tab.get_by_role("alert")).to_contain_text("Not JSON")
+        assert elsewhere == []
+        await context.close()
+
+
+async def test_sessions_go_by_their_names_and_the_desk_by_keyboard(stack: Stack, browser: Browser) -> None:
+    """Signed out, no navigation; signed in, who and where. A session shows by its agents, its coach and its first
+    request, its id one click away (copied) and in the title. An unknown session is a page with no actions. The
+    desk's keys: j and k move the focus, o opens the changes, d declines, a applies, ? lists them (a dialog)."""
+    from assent.contracts import CoachInfo
+    from tests.test_memory_edits import propose as propose_memory
+
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        token = http.headers["Authorization"].removeprefix("Bearer ")
+        session = await coach.open_session(
+            org_id=world.org_id,
+            source_guild_id=world.guild_id,
+            operator_user_id=OPERATOR,
+            coach=CoachInfo(name="Support coach", model="model-1"),
+        )
+        sid, turn = session.session_id, session.begin_turn()
+        calls = []
+        for agent_id, reason in ((world.agent_id, "orders come up often"), (world.other_agent_id, "shorter")):
+            version = (await memory_of(http, agent_id))["version"]
+            calls.append(await propose_memory(turn, agent_id, "Quote the order.\n", version, reason))
+        assert all(c.ok for c in calls), [c.error for c in calls]
+        await turn.end_step()
+        first, second = (turn.calls[c.tool_call_id].seq for c in calls)
+
+        async def waiting() -> bool:
+            response = await http.get(f"/api/studio/sessions/{sid}/pending")
+            return response.status_code == 200 and response.json()["waiting_on"] == 2
+
+        await wait_for(waiting)
+        name = f"{', '.join(sorted([world.agent_id, world.other_agent_id]))} \u00b7 Support coach"
+
+        context, elsewhere = await local_only(browser, stack)
+        await context.grant_permissions(["clipboard-read", "clipboard-write"], origin=stack.gateway_url)
+        tab = await context.new_page()
+        await tab.goto("/console")
+        await expect(tab.get_by_role("heading", name="Sign in")).to_be_visible()
+        await expect(tab.get_by_role("navigation", name="Console")).to_be_hidden()
+        await expect(tab.locator("#identity")).to_be_hidden()
+        await sign_in(tab, token)
+        await expect(tab.get_by_role("navigation", name="Console")).to_be_visible()
+        await expect(tab.locator("#identity")).to_have_text(re.compile(rf"^Signed in as {OPERATOR} \({world.org_id}, "))
+        row = tab.get_by_role("region", name="Recent sessions").get_by_role("row").nth(1)
+        await expect(row.get_by_role("link", name=name)).to_be_visible()
+        await expect(row).to_contain_text("orders come up often")
+        await expect(row.get_by_role("button", name=f"Copy session id {sid}")).to_have_attribute("data-copy", sid)
+        await axe(tab)
+        await shot(tab, "sessions-named")
+
+        await row.get_by_role("link", name=name).click()
+        await expect(tab.get_by_role("heading", name=name, level=1)).to_be_visible()
+        await expect(tab).to_have_title(f"{name} \u00b7 {sid} \u00b7 Assent console")
+        await expect(tab.locator(".about")).to_contain_text("orders come up often")
+        await tab.locator(".about").get_by_role("button", name=f"Copy session id {sid}").click()
+        await expect(tab.locator(".about .copy")).to_have_text(f"Copied session id {sid}")
+        assert await tab.evaluate("navigator.clipboard.readText()") == sid
+
+        items = [tab.locator(f"#item-{seq}") for seq in (first, second)]
+        await tab.keyboard.press("j")
+        await expect(items[0]).to_be_focused()
+        await tab.keyboard.press("j")
+        await expect(items[1]).to_be_focused()
+        await tab.keyboard.press("k")
+        await expect(items[0]).to_be_focused()
+        await tab.keyboard.press("o")
+        await expect(items[0].get_by_role("button", name="Hide changes")).to_have_attribute("aria-expanded", "true")
+        await expect(items[0].locator("pre.diff")).to_be_visible()
+        await axe(tab)
+        await shot(tab, "desk-keyboard")
+        await tab.keyboard.press("?")
+        dialog = tab.get_by_role("dialog", name="Keyboard shortcuts")
+        await expect(dialog).to_be_visible()
+        await expect(dialog).to_contain_text("Decline the current request")
+        await tab.keyboard.press("Tab")
+        await expect(dialog.get_by_role("button", name="Close")).to_be_focused()
+        await axe(tab)
+        await shot(tab, "desk-shortcuts")
+        await tab.keyboard.press("Escape")
+        await expect(dialog).to_be_hidden()
+        await tab.evaluate(
+            "document.getElementById('summary').after(Object.assign(document.createElement('input'),"
+            " {id: 'probe', 'aria-label': 'probe'}))"
+        )
+        await tab.locator("#probe").press("d")  # typing: no shortcut
+        await expect(items[0]).to_be_visible()
+        await items[0].focus()
+        await tab.keyboard.press("d")
+        await expect(items[0]).to_have_count(0)
+        await tab.keyboard.press("j")
+        await expect(items[1]).to_be_focused()
+        await tab.keyboard.press("a")
+        await expect(tab.locator("#items")).to_have_text("Nothing waits on a decision.")
+        assert (await memory_of(http, world.other_agent_id))["content"] == "Quote the order.\n"
+
+        await tab.goto(f"/console#/sessions/ses_{'0' * 32}")
+        await expect(tab.get_by_role("heading", name="No such session", level=1)).to_be_visible()
+        for action in ("Apply all", "Decline all", "Logins", "Continue"):
+            await expect(tab.get_by_role("button", name=action)).to_have_count(0)
+        await axe(tab)
+        await shot(tab, "no-such-session")
         assert elsewhere == []
         await context.close()

@@ -421,3 +421,43 @@ async def test_the_first_matching_rule_decides_requests_of_four_kinds_each_as_it
         decided = await entries_of(http, 4, session=sid, type="decided")
         assert {(e["seq"], e["via"]) for e in decided} == {(seq, "policy") for seq in seqs}
         await wait_pending(http, sid, 0)
+
+
+async def test_a_coach_rule_reads_the_channel_and_model_its_session_names(stack: Stack) -> None:
+    """A session whose ``SessionOpened`` names its coach's channel and model is matched by them; one that names no
+    coach is the studio's, with no model, as before."""
+    from assent.contracts import CoachInfo
+
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        policy = {
+            "rules": [
+                {
+                    "name": "web coach memory edits",
+                    "match": {"kind": ["memory"], "coach": {"channel": ["web"], "model": ["model-*"]}},
+                    "decide": "apply",
+                }
+            ]
+        }
+        assert (await http.put("/api/policy", json={"policy": policy, "expected_version": 0})).status_code == 200
+        named = await coach.open_session(
+            org_id=world.org_id,
+            source_guild_id=world.guild_id,
+            operator_user_id=OPERATOR,
+            channel="web",
+            coach=CoachInfo(name="Web coach", model="model-1"),
+        )
+        unnamed = await open_turn(coach, world)
+        web = named.begin_turn()
+        ada, bo = await memory(http, world.agent_id), await memory(http, world.other_agent_id)
+        assert (await propose(web, world.agent_id, ada["content"] + "Web.\n", ada["version"])).ok
+        assert (await propose(unnamed, world.other_agent_id, bo["content"] + "Studio.\n", bo["version"])).ok
+        await web.end_step()
+        await unnamed.end_step()
+
+        async def applied() -> bool:
+            return (await memory(http, world.agent_id))["content"] == ada["content"] + "Web.\n"
+
+        await wait_for(applied)
+        await wait_pending(http, named.session_id, 0)
+        await wait_pending(http, unnamed.session.session_id, 1)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
-from assent.contracts import MalformedMessage, Message, ProposalWidget, ToolResult, parse_message
+from assent.contracts import MalformedMessage, Message, ProposalWidget, SessionOpened, ToolResult, parse_message
 from assent.contracts import envelope as envelope_module
 from assent.contracts.envelope import examples_folder
 from assent.topics import REGISTRY, TOOL_ROUTES, by_name
@@ -194,3 +194,12 @@ def test_a_kinds_own_widget_fields_travel_as_they_are_and_are_read_through_its_m
     assert isinstance(lacking, ToolResult) and lacking.widget is not None
     with pytest.raises(ValidationError, match="at least 1 item"):
         lacking.widget.read_as(KindsWidget)
+
+
+def test_a_session_opened_without_its_coach_still_parses() -> None:
+    """``coach`` came later in v1: a producer that does not send it is still understood."""
+    raw = '{"type": "SessionOpened", "v": 1, "session_id": "s", "org_id": "o", "source_guild_id": "g",'
+    raw += ' "operator_user_id": "u", "id": "00000000-0000-0000-0000-000000000001", "ts": "2026-11-30T09:00:00Z"}'
+    message = parse_message(raw.encode())
+    assert isinstance(message, SessionOpened)
+    assert message.coach is None

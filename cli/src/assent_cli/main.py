@@ -16,6 +16,7 @@ seq, the CLI says plainly that the session has no open request there, and how to
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -107,6 +108,85 @@ def emit(data: Any, as_json: bool, human: Callable[[Any], None]) -> None:
         human(data)
 
 
+# --- naming a session -----------------------------------------------------------------------------------------
+
+LATEST = "\x00latest"
+"""What ``--latest`` puts in the place of SESSION_ID while the command line is read (:class:`SessionCommand`)."""
+
+MATCHES_SHOWN = 10
+"""How many of the sessions an ambiguous prefix names the error lists."""
+
+
+class SessionCommand(click.Command):
+    """A command whose first argument names a session: SESSION_ID, any unique start of one, or ``--latest``.
+
+    ``--latest`` stands in the place of SESSION_ID (the arguments after it keep theirs: ``assent apply --latest 3``)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--latest" in args:
+            cut = args.index("--") if "--" in args else len(args)
+            if "--latest" in args[:cut]:
+                args = [LATEST, *args]
+        return super().parse_args(ctx, args)
+
+
+def session_argument(optional: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """SESSION_ID (an id, or any unique start of one) and ``--latest`` (the organisation's newest open session), as
+    the full id of the one session they name (:func:`resolve_session`); with ``optional``, neither: None."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(command)
+        def resolved(*args: Any, session_id: str | None, latest: bool, **kwargs: Any) -> Any:
+            if latest and session_id not in (None, LATEST):
+                raise click.UsageError("name a session by SESSION_ID or by --latest, not both")
+            if latest or session_id is not None:
+                state = click.get_current_context().find_object(State)
+                assert state is not None
+                session_id = resolve_session(state.api, None if latest else session_id)
+            elif not optional:
+                raise click.UsageError("name a session: SESSION_ID (or any unique start of one), or --latest")
+            return command(*args, session_id=session_id, **kwargs)
+
+        with_latest = click.option("--latest", is_flag=True, help="The organisation's newest open session.")(resolved)
+        return click.argument("session_id", required=False)(with_latest)
+
+    return decorate
+
+
+def resolve_session(api: Api, given: str | None) -> str:
+    """The one session of the organisation that ``given`` names (an id, or the start of one), or its newest open
+    session (``given`` None).
+
+    The gateway finds the matches (``GET /api/studio/sessions?prefix=``), in one request however many sessions the
+    organisation has; an id it does not take as a prefix (a character no id has), or one that starts no id, goes to the
+    API as it is, which says it has no such session (404, exit 4). Ambiguous: the error lists the matches (the newest
+    first), exit 2."""
+    if given is None:
+        newest = api.get("/api/studio/sessions", state="open", page_size=1)["items"]
+        if not newest:
+            raise Failure(ExitCode.NOT_FOUND, "the organisation has no open session (`assent sessions` lists them all)")
+        return str(newest[0]["session_id"])
+    try:
+        found = api.get("/api/studio/sessions", prefix=given, page_size=MATCHES_SHOWN)
+    except ApiError as exc:
+        if exc.status == 422:
+            return given
+        raise
+    ids = [str(s["session_id"]) for s in found["items"] if str(s["session_id"]).startswith(given)]
+    if given in ids:
+        return given
+    if len(ids) == 1 and found["total"] <= 1:
+        return ids[0]
+    if not ids:
+        return given  # the API says it has no such session, in its own words (404, exit 4)
+    more = found["total"] - len(ids)
+    listed = "\n".join(f"  {session_id}" for session_id in ids) + (f"\n  … and {more} more" if more > 0 else "")
+    raise Failure(
+        ExitCode.USAGE,
+        f"{given!r} starts the ids of {plural(found['total'], 'session')}; give more of the id:\n{listed}",
+    )
+
+
 # --- reads ----------------------------------------------------------------------------------------------------
 
 
@@ -117,13 +197,14 @@ def emit(data: Any, as_json: bool, human: Callable[[Any], None]) -> None:
 @json_option
 @pass_state
 def sessions(state: State, only: str | None, page: int, page_size: int, as_json: bool) -> None:
-    """The organisation's sessions, newest first, each with how many decisions it waits on."""
+    """The organisation's sessions, newest first, each with how many decisions it waits on and the names people know
+    it by (its agents and coach, what its first request is about). Its id is never cut, whatever the width."""
     found = state.api.get("/api/studio/sessions", state=only, page=page, page_size=page_size)
     emit(found, as_json, show_sessions)
 
 
-@cli.command()
-@click.argument("session_id", required=False)
+@cli.command(cls=SessionCommand)
+@session_argument(optional=True)
 @click.option("--section", help="Only this section's items (Agents, State, Tools, Guild, Logins, ...).")
 @click.option("--agent", "agent_id", help="Only this agent's items.")
 @click.option("--page", type=click.IntRange(1), default=1, show_default=True)
@@ -158,8 +239,8 @@ def pending(
     )
 
 
-@cli.command()
-@click.argument("session_id")
+@cli.command(cls=SessionCommand)
+@session_argument()
 @click.argument("seq", type=click.IntRange(0))
 @json_option
 @pass_state
@@ -189,8 +270,8 @@ def show(state: State, session_id: str, seq: int, as_json: bool) -> None:
     emit({"item": item, "card": card}, as_json, lambda data: show_card(data["item"], data["card"]))
 
 
-@cli.command()
-@click.argument("session_id")
+@cli.command(cls=SessionCommand)
+@session_argument()
 @json_option
 @pass_state
 def logins(state: State, session_id: str, as_json: bool) -> None:
@@ -264,8 +345,8 @@ lifetime_option = click.option(
 )
 
 
-@cli.command()
-@click.argument("session_id")
+@cli.command(cls=SessionCommand)
+@session_argument()
 @click.argument("seq", type=click.IntRange(0))
 @lifetime_option
 @key_option
@@ -277,8 +358,8 @@ def apply(state: State, session_id: str, seq: int, lifetime: str | None, key: st
     decide_one(state, session_id, seq, "apply", key, as_json, None if lifetime is None else {"lifetime": lifetime})
 
 
-@cli.command()
-@click.argument("session_id")
+@cli.command(cls=SessionCommand)
+@session_argument()
 @click.argument("seq", type=click.IntRange(0))
 @key_option
 @json_option
@@ -322,8 +403,8 @@ def all_of(state: State, session_id: str, what: str, key: str | None, as_json: b
         raise click.exceptions.Exit(exit_code(int(stopped["status"])) or ExitCode.FAILED)
 
 
-@cli.command("apply-all")
-@click.argument("session_id")
+@cli.command("apply-all", cls=SessionCommand)
+@session_argument()
 @key_option
 @json_option
 @pass_state
@@ -333,8 +414,8 @@ def apply_all(state: State, session_id: str, key: str | None, as_json: bool) -> 
     all_of(state, session_id, "apply-all", key, as_json)
 
 
-@cli.command("decline-all")
-@click.argument("session_id")
+@cli.command("decline-all", cls=SessionCommand)
+@session_argument()
 @key_option
 @json_option
 @pass_state
@@ -343,8 +424,8 @@ def decline_all(state: State, session_id: str, key: str | None, as_json: bool) -
     all_of(state, session_id, "decline-all", key, as_json)
 
 
-@cli.command("continue")
-@click.argument("session_id")
+@cli.command("continue", cls=SessionCommand)
+@session_argument()
 @json_option
 @pass_state
 def continue_(state: State, session_id: str, as_json: bool) -> None:
@@ -362,8 +443,8 @@ def set_grant(
     emit(found, as_json, lambda s: out.print(f"{login_id}: {done}"))
 
 
-@cli.command()
-@click.argument("session_id")
+@cli.command(cls=SessionCommand)
+@session_argument()
 @click.argument("login_id")
 @lifetime_option
 @json_option
@@ -374,8 +455,8 @@ def grant(state: State, session_id: str, login_id: str, lifetime: str | None, as
     set_grant(state, session_id, login_id, True, as_json, lifetime)
 
 
-@cli.command()
-@click.argument("session_id")
+@cli.command(cls=SessionCommand)
+@session_argument()
 @click.argument("login_id")
 @json_option
 @pass_state
@@ -520,24 +601,36 @@ def row(table: Table, *cells: Any) -> None:
     table.add_row(*(Text(str(cell)) for cell in cells))
 
 
+def session_names(s: dict[str, Any]) -> str:
+    """How people name a session: its agents and its coach ("ada, bob · Support coach"); empty when it names none."""
+    coach = (s.get("coach") or {}).get("name")
+    return " · ".join(part for part in (", ".join(s.get("agents") or []), coach) if part)
+
+
 def show_sessions(found: dict[str, Any]) -> None:
+    """The sessions as a table whose ids are never cut (a cut id cannot be copied): the other columns wrap."""
     table = Table(title=f"{plural(found['total'], 'session')} (page {found['page']})")
-    for column in ("session", "state", "waiting on", "operator", "guild", "opened"):
-        table.add_column(column)
+    width = max((len(s["session_id"]) for s in found["items"]), default=7)
+    table.add_column("session", no_wrap=True, min_width=width, overflow="fold")
+    for column in ("names and about", "state", "operator · guild", "opened"):
+        table.add_column(column, overflow="fold")
     for s in found["items"]:
+        names = "\n".join(part for part in (session_names(s), s.get("about") or "") if part)
         row(
             table,
             s["session_id"],
-            s["state"],
-            str(s["waiting_on"]),
-            s["operator_id"],
-            s["source_guild_id"],
-            s["opened_at"],
+            names,
+            f"{s['state']}, {s['waiting_on']} waiting",
+            f"{s['operator_id']} · {s['source_guild_id']}",
+            moment(s["opened_at"]),
         )
     out.print(table)
 
 
 def show_tray(tray: dict[str, Any]) -> None:
+    names = tray.get("names") or {}
+    named = " · ".join(part for part in (tray["session_id"], session_names(names), names.get("about") or "") if part)
+    out.print(Text(named))
     counts = "  ".join(f"{section} {n}" for section, n in tray["sections"].items())
     out.print(f"[bold]{tray['summary']}[/bold]  {counts}")
     show_items(tray["items"], None)

@@ -172,3 +172,20 @@ def test_an_items_view_carries_its_kinds_labels_words_and_where_to_send_them() -
 )
 def test_the_answer_says_how_many_it_resolved_left_and_why(args: tuple[Any, ...], said: str) -> None:
     assert summary(*args) == said
+
+
+def test_a_session_is_about_its_first_request_on_one_line_cut_at_a_word() -> None:
+    from gateway.domain.desk import about
+
+    assert about(None, None) is None
+    assert about("", "  ") is None
+    assert about("Memory of Ada", "Remember\nthe  refund rule") == "Memory of Ada: Remember the refund rule"
+    assert about(None, "Only a reason") == "Only a reason"
+    long = about(
+        "Memory of Ada", "Remember that refunds over a hundred euros need the manager's written approval first"
+    )
+    assert long is not None
+    assert len(long) <= 80
+    assert long.endswith("…")
+    assert long == "Memory of Ada: Remember that refunds over a hundred euros need the manager's…"
+    assert about("x" * 200, None, length=10) == "x" * 9 + "…"

@@ -49,6 +49,7 @@ from opentelemetry import trace
 from . import topics
 from .contracts import (
     Channel,
+    CoachInfo,
     MalformedMessage,
     Requester,
     SessionClosed,
@@ -161,9 +162,14 @@ class CoachClient:
         channel: Channel = "studio",
         requester: Requester | None = None,
         model: str | None = None,
+        coach: CoachInfo | None = None,
     ) -> CoachSession:
         """Open a session. ``channel`` says where it runs (an agent's ``web`` or ``api`` chat, the ``builder``
-        chat, ...), ``requester`` who the chat runs for, ``model`` which model runs it; every call carries them."""
+        chat, ...), ``requester`` who the chat runs for, ``model`` which model runs it; every call carries them.
+        ``coach`` names the coach for the people deciding (its channel and model, where it leaves them out, are
+        ``channel`` and ``model``)."""
+        if coach is not None:
+            coach = coach.model_copy(update={"channel": coach.channel or channel, "model": coach.model or model})
         session_id = session_id or f"ses_{uuid.uuid4().hex}"
         await self.publish(
             topics.STUDIO_SESSIONS,
@@ -173,6 +179,7 @@ class CoachClient:
                 org_id=org_id,
                 source_guild_id=source_guild_id,
                 operator_user_id=operator_user_id,
+                coach=coach,
             ),
         )
         context = SessionContext(

@@ -27,7 +27,7 @@ from .adapters.desk import DeskStore, KeyStore
 from .answers import PERSON_ERRORS, status_of
 from .auth import Authenticator, Gate
 from .domain import desk as rules
-from .domain.desk import SessionRow, Skipped, Stopped, TrayItem
+from .domain.desk import SessionNames, SessionRow, Skipped, Stopped, TrayItem
 from .domain.proposals import Proposal
 from .handlers import AwaitingApprovals, Deps, NotCounted, OutcomePending, Refused
 from .idempotency import HEADER, KEY_PATTERN, Idempotency
@@ -70,9 +70,11 @@ class SessionsPage(BaseModel):
 
 class Tray(BaseModel):
     """Every open proposal of a session, with counts per section (each section of the registry, zero included) and
-    per agent, and "Waiting on N decisions"."""
+    per agent, and "Waiting on N decisions"; and the names people know the session by (``names``: every agent its
+    proposals name, its coach, what its first request is about)."""
 
     session_id: str
+    names: SessionNames
     waiting_on: int
     summary: str
     sections: dict[str, int]
@@ -87,6 +89,14 @@ class PendingPage(BaseModel):
     page: int
     page_size: int
     total: int
+
+
+class Me(BaseModel):
+    """Who the caller's token says they are: the person, their organisation and their roles in it."""
+
+    user_id: str
+    org_id: str
+    roles: list[str]
 
 
 class Resolved(BaseModel):
@@ -167,17 +177,33 @@ def router(deps: Deps, user: Any) -> APIRouter:
     desk = APIRouter(tags=["desk"], responses=PERSON_ERRORS)
     store = contextlib.asynccontextmanager(lambda: _store_read(deps))
 
+    @desk.get("/api/me", response_model=Me)
+    async def me(person: user) -> Me:
+        """The caller as their token names them: who, in which organisation, with which roles (what a client says of
+        the person signed in). It reads nothing else: any valid token may ask."""
+        return Me(user_id=person.user_id, org_id=person.org_id, roles=sorted(person.roles))
+
     @desk.get("/api/studio/sessions", response_model=SessionsPage)
     async def sessions(
         person: user,
         state: Annotated[Literal["open", "closed"] | None, Query(description="Only open or closed ones")] = None,
+        prefix: Annotated[
+            str | None,
+            Query(
+                min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$", description="Only those whose id starts so"
+            ),
+        ] = None,
         page: PageNumber = 1,
         page_size: PageSize = 50,
     ) -> SessionsPage:
-        """The organisation's sessions, newest first: operator, source guild, state, and how many decisions each
-        waits on."""
+        """The organisation's sessions, newest first: operator, source guild, state, how many decisions each waits
+        on, and the names people know it by (its agents, its coach, what its first request is about).
+
+        ``prefix`` keeps the sessions whose id starts with it: a client that lets people type the start of an id (the
+        CLI) learns in one request whether it names one session, several or none, where paging through every session
+        of the organisation would cost a request per page and race with sessions opening meanwhile."""
         async with store() as s:
-            items, total = await s.sessions(person.org_id, state, page_size, (page - 1) * page_size)
+            items, total = await s.sessions(person.org_id, state, page_size, (page - 1) * page_size, prefix)
         return SessionsPage(items=items, page=page, page_size=page_size, total=total)
 
     @desk.get("/api/studio/pending", response_model=PendingPage)
@@ -209,10 +235,12 @@ def router(deps: Deps, user: Any) -> APIRouter:
         await handlers.check_session(deps, session_id, person.org_id)
         async with store() as s:
             rows = await s.session_pending(session_id)
+            names = await s.session_names(session_id)
         items = [rules.item_view(row, decisions.decision_path) for row in rows]
         counts = rules.counts(items)
         return Tray(
             session_id=session_id,
+            names=names,
             waiting_on=counts.waiting_on,
             summary=counts.summary,
             sections=counts.sections,

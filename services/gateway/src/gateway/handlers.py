@@ -204,6 +204,8 @@ class Projection:
 
     async def on_session_event(self, message: SessionOpened | SessionClosed, uow: UnitOfWork) -> None:
         await uow.sessions.record(message)
+        if isinstance(message, SessionOpened) and message.coach is not None:
+            await (await _store(uow)).record_coach(message.session_id, message.coach)
 
     def on_proposed(self, batch: Sequence[Received], n: int) -> tuple[str, list[Any]]:
         """The proposals of a batch of ``ProposalProposed``, as one statement (parameters from ``$n``) that the runtime

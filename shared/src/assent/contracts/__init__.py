@@ -3,7 +3,7 @@ models. An owner's own messages are in its contract package (:mod:`assent.owners
 
 from .envelope import Id, MalformedMessage, Message, Seq, Text, parse_message, upcaster
 from .proposals import Card, CardField, DecisionMade, ProposalOutcome, ProposalProposed, lines_of
-from .sessions import SessionClosed, SessionOpened
+from .sessions import CoachInfo, SessionClosed, SessionOpened
 from .tool_calls import Channel, Requester, SessionContext, ToolCall
 from .tool_results import (
     LineCounts,
@@ -22,6 +22,7 @@ __all__ = [
     "Card",
     "CardField",
     "Channel",
+    "CoachInfo",
     "DecisionMade",
     "DecisionSummary",
     "GuildChanged",

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from assent.db import driver_connection
 
-from ..domain.desk import Item, SessionRow
+from ..domain.desk import Item, SessionNames, SessionRow
 from ..domain.proposals import Proposal
 from . import tables as t
 from .projection import POLICY_CONTEXT, READ_COLUMNS, read_proposal
@@ -33,18 +33,36 @@ ITEM_COLUMNS = (
 required and counted, its deadline, its escalation)."""
 VERDICT = f" LEFT OUTER JOIN {t.policy_verdicts.fullname} AS v ON v.proposal_id = r.proposal_id"
 
+NAMES = (
+    "c.name AS coach_name, c.channel AS coach_channel, c.model AS coach_model,"
+    f" ARRAY(SELECT DISTINCT n.agent_id FROM {t.projected_proposals.fullname} AS n"
+    " WHERE n.session_id = s.session_id AND n.agent_id IS NOT NULL ORDER BY n.agent_id) AS agents,"
+    " f.label AS first_label, f.reason AS first_reason"
+)
+"""The names people know a session ``s`` by (:class:`~gateway.domain.desk.SessionNames`); the statement joins
+:data:`NAMES_FROM`."""
+NAMES_FROM = (
+    f" LEFT OUTER JOIN {t.session_coaches.fullname} AS c ON c.session_id = s.session_id"
+    f" LEFT OUTER JOIN LATERAL (SELECT r.target ->> 'label' AS label, r.reason FROM {t.projected_proposals.fullname}"
+    " AS r WHERE r.session_id = s.session_id ORDER BY r.seq LIMIT 1) AS f ON true"
+)
+
 SESSIONS = (
     "SELECT s.session_id, s.operator_user_id AS operator_id, s.source_guild_id,"
     " CASE WHEN s.closed_at IS NULL THEN 'open' ELSE 'closed' END AS state,"
     f" (SELECT count(*) FROM {t.projected_proposals.fullname} AS r"
     " WHERE r.session_id = s.session_id AND r.status = 'pending')"
-    " AS waiting_on, s.opened_at, s.closed_at, count(*) OVER () AS total"
-    f" FROM {t.sessions.fullname} AS s"
-    " WHERE s.org_id = $1 AND ($2::text IS NULL OR (s.closed_at IS NULL) = ($2 = 'open'))"
+    f" AS waiting_on, s.opened_at, s.closed_at, {NAMES}, count(*) OVER () AS total"
+    f" FROM {t.sessions.fullname} AS s" + NAMES_FROM + " WHERE s.org_id = $1"
+    " AND ($2::text IS NULL OR (s.closed_at IS NULL) = ($2 = 'open'))"
+    " AND ($5::text IS NULL OR starts_with(s.session_id, $5))"
     " ORDER BY s.opened_at DESC, s.session_id DESC LIMIT $3 OFFSET $4"
 )
-"""A page of an organisation's sessions (``$2``: open, closed or either), newest first, each with how many
-decisions it waits on; ``total`` counts every session that matches."""
+"""A page of an organisation's sessions (``$2``: open, closed or either; ``$5``: only the ids that start so), newest
+first, each with how many decisions it waits on and its names; ``total`` counts every session that matches."""
+
+SESSION_NAMES = f"SELECT {NAMES} FROM {t.sessions.fullname} AS s" + NAMES_FROM + " WHERE s.session_id = $1"
+"""A session's names, as the tray says them."""
 
 PENDING_ACROSS = (
     f"SELECT {ITEM_COLUMNS}, count(*) OVER () AS total"
@@ -110,12 +128,15 @@ class DeskStore:
     async def over(cls, conn: AsyncConnection) -> DeskStore:
         return cls(await driver_connection(conn))
 
-    async def sessions(self, org_id: str, state: str | None, limit: int, offset: int) -> tuple[list[SessionRow], int]:
+    async def sessions(
+        self, org_id: str, state: str | None, limit: int, offset: int, prefix: str | None = None
+    ) -> tuple[list[SessionRow], int]:
         """:data:`SESSIONS`: the page's sessions, and how many match in all."""
-        rows = await self.conn.fetch(SESSIONS, org_id, state, limit, offset)
+        rows = await self.conn.fetch(SESSIONS, org_id, state, limit, offset, prefix)
         if rows or offset == 0:
-            return _page(SessionRow, rows)
-        first = await self.conn.fetchrow(SESSIONS, org_id, state, 1, 0)  # a page past the end carries no total
+            total = int(rows[0]["total"]) if rows else 0
+            return [SessionRow.model_validate({**row, **SessionNames.of(row).model_dump()}) for row in rows], total
+        first = await self.conn.fetchrow(SESSIONS, org_id, state, 1, 0, prefix)  # a page past the end carries no total
         return [], 0 if first is None else int(first["total"])
 
     async def pending_across(
@@ -133,6 +154,11 @@ class DeskStore:
             return _page(Item, rows)
         first = await self.conn.fetchrow(PENDING_ACROSS, org_id, section, agent_id, 1, 0, escalated_to)
         return [], 0 if first is None else int(first["total"])
+
+    async def session_names(self, session_id: str) -> SessionNames:
+        """:data:`SESSION_NAMES` (a session that does not exist: no names)."""
+        row = await self.conn.fetchrow(SESSION_NAMES, session_id)
+        return SessionNames() if row is None else SessionNames.of(row)
 
     async def session_pending(self, session_id: str) -> list[Item]:
         return [Item.model_validate(dict(row)) for row in await self.conn.fetch(SESSION_PENDING, session_id)]

@@ -16,7 +16,7 @@ from typing import Any, cast
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from assent.contracts import DecisionMade, ProposalOutcome
+from assent.contracts import CoachInfo, DecisionMade, ProposalOutcome
 from assent.db import driver_connection, json_param, update_rows
 from assent.outbox import Outbox
 from assent.topics import decisions_of
@@ -74,6 +74,12 @@ INSERT_REFUSED_CALL = (
     f"INSERT INTO {t.refused_calls.fullname} (tool_call_id, session_id, seq, tool, error) VALUES ($1, $2, $3, $4, $5)"
     " ON CONFLICT DO NOTHING"
 )
+
+INSERT_COACH = (
+    f"INSERT INTO {t.session_coaches.fullname} (session_id, name, channel, model) VALUES ($1, $2, $3, $4)"
+    " ON CONFLICT DO NOTHING"
+)
+"""The coach a session's ``SessionOpened`` names (migration 0013), once."""
 
 INSERT_TURN = (
     f"INSERT INTO {t.turns.fullname} (session_id, turn_id, step, tool_call_ids, continued_at)"
@@ -139,11 +145,14 @@ decisions hold)."""
 POLICY_CONTEXT = (
     ", s.org_id, s.operator_user_id AS operator, coalesce(a.guild_id, s.source_guild_id) AS guild_id,"
     f" (SELECT v.version FROM {t.policies.fullname} AS v WHERE v.org_id = s.org_id AND v.set_at <= r.proposed_at"
-    " ORDER BY v.version DESC LIMIT 1) AS policy_version"
+    " ORDER BY v.version DESC LIMIT 1) AS policy_version,"
+    f" (SELECT c.channel FROM {t.session_coaches.fullname} AS c WHERE c.session_id = s.session_id) AS coach_channel,"
+    f" (SELECT c.model FROM {t.session_coaches.fullname} AS c WHERE c.session_id = s.session_id) AS coach_model"
 )
 """What a decision on a proposal ``r`` of session ``s`` (its agent ``a``) needs of the policy: the organisation, the
 session's operator, the guild the rules match, and the version of the policy in force when it was proposed (NULL:
-none; read by the policies' key, one index probe)."""
+none; read by the policies' key, one index probe), and the channel and model of the session's coach where its
+``SessionOpened`` named them (migration 0013)."""
 
 _PROPOSAL = (
     "SELECT "
@@ -220,6 +229,10 @@ class ProjectionStore:
 
     async def record_refused_call(self, tool_call_id: str, session_id: str, seq: int, tool: str, error: Any) -> None:
         await self.conn.execute(INSERT_REFUSED_CALL, tool_call_id, session_id, seq, tool, json_param(error))
+
+    async def record_coach(self, session_id: str, coach: CoachInfo) -> None:
+        """Keep the coach a session's ``SessionOpened`` names (:data:`INSERT_COACH`); a second time changes nothing."""
+        await self.conn.execute(INSERT_COACH, session_id, coach.name, coach.channel, coach.model)
 
     async def add_turns(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Record ended steps: (session, turn, step, awaited call ids as JSON text, continued at), once each."""

@@ -57,12 +57,14 @@ UNJUDGED = (
     " coalesce(a.guild_id, s.source_guild_id) AS guild_id, p.target ->> 'label' AS label,"
     " p.target ->> 'path' AS path,"
     " coalesce((p.lines ->> 'added')::int, 0) + coalesce((p.lines ->> 'removed')::int, 0) AS lines,"
-    " p.widens, p.proposed_at, s.org_id, pol.version, pol.document"
+    " p.widens, p.proposed_at, s.org_id, pol.version, pol.document, c.channel AS coach_channel,"
+    " c.model AS coach_model"
     f" FROM {t.projected_proposals.fullname} AS p"
     f" JOIN {t.sessions.fullname} AS s ON s.session_id = p.session_id"
     f" JOIN LATERAL (SELECT version, document FROM {t.policies.fullname} AS v"
     "   WHERE v.org_id = s.org_id AND v.set_at <= p.proposed_at ORDER BY v.version DESC LIMIT 1) AS pol ON true"
     f" LEFT OUTER JOIN {t.agents.fullname} AS a ON a.agent_id = p.agent_id"
+    f" LEFT OUTER JOIN {t.session_coaches.fullname} AS c ON c.session_id = p.session_id"
     " WHERE p.status = 'pending'"
     f" AND NOT EXISTS (SELECT 1 FROM {t.policy_verdicts.fullname} AS j WHERE j.proposal_id = p.proposal_id)"
     " ORDER BY p.proposed_at LIMIT $1"
@@ -276,5 +278,7 @@ def _proposed(row: Any) -> Proposed:
         path=row["path"],
         lines=row["lines"],
         widens=row["widens"],
+        channel=row["coach_channel"] or "studio",
+        model=row["coach_model"],
         proposed_at=row["proposed_at"],
     )

@@ -325,3 +325,13 @@ webhook_deliveries = Table(
     Index("ix_webhook_deliveries_log", "org_id", "webhook_id", "created_at"),
 )
 """Every delivery of an event to a webhook (migration 0011): the delivery log and the dead-letter list."""
+
+session_coaches = Table(
+    "session_coaches",
+    metadata,
+    Column("session_id", Text, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("channel", Text),
+    Column("model", Text),
+)
+"""The coach each session's ``SessionOpened`` names, where it names one (migration 0013)."""

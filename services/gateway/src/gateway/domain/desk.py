@@ -9,14 +9,14 @@ kind added later shows up here with no change.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from assent.contracts import LineCounts, ProposalBase, ProposalTarget
+from assent.contracts import CoachInfo, LineCounts, ProposalBase, ProposalTarget
 from assent.kinds import KINDS, SECTIONS, KindSpec
 from assent.policy import Require, waiting_for
 
@@ -27,8 +27,48 @@ AGENT_SECTION = "Agents"
 section lands on a section's own view (State, Tools, the overview, the Logins popover) even when it names an agent."""
 
 
-class SessionRow(BaseModel):
-    """A session as the desk lists it: who runs it, where, whether it is open, and how many decisions it waits on."""
+ABOUT_LENGTH = 80
+"""How many characters of its first request a session's ``about`` keeps (a line of a table, a page's heading)."""
+
+
+def about(label: str | None, reason: str | None, length: int = ABOUT_LENGTH) -> str | None:
+    """What a session is about, as people name it: its first request's target label and reason ("label: reason"),
+    on one line, cut at a word to at most ``length`` characters with an ellipsis; None when it has asked nothing."""
+    parts = [" ".join(part.split()) for part in (label, reason) if part and part.strip()]
+    if not parts:
+        return None
+    text = ": ".join(parts)
+    if len(text) <= length:
+        return text
+    cut = text[: length - 1]
+    if " " in cut[length // 2 :]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" :,;.-") + "…"
+
+
+class SessionNames(BaseModel):
+    """The names people know a session by: the agents its proposals name, its coach (where its ``SessionOpened``
+    named one) and what its first request is about."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agents: list[str] = []
+    coach: CoachInfo | None = None
+    about: str | None = None
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> SessionNames:
+        """From a row with ``agents``, ``coach_name``, ``coach_channel``, ``coach_model``, ``first_label`` and
+        ``first_reason``."""
+        coach = None
+        if row["coach_name"] is not None:
+            coach = CoachInfo(name=row["coach_name"], channel=row["coach_channel"], model=row["coach_model"])
+        return cls(agents=list(row["agents"] or []), coach=coach, about=about(row["first_label"], row["first_reason"]))
+
+
+class SessionRow(SessionNames):
+    """A session as the desk lists it: who runs it, where, whether it is open, and how many decisions it waits on,
+    and the names people know it by."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -53,6 +53,10 @@ class Proposal(BaseModel):
     operator: str | None = None
     guild_id: str | None = None
     policy_version: int | None = None
+    coach_channel: str | None = None
+    """The channel and model of its session's coach, where its ``SessionOpened`` named them (the policy's ``coach``
+    matcher reads them; unknown: the ``studio`` channel and no model)."""
+    coach_model: str | None = None
 
 
 def proposed(proposal: Proposal) -> Proposed:
@@ -66,6 +70,8 @@ def proposed(proposal: Proposal) -> Proposed:
         path=proposal.target.path,
         lines=proposal.lines.added + proposal.lines.removed,
         widens=proposal.widens,
+        channel=proposal.coach_channel or "studio",
+        model=proposal.coach_model,
         proposed_at=proposal.proposed_at,
     )
 

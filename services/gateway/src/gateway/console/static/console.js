@@ -281,6 +281,151 @@ async function returnFromIssuer(answer) {
   }
 }
 
+// --- the names of a session --------------------------------------------------------------------------------
+
+/** An id as shown: its first characters (the ``ses_`` prefix and eight more), the whole one when it is that short. */
+function shortId(id) {
+  const keep = id.startsWith("ses_") ? 12 : 8;
+  return id.length > keep + 1 ? `${id.slice(0, keep)}…` : id;
+}
+
+/** How people name a session: its agents and its coach ("ada, bob · Support coach"), else its short id. */
+function sessionName(names, sessionId) {
+  const parts = [];
+  if (names?.agents?.length) parts.push(names.agents.join(", "));
+  if (names?.coach?.name) parts.push(names.coach.name);
+  return parts.length ? parts.join(" · ") : `Session ${shortId(sessionId)}`;
+}
+
+/** The session's id, short, with a button that copies it whole (where the clipboard is refused, the whole id is
+ * shown selected instead, for the person to copy). */
+function sessionIdChip(sessionId) {
+  const code = h("code", { class: "session-id", title: sessionId }, shortId(sessionId));
+  const word = h("span", {}, "Copy");
+  const button = h("button", {
+    type: "button",
+    class: "quiet copy",
+    dataset: { copy: sessionId },
+    onclick: async () => {
+      try {
+        await navigator.clipboard.writeText(sessionId);
+        word.textContent = "Copied";
+        announce("Session id copied");
+        setTimeout(() => { word.textContent = "Copy"; }, 2000);
+      } catch {
+        code.textContent = sessionId;
+        const range = document.createRange();
+        range.selectNodeContents(code);
+        getSelection().removeAllRanges();
+        getSelection().addRange(range);
+        announce("The clipboard is not available: the whole id is selected");
+      }
+    },
+  }, word, h("span", { class: "visually-hidden" }, ` session id ${sessionId}`));
+  return h("span", { class: "id-chip" }, code, button);
+}
+
+/** A page that names a session that does not exist (or is another organisation's): no actions. */
+function noSuchSession(sessionId) {
+  show(heading("No such session"),
+    h("p", {}, "There is no session ", h("code", { class: "session-id" }, sessionId), " in your organisation."),
+    h("p", {}, h("a", { href: "#/sessions" }, "Back to the sessions")));
+}
+
+// --- the desk's keyboard ------------------------------------------------------------------------------------
+
+const SHORTCUTS = [
+  ["j", "Next request"],
+  ["k", "Previous request"],
+  ["a", "Apply the current request"],
+  ["d", "Decline the current request"],
+  ["o", "Show or hide its changes"],
+  ["?", "This list"],
+];
+
+/** Whether a key press is someone typing (in a field), which no shortcut takes. */
+function typing(event) {
+  const target = event.target;
+  return event.ctrlKey || event.metaKey || event.altKey || target instanceof HTMLInputElement
+    || target instanceof HTMLTextAreaElement || target instanceof HTMLSelectElement || target?.isContentEditable;
+}
+
+/** The dialog that lists the shortcuts: modal (the page behind is inert, the focus stays in it), Escape closes. */
+function shortcutsDialog() {
+  const close = h("button", { type: "button", onclick: () => dialog.close() }, "Close");
+  const dialog = h("dialog", { id: "shortcuts", class: "shortcuts", role: "dialog", "aria-modal": "true",
+    "aria-labelledby": "shortcuts-title" },
+  h("h2", { id: "shortcuts-title" }, "Keyboard shortcuts"),
+  h("dl", {}, SHORTCUTS.flatMap(([key, what]) => [h("dt", {}, h("kbd", {}, key)), h("dd", {}, what)])),
+  h("p", { class: "hint" }, "They work on this page, except while typing in a field."),
+  close);
+  dialog.addEventListener("keydown", (event) => {
+    if (event.key !== "Tab") return;
+    // The close button is the one stop: the focus stays in the dialog.
+    event.preventDefault();
+    close.focus();
+  });
+  return dialog;
+}
+
+/** The desk's shortcuts over the items in ``items``: j and k move the focus between them, a and d press the focused
+ * one's apply and decline buttons, o its Show changes, ? lists them. Returns what removes them. */
+function deskKeys(items) {
+  const dialog = shortcutsDialog();
+  document.body.append(dialog);
+  const all = () => [...items.querySelectorAll(".item")];
+  const current = () => document.activeElement?.closest?.(".item") || items.querySelector(".item.current");
+  const move = (step) => {
+    const list = all();
+    if (!list.length) return;
+    const at = list.indexOf(current());
+    const next = list[at < 0 ? (step > 0 ? 0 : list.length - 1) : Math.min(list.length - 1, Math.max(0, at + step))];
+    for (const el of list) el.classList.toggle("current", el === next);
+    next.tabIndex = -1;
+    next.focus();
+    next.scrollIntoView({ block: "nearest" });
+  };
+  const press = (selector) => {
+    const button = current()?.querySelector(selector);
+    if (button && !button.disabled) button.click();
+  };
+  const onKey = (event) => {
+    if (dialog.open || typing(event)) return;
+    const actions = ".actions button";
+    const handlers = {
+      j: () => move(1),
+      k: () => move(-1),
+      a: () => press(`${actions}.primary[data-decision]`),
+      d: () => press(`${actions}[data-decision]:not(.primary)`),
+      o: () => press(`${actions}[aria-controls$="-card"]`),
+      "?": () => { dialog.showModal(); dialog.querySelector("button").focus(); },
+    };
+    const handler = handlers[event.key];
+    if (!handler) return;
+    event.preventDefault();
+    handler();
+  };
+  document.addEventListener("keydown", onKey);
+  return () => { document.removeEventListener("keydown", onKey); dialog.remove(); };
+}
+
+// --- the person signed in -----------------------------------------------------------------------------------
+
+let me = null; // { token, answer }: who the API says the token names
+
+/** "Signed in as … (organisation, role)" in the header, asked once per token. */
+async function showIdentity() {
+  const line = document.getElementById("identity");
+  const current = token();
+  if (!current) { line.hidden = true; line.textContent = ""; me = null; return; }
+  if (me?.token !== current) {
+    try { me = { token: current, answer: await api("GET", "/api/me") }; } catch { line.hidden = true; return; }
+  }
+  const { user_id: user, org_id: org, roles } = me.answer;
+  line.textContent = `Signed in as ${user} (${org}, ${roles.length ? roles.join(", ") : "no role"})`;
+  line.hidden = false;
+}
+
 // --- sessions and pending across them -----------------------------------------------------------------------
 
 async function sessionsView() {
@@ -312,9 +457,10 @@ async function sessionsView() {
       if (!page.items.length) { list.append(h("p", {}, "No sessions.")); return; }
       list.append(h("table", {},
         h("caption", { class: "visually-hidden" }, `${plural(page.total, "session")}, newest first`),
-        h("thead", {}, h("tr", {}, ["Session", "Operator", "Source guild", "State", "Waiting on", "Opened"].map((c) => h("th", { scope: "col" }, c)))),
-        h("tbody", {}, page.items.map((s) => h("tr", {},
-          h("td", {}, h("a", { href: `#/sessions/${encodeURIComponent(s.session_id)}` }, s.session_id)),
+        h("thead", {}, h("tr", {}, ["Session", "About", "Id", "Operator", "Source guild", "State", "Waiting on", "Opened"].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, page.items.map((s) => h("tr", { dataset: { session: s.session_id } },
+          h("td", {}, h("a", { href: `#/sessions/${encodeURIComponent(s.session_id)}` }, sessionName(s, s.session_id))),
+          h("td", { class: "about-cell" }, s.about || ""), h("td", {}, sessionIdChip(s.session_id)),
           h("td", {}, s.operator_id), h("td", {}, s.source_guild_id), h("td", {}, s.state),
           h("td", { class: "num" }, s.waiting_on), h("td", {}, when(s.opened_at)))))));
       if (page.total > page.items.length) list.append(h("p", { class: "hint" }, `The newest ${page.items.length} of ${page.total}.`));
@@ -585,9 +731,11 @@ async function sessionView(sessionId) {
     else items.querySelector(".empty")?.remove();
   }
 
-  async function refresh() {
-    let pending;
-    try { pending = await api("GET", `${base}/pending`); } catch (error) { summary.replaceChildren(detailOf(error)); return; }
+  async function refresh(preloaded) {
+    let pending = preloaded?.items ? preloaded : undefined;
+    if (!pending) {
+      try { pending = await api("GET", `${base}/pending`); } catch (error) { summary.replaceChildren(detailOf(error)); return; }
+    }
     summary.textContent = pending.summary || `Waiting on ${plural(pending.waiting_on, "decision")}`;
     sectionList.replaceChildren(...Object.entries(pending.sections || {}).map(([name, n]) =>
       h("li", { class: n ? "" : "zero" }, `${name} `, h("span", { class: "count" }, n))));
@@ -600,15 +748,32 @@ async function sessionView(sessionId) {
     renderItems(pending);
   }
 
+  const mine = generation;
+  let first;
+  try { first = await api("GET", `${base}/pending`); } catch (error) {
+    if (mine !== generation) return;
+    if (error.status === 404) return noSuchSession(sessionId);
+  }
+  if (mine !== generation) return;
+  const title = heading(sessionName(first?.names, sessionId));
+  const about = h("p", { class: "about" }, first?.names?.about ? `About: ${first.names.about} · ` : "", "Id ",
+    sessionIdChip(sessionId));
+  document.title = `${title.textContent} · ${sessionId} · Assent console`;
   show(
-    heading(`Session ${sessionId}`),
-    h("p", {}, h("a", { href: sessionHref(sessionId) }, "This session's timeline")),
+    title,
+    about,
+    h("p", {}, h("a", { href: sessionHref(sessionId) }, "This session's timeline"),
+      " · ", h("button", { type: "button", class: "quiet", id: "shortcuts-button",
+        onclick: () => document.dispatchEvent(new KeyboardEvent("keydown", { key: "?" })) }, "Keyboard shortcuts")),
     h("section", { class: "tray", "aria-label": "Tray" }, summary, sectionList, agentList, toolbar, result, loginsPanel),
     items);
   summary.setAttribute("tabindex", "-1");
-  const mine = generation;
-  await refresh();
-  if (mine === generation) leaving = follow(`${base}/events`, refresh);
+  await refresh(first);
+  if (mine === generation) {
+    const stopKeys = deskKeys(items);
+    const stopFollow = follow(`${base}/events`, refresh);
+    leaving = () => { stopFollow(); stopKeys(); };
+  }
 }
 
 /** The address of the card page of the proposal of ``kind`` at ``seq`` (null where its endpoint reads none by seq). */
@@ -1486,6 +1651,8 @@ async function route() {
   leaving = () => {};
   const signedIn = Boolean(token());
   document.getElementById("sign-out").hidden = !signedIn;
+  document.querySelector("header nav").hidden = !signedIn;
+  showIdentity();
   const [hash, search = ""] = (location.hash.replace(/^#/, "") || "/sessions").split("?");
   const parts = hash.split("/").filter(Boolean).map(decodeURIComponent);
   for (const link of document.querySelectorAll("header nav a")) {
