@@ -111,6 +111,9 @@ LISTED = [
     # The desk: the organisation's sessions and pending items; Apply all and Decline all (nothing left to decide).
     Endpoint("GET", "/api/studio/sessions", lambda s: "/api/studio/sessions", "org"),
     Endpoint("GET", "/api/studio/pending", lambda s: "/api/studio/pending", "org"),
+    # Their previews (read-only, but decided by the role that may act on them).
+    Endpoint("GET", f"{S}/apply-all", lambda s: f"/api/studio/sessions/{s.session_id}/apply-all", "write"),
+    Endpoint("GET", f"{S}/decline-all", lambda s: f"/api/studio/sessions/{s.session_id}/decline-all", "write"),
     Endpoint("POST", f"{S}/apply-all", lambda s: f"/api/studio/sessions/{s.session_id}/apply-all", "write"),
     Endpoint("POST", f"{S}/decline-all", lambda s: f"/api/studio/sessions/{s.session_id}/decline-all", "write"),
     Endpoint(
