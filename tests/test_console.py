@@ -270,8 +270,26 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         await expect(one.get_by_role("button", name="Logins")).to_be_focused()
 
         if can_apply_all:
-            # Apply all applies the guild text, publishes the draft and leaves the login request (decided alone).
+            # Apply all applies the guild text, publishes the draft and leaves the login request (decided alone):
+            # its plan says so first, in a dialog, and nothing is sent until it is confirmed.
             await one.get_by_role("button", name="Apply all").click()
+            dialog = one.get_by_role("dialog", name="Apply all: what it will do")
+            await expect(dialog.get_by_role("list", name="Plan").get_by_role("listitem")).to_have_text(
+                [
+                    re.compile(f"^request #{seqs[1]} \\(guild\\): apply$"),
+                    re.compile(f"^request #{seqs[2]} \\(login\\): skip — .*decided on its own"),
+                    re.compile(f"^request #{seqs[3]} \\(draft\\): publish$"),
+                ]
+            )
+            await expect(dialog.get_by_role("button", name="Apply all: 2 requests")).to_be_focused()
+            await axe(one)
+            await shot(one, "apply-all-plan")
+            await one.keyboard.press("Escape")
+            await expect(dialog).to_have_count(0)
+            await expect(one.get_by_role("button", name="Apply all")).to_be_focused()
+            await expect(one.locator("#summary")).to_have_text("Waiting on 3 decisions")
+            await one.get_by_role("button", name="Apply all").click()
+            await dialog.get_by_role("button", name="Apply all: 2 requests").click()
             await expect(one.locator("#skipped-count")).to_have_text("Skipped: 1")
             await expect(one.locator(f"#item-{seqs[1]}")).to_have_count(0)
             await expect(two.locator(f"#item-{seqs[1]}")).to_have_count(0)
@@ -363,6 +381,14 @@ async def test_decline_all_declines_every_request_with_its_kinds_word(stack: Sta
         await expect(tab.locator("#summary")).to_have_text("Waiting on 4 decisions")
         await expect(tab.locator(f"#item-{seqs[2]}").get_by_role("button", name="Grant read access")).to_be_visible()
         await tab.get_by_role("button", name="Decline all").click()
+        plan = tab.get_by_role("dialog", name="Decline all: what it will do")
+        await expect(plan.get_by_role("list", name="Plan").get_by_role("listitem")).to_have_count(4)
+        await plan.get_by_role("button", name="Cancel").click()  # Cancel sends nothing
+        await expect(plan).to_have_count(0)
+        assert (await http.get(f"/api/studio/sessions/{sid}/pending")).json()["waiting_on"] == 4
+        await expect(tab.locator("#summary")).to_have_text("Waiting on 4 decisions")
+        await tab.get_by_role("button", name="Decline all").click()
+        await plan.get_by_role("button", name="Decline all: 4 requests").click()
         await expect(tab.locator("#summary")).to_have_text("Waiting on 0 decisions")
         memory, guild, access, draft = seqs
         await expect(tab.get_by_role("list", name="Resolved").get_by_role("listitem")).to_have_text(

@@ -389,6 +389,9 @@ async function sessionView(sessionId) {
     const button = event.currentTarget;
     button.disabled = true;
     try {
+      // The plan first (the same planning as the action, writing nothing); nothing is sent unless confirmed.
+      const plan = await api("GET", `${base}/${which}`);
+      if (!(await confirmBulk(which, plan, button))) { announce("Nothing was changed."); return; }
       const answer = await api("POST", `${base}/${which}`, undefined, { "Idempotency-Key": idempotencyKey() });
       result.replaceChildren(...bulkReport(which, answer, sessionId));
       announce(answer.message || `${which} done`);
@@ -622,6 +625,50 @@ function cardHref(sessionId, kind, seq) {
 function cardLink(sessionId, kind, seq, text) {
   const href = cardHref(sessionId, kind, seq);
   return href ? h("a", { href }, text) : null;
+}
+
+/** Apply all's or Decline all's plan in a modal dialog: what it does to each request (apply, decline, or leave and
+ * why), and Confirm / Cancel. The focus stays inside (Tab wraps), Escape cancels, and the focus goes back to
+ * ``opener``. Resolves to whether the person confirmed. */
+function confirmBulk(which, plan, opener) {
+  const verb = which === "apply-all" ? "Apply all" : "Decline all";
+  const resolved = plan.resolved || [];
+  const skipped = plan.skipped || [];
+  const rows = [
+    ...resolved.map((r) => ({ seq: r.seq, text: `request #${r.seq} (${r.kind}): ${r.outcome}`, cls: "plan-do" })),
+    ...skipped.map((s) => ({ seq: s.seq, text: `request #${s.seq} (${s.kind}): skip — ${s.reason}`, cls: "plan-skip" })),
+  ].sort((a, b) => a.seq - b.seq);
+  return new Promise((resolve) => {
+    const cancel = h("button", { type: "button", id: "bulk-cancel" }, "Cancel");
+    const confirm = h("button", { type: "button", id: "bulk-confirm", class: "primary", disabled: !resolved.length },
+      resolved.length ? `${verb}: ${plural(resolved.length, "request")}` : "Nothing to do");
+    const dialog = h("div", { role: "dialog", "aria-modal": "true", "aria-labelledby": "bulk-title",
+      "aria-describedby": "bulk-plan-summary", id: "bulk-dialog", class: "dialog" },
+      h("h2", { id: "bulk-title" }, `${verb}: what it will do`),
+      h("p", { id: "bulk-plan-summary" }, plan.message || ""),
+      rows.length
+        ? h("ul", { class: "plain", id: "bulk-plan", "aria-label": "Plan" }, rows.map((r) => h("li", { class: r.cls }, r.text)))
+        : h("p", {}, "Nothing waits on a decision."),
+      h("div", { class: "toolbar" }, confirm, cancel));
+    const backdrop = h("div", { class: "backdrop" }, dialog);
+    const close = (answer) => {
+      backdrop.remove();
+      opener?.focus();
+      resolve(answer);
+    };
+    cancel.addEventListener("click", () => close(false));
+    confirm.addEventListener("click", () => close(true));
+    dialog.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") { event.preventDefault(); close(false); return; }
+      if (event.key !== "Tab") return;
+      const focusable = [...dialog.querySelectorAll("button:not([disabled])")];
+      const first = focusable[0], last = focusable[focusable.length - 1];
+      if (event.shiftKey && document.activeElement === first) { event.preventDefault(); last.focus(); }
+      else if (!event.shiftKey && document.activeElement === last) { event.preventDefault(); first.focus(); }
+    });
+    document.body.append(backdrop);
+    (resolved.length ? confirm : cancel).focus();
+  });
 }
 
 function bulkReport(which, answer, sessionId) {
