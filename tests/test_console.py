@@ -162,6 +162,13 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         await waiting.get_by_label("Section").select_option("Logins")
         await expect(waiting.get_by_role("row")).to_have_count(2)
         await expect(waiting.get_by_role("row").nth(1)).to_contain_text("Read access to Desk")
+        # Each row links to where it is decided; its time is relative, the absolute one in its title.
+        row = waiting.get_by_role("row").nth(1)
+        await expect(row.get_by_role("link", name=f"Decide request #{seqs[2]}")).to_be_visible()
+        proposed = row.locator("time")
+        await expect(proposed).to_have_text(re.compile("ago$|^now$"))
+        await expect(proposed).to_have_attribute("title", re.compile(r"\d"))
+        await expect(proposed).to_have_attribute("datetime", re.compile(r"^\d{4}-\d\d-\d\dT"))
         await axe(one)
         await shot(one, "sessions")
         await one.reload()

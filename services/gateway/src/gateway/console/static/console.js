@@ -122,6 +122,15 @@ function when(value) {
   return Number.isNaN(date.getTime()) ? String(value) : date.toLocaleString();
 }
 
+/** A time as a ``<time>`` element: how long ago in words ("3 minutes ago", the browser's language), and the date
+ * and time in the browser's own locale and zone as its title (and ``datetime``, the machine's). */
+function timeAgo(value) {
+  const date = new Date(value);
+  if (!value || Number.isNaN(date.getTime())) return value ? String(value) : "";
+  const absolute = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" }).format(date);
+  return h("time", { datetime: date.toISOString(), title: absolute }, ago(value));
+}
+
 function plural(n, one, many = `${one}s`) {
   return `${n} ${n === 1 ? one : many}`;
 }
@@ -339,11 +348,12 @@ async function sessionsView() {
       if (!page.items.length) { across.append(h("p", {}, "Nothing waits on a decision.")); return; }
       across.append(h("table", {},
         h("caption", { class: "visually-hidden" }, `${plural(page.total, "request")} waiting`),
-        h("thead", {}, h("tr", {}, ["Request", "Section", "Agent", "Buttons", "Proposed"].map((c) => h("th", { scope: "col" }, c)))),
+        h("thead", {}, h("tr", {}, ["Request", "Section", "Agent", "Decide", "Proposed"].map((c) => h("th", { scope: "col" }, c)))),
         h("tbody", {}, page.items.map((item) => h("tr", {},
-          h("td", {}, h("a", { href: `#/sessions/${encodeURIComponent(item.session_id)}` }, labelOf(item.target))),
+          h("td", {}, h("a", { href: `#/sessions/${encodeURIComponent(item.session_id)}` }, labelOf(item.target)),
+            item.widens ? [" ", h("span", { class: "badge warn" }, "Widens access")] : null),
           h("td", {}, item.section), h("td", {}, item.agent_id ?? ""),
-          h("td", {}, `${item.apply_label} · ${item.decline_label}`), h("td", {}, when(item.proposed_at)))))));
+          h("td", {}, decideLink(item)), h("td", {}, timeAgo(item.proposed_at)))))));
       if (page.total > page.items.length) across.append(h("p", { class: "hint" }, `The first ${page.items.length} of ${page.total}.`));
     } catch (error) {
       across.append(error.status === 404 || error.status === 405
@@ -391,7 +401,12 @@ async function sessionView(sessionId) {
     try {
       // The plan first (the same planning as the action, writing nothing); nothing is sent unless confirmed.
       const plan = await api("GET", `${base}/${which}`);
-      if (!(await confirmBulk(which, plan, button))) { announce("Nothing was changed."); return; }
+      if (!(await confirmBulk(which, plan, button))) {
+        button.disabled = false;
+        button.focus();
+        announce("Nothing was changed.");
+        return;
+      }
       const answer = await api("POST", `${base}/${which}`, undefined, { "Idempotency-Key": idempotencyKey() });
       result.replaceChildren(...bulkReport(which, answer, sessionId));
       announce(answer.message || `${which} done`);
@@ -529,14 +544,14 @@ async function sessionView(sessionId) {
       item.widens ? h("span", { class: "badge warn" }, "Widens access") : null,
       item.escalated_by ? h("span", { class: "badge warn", title: `rule ${item.escalated_by}` },
         item.escalated_to?.length ? `Escalated to ${item.escalated_to.map((r) => `${r}s`).join(" and ")}` : "Escalated") : null,
-      item.decided_alone || registry.kinds[item.kind]?.decided_alone ? h("span", { class: "badge" }, "Decided alone") : null,
+      item.decided_alone || registry.kinds[item.kind]?.decided_alone ? h("span", { class: "badge", title: "Apply all leaves it: it needs its own apply" }, "Apply all skips this: decide it on its own") : null,
     ];
     const el = h("li", { class: "item", id, dataset: { seq: item.seq } },
       h("article", { "aria-labelledby": `${id}-title` },
         h("h3", { id: `${id}-title` }, labelOf(item.target), " ", ...badges),
         h("p", { class: "meta" }, `${item.kind} · ${item.action}`,
           item.agent_tab ? ` · in the tab of agent ${item.agent_tab}` : item.agent_id ? ` · agent ${item.agent_id}` : "",
-          item.lines?.added || item.lines?.removed ? ` · ${counts(item.lines)}` : "", item.proposed_at ? ` · ${when(item.proposed_at)}` : ""),
+          item.lines?.added || item.lines?.removed ? ` · ${counts(item.lines)}` : "", item.proposed_at ? " · " : "", item.proposed_at ? timeAgo(item.proposed_at) : ""),
         item.reason ? h("p", { class: "reason" }, item.reason) : null,
         waiting, deadline, actions, message, card));
     if (state.open.has(item.seq) && how.hasCard) actions.querySelector("button")?.click();
@@ -619,6 +634,11 @@ function cardHref(sessionId, kind, seq) {
   const endpoint = registry.kinds[kind]?.endpoint;
   if (!endpoint || !operations[`/api/studio/sessions/{session_id}/${endpoint}/{seq}`]?.includes("get")) return null;
   return `#/sessions/${encodeURIComponent(sessionId)}/${encodeURIComponent(endpoint)}/${seq}`;
+}
+
+/** A link to decide a pending item: its session's tray, where its buttons are. */
+function decideLink(item) {
+  return h("a", { href: `#/sessions/${encodeURIComponent(item.session_id)}`, class: "button" }, `Decide request #${item.seq}`);
 }
 
 /** A link to the card page of the proposal of ``kind`` at ``seq`` (null where its endpoint reads none by seq). */
@@ -731,17 +751,17 @@ function resolutionOf(card, id) {
   const parts = [
     h("h4", { id }, "What happened"),
     h("p", { class: "outcome" }, h("strong", {}, status[0].toUpperCase() + status.slice(1)),
-      by ? ` by ${by}` : "", resolution.resolved_at ? ` · ${when(resolution.resolved_at)}` : ""),
+      by ? ` by ${by}` : "", resolution.resolved_at ? " · " : "", resolution.resolved_at ? timeAgo(resolution.resolved_at) : ""),
     resolution.detail ? h("p", { class: "detail" }, resolution.detail) : null,
   ];
   const decisions = resolution.decisions || [];
   if (decisions.length) {
     parts.push(h("ol", { class: "decisions", "aria-label": "Decisions" }, decisions.map((d) => h("li", {},
-      `${d.decision} by ${d.actor} (${d.via}) · ${when(d.decided_at)}: `, h("strong", {}, d.outcome || "no outcome yet"),
+      `${d.decision} by ${d.actor} (${d.via}) · `, timeAgo(d.decided_at), ": ", h("strong", {}, d.outcome || "no outcome yet"),
       d.detail ? h("span", { class: "hint" }, ` — ${d.detail}`) : ""))));
   }
   if (resolution.told) {
-    parts.push(h("h4", {}, "What the coach was told ", h("span", { class: "hint" }, when(resolution.told.continued_at))),
+    parts.push(h("h4", {}, "What the coach was told ", h("span", { class: "hint" }, timeAgo(resolution.told.continued_at))),
       h("pre", { class: "told", tabindex: "0", "aria-label": "What the coach was told" }, resolution.told.text));
   } else if ("told" in resolution) {
     parts.push(h("p", { class: "hint" }, "The coach was told nothing yet: its turn waits on other decisions."));
@@ -921,7 +941,7 @@ async function proposalsView(agentId) {
         const href = here ? null : entryHref(e);
         return h("li", { dataset: { position: e.position } },
           href ? h("a", { href }, subjectOf(e)) : h("strong", {}, subjectOf(e)),
-          `: ${e.outcome ?? "resolved"}`, e.actor ? ` by ${e.actor}` : "", ` · ${when(e.at)}`,
+          `: ${e.outcome ?? "resolved"}`, e.actor ? ` by ${e.actor}` : "", " · ", timeAgo(e.at),
           e.detail ? h("span", { class: "hint" }, ` — ${preview(e.detail, 140)}`) : "",
           here ? h("span", { class: "hint" }, " (its card is under Decided)") : "");
       })) : h("p", {}, "Nothing of this agent is decided yet."),
@@ -953,7 +973,7 @@ async function proposalsView(agentId) {
     try { activity = await api("GET", `/api/activity?agent_id=${encodeURIComponent(agentId)}&limit=50`); } catch (error) { feed.replaceChildren(errorBox(error)); return; }
     feed.replaceChildren(h("h2", { id: "activity-title" }, "Activity"),
       activity.entries.length ? h("ol", { class: "feed" }, activity.entries.map((e) => h("li", {},
-        h("strong", {}, e.what), ` by ${e.who ?? "someone"} · ${when(e.when)}`,
+        h("strong", {}, e.what), ` by ${e.who ?? "someone"} · `, timeAgo(e.when),
         e.reason ? ` · ${e.reason}` : "", e.detail ? h("span", { class: "hint" }, ` — ${e.detail}`) : "",
         e.links?.commit ? h("span", { class: "hint" }, ` · commit ${String(e.links.commit).slice(0, 10)}`) : ""))) : h("p", {}, "No activity yet."));
   }
