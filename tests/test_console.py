@@ -124,13 +124,16 @@ async def sign_in(page: Page, token: str, check: bool = False) -> None:
     await expect(page.get_by_role("heading", name="Sessions", exact=True)).to_be_visible()
 
 
-async def create_login(http: httpx.AsyncClient, login_id: str, name: str) -> None:
-    body = {
+async def create_login(
+    http: httpx.AsyncClient, login_id: str, name: str, tools: dict[str, dict[str, Any]] | None = None
+) -> None:
+    body: dict[str, Any] = {
         "login_id": login_id,
         "name": name,
         "scope": "org",
         "server_url": UNREACHABLE,
         "account": "desk@acme.example",
+        **({"tools": tools} if tools is not None else {}),
     }
     response = await http.post("/api/workspace/logins", json=body)
     assert response.status_code == 201, response.text
@@ -147,7 +150,7 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         token = http.headers["Authorization"].removeprefix("Bearer ")
         suffix = world.org_id.removeprefix("org_")
         await create_login(http, f"desk_{suffix}", "Desk")
-        await create_login(http, f"crm_{suffix}", "CRM")
+        await create_login(http, f"crm_{suffix}", "CRM", {"list_orders": {}, "close_ticket": {"mutating": True}})
         sid, seqs, _ = await four_requests(coach, http, world, f"desk_{suffix}")
         can_apply_all = await public_route(http, "post", "/api/studio/sessions/{session_id}/apply-all")
 
@@ -255,11 +258,14 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
 
         # The Logins popover: grant another login than the one asked for, for 8 hours; the request stays.
         await one.get_by_role("button", name="Logins").click()
-        grant = one.get_by_role("button", name="Grant CRM (desk@acme.example)")
+        grant = one.get_by_role("button", name="Grant read access to CRM (desk@acme.example)")
         await expect(grant).to_be_focused()
+        await expect(one.locator('[data-connection^="crm_"] .tools')).to_have_text(
+            "Readable once granted: list_orders. Stays blocked: close_ticket (changes data)."
+        )
         await one.get_by_label("Lifetime of CRM (desk@acme.example)").select_option(label="8 hours")
         await grant.click()
-        await expect(one.get_by_role("button", name="Revoke CRM (desk@acme.example)")).to_be_focused()
+        await expect(one.get_by_role("button", name="Revoke read access to CRM (desk@acme.example)")).to_be_focused()
         await expect(one.locator('[data-connection^="crm_"]')).to_contain_text("expires in 8 hours")
         held = (await http.get(f"/api/studio/sessions/{sid}/connections")).json()["connections"]
         assert [(c["connection_id"], c["granted_by"]) for c in held if c["granted"]] == [(f"crm_{suffix}", OPERATOR)]
@@ -268,8 +274,8 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         assert lasts == timedelta(hours=8)
         await axe(one)
         await shot(one, "logins")
-        await one.get_by_role("button", name="Revoke CRM (desk@acme.example)").click()
-        await expect(one.get_by_role("button", name="Grant CRM (desk@acme.example)")).to_be_focused()
+        await one.get_by_role("button", name="Revoke read access to CRM (desk@acme.example)").click()
+        await expect(one.get_by_role("button", name="Grant read access to CRM (desk@acme.example)")).to_be_focused()
         await expect(one.locator('[data-connection^="crm_"]')).to_contain_text(f"Revoked by {OPERATOR}")
         held = (await http.get(f"/api/studio/sessions/{sid}/connections")).json()["connections"]
         assert [c["connection_id"] for c in held if c["granted"]] == []
@@ -378,7 +384,8 @@ async def test_decline_all_declines_every_request_with_its_kinds_word(stack: Sta
         world = await new_world(http)
         token = http.headers["Authorization"].removeprefix("Bearer ")
         login = f"desk_{world.org_id.removeprefix('org_')}"
-        await create_login(http, login, "Desk")
+        tools = {"list_orders": {}, "refund_order": {}, "close_ticket": {"mutating": True}}
+        await create_login(http, login, "Desk", tools)
         sid, seqs, turn = await four_requests(coach, http, world, login)
 
         context, elsewhere = await local_only(browser, stack)
@@ -386,7 +393,16 @@ async def test_decline_all_declines_every_request_with_its_kinds_word(stack: Sta
         await sign_in(tab, token)
         await tab.goto(f"/console#/sessions/{sid}")
         await expect(tab.locator("#summary")).to_have_text("Waiting on 4 decisions")
-        await expect(tab.locator(f"#item-{seqs[2]}").get_by_role("button", name="Grant read access")).to_be_visible()
+        login_item = tab.locator(f"#item-{seqs[2]}")
+        await expect(login_item.get_by_role("button", name="Grant read access")).to_be_visible()
+        # The login request's card: the server, the account, what a grant makes readable and what stays blocked.
+        await login_item.get_by_role("button", name="Show changes").click()
+        notes = login_item.locator(".notes li")
+        await expect(notes.filter(has_text="Becomes readable:")).to_have_text("Becomes readable: list_orders")
+        await expect(notes.filter(has_text="Stays blocked:")).to_contain_text("refund_order (the name refund_order")
+        await expect(notes.filter(has_text="Stays blocked:")).to_contain_text("close_ticket (the connector's manifest")
+        await axe(tab)
+        await shot(tab, "login-card")
         await tab.get_by_role("button", name="Decline all").click()
         plan = tab.get_by_role("dialog", name="Decline all: what it will do")
         await expect(plan.get_by_role("list", name="Plan").get_by_role("listitem")).to_have_count(4)

@@ -289,9 +289,7 @@ def decline(state: State, session_id: str, seq: int, key: str | None, as_json: b
     decide_one(state, session_id, seq, "decline", key, as_json)
 
 
-def all_of(
-    state: State, session_id: str, what: str, key: str | None, as_json: bool, dry_run: bool, yes: bool
-) -> None:
+def all_of(state: State, session_id: str, what: str, key: str | None, as_json: bool, dry_run: bool, yes: bool) -> None:
     """Preview (``--dry-run``), or confirm then send, Apply all or Decline all (``what``)."""
     path = f"/api/studio/sessions/{session_id}/{what}"
     if dry_run:

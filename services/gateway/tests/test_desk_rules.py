@@ -192,5 +192,7 @@ def test_the_preview_holds_back_a_request_that_needs_more_approvals_than_the_cal
     assert [(s.seq, s.kind) for s in skipped] == [(3, "memory"), (4, "login")]
     assert skipped[0].reason.startswith("needs more approvals under the organisation's policy")
     assert "1 of 3" in skipped[0].reason, skipped[0].reason
-    assert preview_summary("apply", 2, 2) == "Would apply 2 requests; would leave 2 requests to be decided on their own."
+    assert (
+        preview_summary("apply", 2, 2) == "Would apply 2 requests; would leave 2 requests to be decided on their own."
+    )
     assert preview_summary("decline", 1, 0) == "Would decline 1 request."

@@ -322,7 +322,7 @@ class LoginKind(ProposalKind):
             hash=login.card_hash,
             version=None,
             fields=(CardField(name="login", before=login.card_text, after=login.card_text),),
-            notes=("connected" if login.connected else "not connected",),
+            notes=("connected" if login.connected else "not connected", *login.tool_notes()),
         )
 
     async def apply(

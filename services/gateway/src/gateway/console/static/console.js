@@ -457,12 +457,13 @@ async function sessionView(sessionId) {
         c.connected ? "connected" : "not connected", c.verified ? " · verified" : "",
         h("br"),
         h("span", { class: "hint" }, grantLine(c)),
+        toolsLine(c),
         " ",
         lifetime,
         lifetime ? " " : null,
         h("button", {
           type: "button",
-          "aria-label": `${c.granted ? "Revoke" : "Grant"} ${name}`,
+          "aria-label": `${c.granted ? "Revoke read access to" : "Grant read access to"} ${name}`,
           disabled: listed.closed || (!c.granted && !c.connected),
           onclick: async () => {
             const body = { granted: !c.granted };
@@ -475,8 +476,19 @@ async function sessionView(sessionId) {
             loginsPanel.querySelector(`[data-connection="${CSS.escape(c.connection_id)}"] button`)?.focus();
             await refresh();
           },
-        }, c.granted ? "Revoke" : "Grant"));
+        }, c.granted ? "Revoke read access" : "Grant read access"));
     })));
+  }
+
+  /** Which of a login's tools a grant makes readable, and which stay blocked (the read-only policy's rule). */
+  function toolsLine(c) {
+    const tools = c.tools || [];
+    if (!tools.length) return null;
+    const readable = tools.filter((t) => t.readable).map((t) => t.name);
+    const blocked = tools.filter((t) => !t.readable).map((t) => `${t.name} (${t.changes_data ? "changes data" : "off by default"})`);
+    return h("p", { class: "hint tools" },
+      `Readable once granted: ${readable.length ? readable.join(", ") : "no tool"}. `,
+      `Stays blocked: ${blocked.length ? blocked.join(", ") : "no tool"}.`);
   }
 
   function itemElement(item) {
