@@ -30,6 +30,7 @@ from tests.conftest import OPERATOR, TOKEN, Stack, World, as_admin_of, new_world
 from tests.issuer import AUDIENCE, CONSOLE_CLIENT_ID, TestIssuer, s256, test_issuer
 from tests.test_history import TURN, WORLD, a_decided_turn, entries_of
 from tests.test_memory_edits import memory as memory_of
+from tests.test_memory_edits import open_turn, propose, wait_pending
 from tests.test_source_proposals import (
     FILES,
     chat,
@@ -217,6 +218,14 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
             ("description", {"added": 2, "removed": 0}),
         ]
         assert tray["lines"] == {"added": 3, "removed": 0}  # the card's fields' added up
+        # The outline of its changed fields, each with its counts linking to its section; the total is the tray's.
+        outline = guild.get_by_role("navigation", name="Changed fields")
+        await expect(outline.get_by_role("listitem")).to_have_text(["about +1 \u22120", "description +2 \u22120"])
+        total = outline.locator(".outline-total")
+        await expect(total).to_have_attribute("data-added", str(tray["lines"]["added"]))
+        await expect(total).to_have_attribute("data-removed", str(tray["lines"]["removed"]))
+        await outline.get_by_role("link", name="description").click()
+        await expect(guild.locator("section:focus h4")).to_have_text("description +2 \u22120")
         await axe(one)
         await shot(one, "desk")
 
@@ -754,6 +763,59 @@ async def test_the_proposals_page_approves_onto_a_new_branch_and_the_docs_need_n
         await expect(tab.locator(".opblock-summary-path").first).to_be_visible()
         await axe(tab)
         await shot(tab, "api-docs", full_page=False)  # the page is long: its top is the point
+        assert elsewhere == []
+        await context.close()
+
+
+async def test_a_card_reviews_unified_or_side_by_side_with_the_changed_words_marked(
+    stack: Stack, browser: Browser
+) -> None:
+    """A changed line: its changed word marked in the unified view and in the side-by-side one; the choice is
+    remembered; the item's counts are the tray's."""
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        token = http.headers["Authorization"].removeprefix("Bearer ")
+        moved = await http.put(
+            f"/api/workspace/agents/{world.agent_id}/memory", json={"content": "Prefer short answers.\nQuote.\n"}
+        )
+        assert moved.status_code == 200, moved.text
+        version = (await memory_of(http, world.agent_id))["version"]
+        turn = await open_turn(coach, world)
+        sid = turn.session.session_id
+        called = await propose(turn, world.agent_id, "Prefer very short answers.\nQuote.\n", version)
+        assert called.ok, called.error
+        await turn.end_step()
+        seq = turn.calls[called.tool_call_id].seq
+        [item] = (await wait_pending(http, sid, 1))["items"]
+        assert item["lines"] == {"added": 1, "removed": 1}
+
+        context, elsewhere = await local_only(browser, stack)
+        tab = await context.new_page()
+        await sign_in(tab, token)
+        await tab.goto(f"/console#/sessions/{sid}")
+        card = tab.locator(f"#item-{seq}")
+        await expect(card.locator(".meta")).to_contain_text("memory \u00b7 edit \u00b7 +1 \u22121 \u00b7 ")
+        await expect(card.locator(".meta time")).to_have_attribute("title", re.compile(r"\d"))
+        await card.get_by_role("button", name="Show changes").click()
+        views = card.get_by_role("group", name="Diff view")
+        await expect(views.get_by_role("button", name="Unified")).to_have_attribute("aria-pressed", "true")
+        await expect(card.locator("pre.diff .line.add mark.word-add")).to_have_text(["very"])
+        await expect(card.locator("pre.diff .line.del mark")).to_have_count(0)
+        await expect(card.locator("pre.diff .line.add")).to_have_count(item["lines"]["added"])
+        await expect(card.locator("pre.diff .line.del")).to_have_count(item["lines"]["removed"])
+        await axe(tab)
+        await views.get_by_role("button", name="Side by side").click()
+        split = card.locator("table.diff.split")
+        await expect(split.locator("td.del")).to_have_text(["removed: Prefer short answers."])
+        await expect(split.locator("td.add")).to_have_text(["added: Prefer very short answers."])
+        await expect(split.locator("td.add mark.word-add")).to_have_text(["very"])
+        await axe(tab)
+        await shot(tab, "side-by-side")
+        await tab.reload()  # the choice is remembered
+        await tab.locator(f"#item-{seq}").get_by_role("button", name="Show changes").click()
+        await expect(tab.locator(f"#item-{seq} table.diff.split")).to_be_visible()
+        await tab.get_by_role("button", name="Unified").click()
+        await expect(tab.locator(f"#item-{seq} pre.diff")).to_be_visible()
         assert elsewhere == []
         await context.close()
 

@@ -184,6 +184,171 @@ function diffBlock(diff, label) {
   return pre;
 }
 
+// --- review: unified and side-by-side diffs with word-level highlights ----------------------------------------
+//
+// The owner sends each field's unified diff; the word-level highlights inside a changed line are computed here, by a
+// longest-common-subsequence over the line's words (a few dozen tokens a line: no library needed, nothing to vendor).
+
+const DIFF_VIEW_KEY = "assent.console.diffView";
+
+function diffView() {
+  return localStorage.getItem(DIFF_VIEW_KEY) === "split" ? "split" : "unified";
+}
+
+/** A line's tokens: runs of word characters, runs of spaces, and single other characters. */
+function tokens(text) {
+  return text.match(/\w+|\s+|[^\w\s]/gu) || [];
+}
+
+/** Which tokens of ``a`` and of ``b`` are not in their longest common subsequence: two arrays of booleans. */
+function wordChanges(a, b) {
+  const n = a.length, m = b.length;
+  if (n * m > 250_000) return [a.map(() => true), b.map(() => true)]; // a very long line: marked whole
+  const table = Array.from({ length: n + 1 }, () => new Uint16Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) {
+    for (let j = m - 1; j >= 0; j--) {
+      table[i][j] = a[i] === b[j] ? table[i + 1][j + 1] + 1 : Math.max(table[i + 1][j], table[i][j + 1]);
+    }
+  }
+  const inA = a.map(() => true), inB = b.map(() => true);
+  let i = 0, j = 0;
+  while (i < n && j < m) {
+    if (a[i] === b[j]) { inA[i] = false; inB[j] = false; i++; j++; }
+    else if (table[i + 1][j] >= table[i][j + 1]) i++;
+    else j++;
+  }
+  return [inA, inB];
+}
+
+/** A line's text with its changed words in ``<mark>`` (``cls``: word-add or word-del). */
+function markedText(text, toks, changedFlags, cls) {
+  if (!changedFlags) return [text || " "];
+  const out = [];
+  toks.forEach((t, k) => {
+    if (changedFlags[k] && t.trim()) out.push(h("mark", { class: cls }, t));
+    else if (typeof out[out.length - 1] === "string") out[out.length - 1] += t;
+    else out.push(t);
+  });
+  return out.length ? out : [" "];
+}
+
+/** A unified diff as rows: {type: file|hunk|ctx|del|add, text, pair}; each removed line of a run is paired with the
+ * added line at the same place of the run that follows it (their word changes are computed together). */
+function diffRows(diff) {
+  const rows = (diff || "").replace(/\n$/, "").split("\n").map((line) => {
+    let type = "ctx";
+    if (line.startsWith("+++") || line.startsWith("---")) type = "file";
+    else if (line.startsWith("@@")) type = "hunk";
+    else if (line.startsWith("+")) type = "add";
+    else if (line.startsWith("-")) type = "del";
+    return { type, line, text: type === "ctx" || type === "add" || type === "del" ? line.slice(1) : line };
+  });
+  for (let k = 0; k < rows.length; k++) {
+    if (rows[k].type !== "del" || (k > 0 && rows[k - 1].type === "del")) continue;
+    let end = k;
+    while (end < rows.length && rows[end].type === "del") end++;
+    let addEnd = end;
+    while (addEnd < rows.length && rows[addEnd].type === "add") addEnd++;
+    for (let x = 0; x < Math.min(end - k, addEnd - end); x++) {
+      const del = rows[k + x], add = rows[end + x];
+      const a = tokens(del.text), b = tokens(add.text);
+      const [ca, cb] = wordChanges(a, b);
+      Object.assign(del, { toks: a, changes: ca, pair: add });
+      Object.assign(add, { toks: b, changes: cb, pair: del });
+    }
+  }
+  return rows;
+}
+
+/** Lines added and removed in a unified diff (its ``+++``/``---`` header apart): what the tray's ``lines`` count. */
+function diffCounts(rows) {
+  return { added: rows.filter((r) => r.type === "add").length, removed: rows.filter((r) => r.type === "del").length };
+}
+
+/** The unified view: one line a row, a removed or added line's changed words marked. */
+function unifiedDiff(rows, label) {
+  const pre = h("pre", { class: "diff", tabindex: "0", "aria-label": label });
+  for (const r of rows) {
+    const sign = { add: "added: ", del: "removed: " }[r.type];
+    const body = r.type === "add" || r.type === "del"
+      ? [r.line[0], ...markedText(r.text, r.toks, r.changes, `word-${r.type}`)] : [r.line || " "];
+    pre.append(h("span", { class: `line ${r.type}` }, sign ? h("span", { class: "visually-hidden" }, sign) : null, ...body));
+  }
+  return pre;
+}
+
+/** The side-by-side view: a table, the text before on the left and after on the right, a changed line facing its
+ * new version with the changed words marked. */
+function splitDiff(rows, label) {
+  const body = [];
+  for (let k = 0; k < rows.length; k++) {
+    const r = rows[k];
+    if (r.type === "file") continue;
+    if (r.type === "hunk") { body.push(h("tr", { class: "hunk" }, h("td", { colspan: "2" }, r.line))); continue; }
+    if (r.type === "ctx") { body.push(h("tr", {}, h("td", { class: "ctx" }, r.text || " "), h("td", { class: "ctx" }, r.text || " "))); continue; }
+    // A run of removed lines and the added ones after it, side by side.
+    const dels = [], adds = [];
+    while (k < rows.length && rows[k].type === "del") dels.push(rows[k++]);
+    while (k < rows.length && rows[k].type === "add") adds.push(rows[k++]);
+    k--;
+    for (let x = 0; x < Math.max(dels.length, adds.length); x++) {
+      const d = dels[x], a = adds[x];
+      body.push(h("tr", {},
+        d ? h("td", { class: "del" }, h("span", { class: "visually-hidden" }, "removed: "), ...markedText(d.text, d.toks, d.changes, "word-del")) : h("td", { class: "empty" }),
+        a ? h("td", { class: "add" }, h("span", { class: "visually-hidden" }, "added: "), ...markedText(a.text, a.toks, a.changes, "word-add")) : h("td", { class: "empty" })));
+    }
+  }
+  return h("div", { class: "split-wrap", tabindex: "0", role: "group", "aria-label": `${label}, side by side` },
+    h("table", { class: "diff split" },
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Before"), h("th", { scope: "col" }, "After"))),
+      h("tbody", {}, body)));
+}
+
+/** A card's changed fields for review: the Unified / Side by side switch (remembered in localStorage), an outline
+ * with each field's +/− counts linking to its section (where there are several), and each field's diff. */
+function reviewView(fields, prefix) {
+  const parsed = fields.map((f, i) => ({ field: f, rows: diffRows(f.diff), id: `${prefix}-field-${i}` }));
+  const sections = h("div", { class: "review" });
+  const draw = () => {
+    const split = diffView() === "split";
+    sections.replaceChildren(...parsed.map(({ field, rows, id }) => {
+      const label = field.name ? `Changes to ${field.name}` : "Changes";
+      return h("section", { id, tabindex: "-1" },
+        field.name ? h("h4", {}, `${field.name} `, h("span", { class: "count" }, counts(field.lines || diffCounts(rows)))) : null,
+        split ? splitDiff(rows, label) : unifiedDiff(rows, label));
+    }));
+  };
+  const buttons = [["unified", "Unified"], ["split", "Side by side"]].map(([value, text]) =>
+    h("button", { type: "button", class: "chip", "aria-pressed": String(diffView() === value), dataset: { view: value },
+      onclick: () => {
+        localStorage.setItem(DIFF_VIEW_KEY, value);
+        for (const b of buttons) b.setAttribute("aria-pressed", String(b.dataset.view === value));
+        draw();
+      } }, text));
+  const parts = [h("div", { class: "toolbar view-switch", role: "group", "aria-label": "Diff view" }, ...buttons)];
+  if (parsed.length > 1) {
+    const total = parsed.reduce((sum, p) => {
+      const c = diffCounts(p.rows);
+      return { added: sum.added + c.added, removed: sum.removed + c.removed };
+    }, { added: 0, removed: 0 });
+    parts.push(h("nav", { class: "outline", "aria-label": "Changed fields" },
+      h("p", { class: "hint outline-total", dataset: { added: total.added, removed: total.removed } },
+        `${plural(parsed.length, "field")} changed · ${counts(total)}`),
+      h("ul", { class: "plain" }, parsed.map(({ field, rows, id }) => {
+        const c = diffCounts(rows);
+        return h("li", { dataset: { added: c.added, removed: c.removed } },
+          h("a", { href: `#${id}`, onclick: (event) => {
+            event.preventDefault();
+            const target = document.getElementById(id);
+            target?.scrollIntoView({ block: "start" });
+            target?.focus();
+          } }, field.name || "Changes"), " ", h("span", { class: "count" }, counts(c)));
+      }))));
+  }
+  draw();
+  return [...parts, sections];
+}
+
 function counts(lines) {
   if (!lines) return "";
   return `+${lines.added ?? 0} −${lines.removed ?? 0}`;
@@ -735,11 +900,8 @@ async function renderCard(container, path, editable = false, card = undefined) {
   }
   if (card.missing_notes?.length) parts.push(h("p", { class: "badge warn" }, `Needs notes that do not exist yet: ${card.missing_notes.join(", ")}`));
   const changed = (card.fields || []).filter((f) => f.diff);
-  for (const field of changed) {
-    parts.push(h("h4", {}, `${field.name} `, h("span", { class: "count" }, counts(field.lines))));
-    parts.push(diffBlock(field.diff, `Changes to ${field.name}`));
-  }
-  if (!changed.length && card.diff) parts.push(diffBlock(card.diff, "Changes"));
+  if (changed.length) parts.push(...reviewView(changed, container.id || "card"));
+  if (!changed.length && card.diff) parts.push(...reviewView([{ name: "", diff: card.diff }], container.id || "card"));
   const texts = (card.fields || []).filter((f) => f.live !== null || f.proposal !== null);
   if (texts.length) {
     parts.push(h("details", {}, h("summary", {}, "Before and after"),
