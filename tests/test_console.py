@@ -30,7 +30,8 @@ from tests.conftest import OPERATOR, TOKEN, Stack, World, as_admin_of, new_world
 from tests.issuer import AUDIENCE, CONSOLE_CLIENT_ID, TestIssuer, s256, test_issuer
 from tests.test_history import TURN, WORLD, a_decided_turn, entries_of
 from tests.test_memory_edits import memory as memory_of
-from tests.test_memory_edits import open_turn, propose, wait_pending
+from tests.test_memory_edits import open_turn, wait_pending
+from tests.test_memory_edits import propose as propose_memory
 from tests.test_source_proposals import (
     FILES,
     chat,
@@ -425,10 +426,10 @@ async def test_decline_all_declines_every_request_with_its_kinds_word(stack: Sta
         memory, guild, access, draft = seqs
         await expect(tab.get_by_role("list", name="Resolved").get_by_role("listitem")).to_have_text(
             [
-                f"seq {memory} (memory): declined",
-                f"seq {guild} (guild): declined",
-                f"seq {access} (login): declined",
-                f"seq {draft} (draft): discarded",
+                f"request #{memory} (memory): declined",
+                f"request #{guild} (guild): declined",
+                f"request #{access} (login): declined",
+                f"request #{draft} (draft): discarded",
             ]
         )
         await expect(tab.locator("#skipped-count")).to_have_text("Skipped: 0")
@@ -446,7 +447,7 @@ async def test_decline_all_declines_every_request_with_its_kinds_word(stack: Sta
         await axe(tab)
 
         # A decided card: who decided and the outcome, what the coach was told, and no button to decide it again.
-        await tab.get_by_role("link", name=f"seq {memory} (memory): declined").click()
+        await tab.get_by_role("link", name=f"request #{memory} (memory): declined").click()
         happened = tab.get_by_role("region", name="What happened")
         await expect(happened.locator(".outcome")).to_contain_text(f"Declined by {OPERATOR}")
         await expect(happened.get_by_role("list", name="Decisions").get_by_role("listitem")).to_have_text(
@@ -782,7 +783,7 @@ async def test_a_card_reviews_unified_or_side_by_side_with_the_changed_words_mar
         version = (await memory_of(http, world.agent_id))["version"]
         turn = await open_turn(coach, world)
         sid = turn.session.session_id
-        called = await propose(turn, world.agent_id, "Prefer very short answers.\nQuote.\n", version)
+        called = await propose_memory(turn, world.agent_id, "Prefer very short answers.\nQuote.\n", version)
         assert called.ok, called.error
         await turn.end_step()
         seq = turn.calls[called.tool_call_id].seq
@@ -794,7 +795,7 @@ async def test_a_card_reviews_unified_or_side_by_side_with_the_changed_words_mar
         await sign_in(tab, token)
         await tab.goto(f"/console#/sessions/{sid}")
         card = tab.locator(f"#item-{seq}")
-        await expect(card.locator(".meta")).to_contain_text("memory \u00b7 edit \u00b7 +1 \u22121 \u00b7 ")
+        await expect(card.locator(".meta")).to_contain_text("+1 \u22121 \u00b7 ")
         await expect(card.locator(".meta time")).to_have_attribute("title", re.compile(r"\d"))
         await card.get_by_role("button", name="Show changes").click()
         views = card.get_by_role("group", name="Diff view")

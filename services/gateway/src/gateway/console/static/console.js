@@ -874,11 +874,11 @@ function bulkReport(which, answer, sessionId) {
   const parts = [h("p", { class: "bulk-summary" },
     answer.message || `${which}: ${plural(resolved.length, "request")} resolved, ${skipped.length} skipped.`)];
   if (resolved.length) parts.push(h("ul", { class: "plain", id: "resolved", "aria-label": "Resolved" },
-    resolved.map((r) => h("li", {}, cardLink(sessionId, r.kind, r.seq, `seq ${r.seq} (${r.kind}): ${r.outcome}`)
-      || `seq ${r.seq} (${r.kind}): ${r.outcome}`))));
+    resolved.map((r) => h("li", {}, cardLink(sessionId, r.kind, r.seq, `request #${r.seq} (${r.kind}): ${r.outcome}`)
+      || `request #${r.seq} (${r.kind}): ${r.outcome}`))));
   parts.push(h("p", { id: "skipped-count" }, `Skipped: ${skipped.length}`));
-  if (skipped.length) parts.push(h("ul", { class: "plain" }, skipped.map((s) => h("li", {}, `seq ${s.seq} (${s.kind}): ${s.reason}`))));
-  if (answer.stopped) parts.push(h("p", { class: "error" }, `Stopped at seq ${answer.stopped.seq}: ${answer.stopped.status}, ${answer.stopped.detail}`));
+  if (skipped.length) parts.push(h("ul", { class: "plain" }, skipped.map((s) => h("li", {}, `request #${s.seq} (${s.kind}): ${s.reason}`))));
+  if (answer.stopped) parts.push(h("p", { class: "error" }, `Stopped at request #${answer.stopped.seq}: ${answer.stopped.status}, ${answer.stopped.detail}`));
   return parts;
 }
 
@@ -955,7 +955,7 @@ async function cardView(sessionId, endpoint, seq) {
   const kind = registry.kinds[card.kind] || Object.values(registry.kinds).find((k) => k.endpoint === endpoint) || {};
   const parts = [
     heading(`${labelOf(card.target) || `Seq ${seq}`}`), back,
-    h("p", { class: "meta" }, [`seq ${seq}`, card.kind, card.action, card.lines ? counts(card.lines) : null].filter(Boolean).join(" · ")),
+    h("p", { class: "meta" }, [`request #${seq}`, card.kind, card.action, card.lines ? counts(card.lines) : null].filter(Boolean).join(" · ")),
     card.reason || card.rationale ? h("p", { class: "reason" }, card.reason || card.rationale) : null,
   ];
   if (card.status === "pending") {
@@ -964,7 +964,7 @@ async function cardView(sessionId, endpoint, seq) {
       buttons.forEach((b) => { b.disabled = true; });
       try {
         const answer = await api("POST", path, { decision }, { "Idempotency-Key": idempotencyKey() });
-        announce(`${labelOf(card.target) || `seq ${seq}`}: ${answer?.outcome || decision}`);
+        announce(`${labelOf(card.target) || `request #${seq}`}: ${answer?.outcome || decision}`);
         await cardView(sessionId, endpoint, seq);
       } catch (error) {
         message.replaceChildren(detailOf(error));
