@@ -894,6 +894,7 @@ async function renderCard(container, path, editable = false, card = undefined) {
   const decided = Boolean(card.status) && card.status !== "pending";
   const parts = decided ? [resolutionOf(card, `${container.id}-resolution`)] : [];
   if (card.stale) parts.push(h("p", { class: "badge warn" }, "Stale: the target changed since it was proposed."));
+  if (card.widens) parts.push(h("p", { class: "badge warn" }, "Widens access: applying it lets an agent do more than it can today."));
   if (card.version !== undefined) {
     parts.push(h("p", { class: "meta version" }, `Version ${card.version}`,
       card.versions?.length ? ` of ${card.versions.length} (${card.versions.map((v) => `${v.version} by ${v.author}`).join(", ")})` : ""));
