@@ -784,8 +784,8 @@ async function sessionView(sessionId) {
     let pending;
     try { pending = await api("GET", `${base}/pending`); } catch (error) { summary.replaceChildren(detailOf(error)); return; }
     summary.textContent = pending.summary || `Waiting on ${plural(pending.waiting_on, "decision")}`;
-    sectionList.replaceChildren(...Object.entries(pending.sections || {}).map(([name, n]) =>
-      h("li", { class: n ? "" : "zero" }, `${name} `, h("span", { class: "count" }, n))));
+    sectionList.replaceChildren(...Object.entries(pending.sections || {}).filter(([name, n]) => n || sectionDeployed(name))
+      .map(([name, n]) => h("li", { class: n ? "" : "zero" }, `${name} `, h("span", { class: "count" }, n))));
     agentList.replaceChildren(
       h("li", {}, h("button", { type: "button", class: "chip", "aria-pressed": String(!state.agent),
         onclick: () => { state.agent = null; refresh(); } }, "All agents")),
@@ -811,6 +811,13 @@ function cardHref(sessionId, kind, seq) {
   const endpoint = registry.kinds[kind]?.endpoint;
   if (!endpoint || !operations[`/api/studio/sessions/{session_id}/${endpoint}/{seq}`]?.includes("get")) return null;
   return `#/sessions/${encodeURIComponent(sessionId)}/${encodeURIComponent(endpoint)}/${seq}`;
+}
+
+/** Whether a section can have requests here: one of its kinds' owners is deployed beside the gateway (a registry
+ * without the word: yes). A section that never has one shows no zero count. */
+function sectionDeployed(section) {
+  const kinds = Object.values(registry.kinds).filter((k) => k.section === section);
+  return !kinds.length || kinds.some((k) => k.deployed !== false);
 }
 
 /** A link to decide a pending item: its session's tray, where its buttons are. */
