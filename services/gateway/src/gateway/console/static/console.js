@@ -1166,8 +1166,8 @@ async function proposalsView(agentId) {
     const parts = [
       h("h3", { id: `${id}-title` }, p.reason),
       h("p", { class: "meta" }, [p.from_builder_chat ? "From the builder chat" : `from ${p.origin}`, p.model,
-        p.asked_by ? `asked by ${p.asked_by}` : null, when(p.proposed_at),
-        p.source_version ? `on ${p.source_version.slice(0, 10)}` : null].filter(Boolean).join(" · ")),
+        p.asked_by ? `asked by ${p.asked_by}` : null, p.proposed_at ? timeAgo(p.proposed_at) : null,
+        p.source_version ? `on ${p.source_version.slice(0, 10)}` : null].filter(Boolean).flatMap((x, i) => (i ? [" · ", x] : [x]))),
       p.fix_for_issue ? h("p", { class: "meta" }, p.fix_for_issue.label || "Fix for an issue") : null,
     ];
     if (p.changed_since?.length) parts.push(h("p", { class: "badge warn" }, `Changed since: ${p.changed_since.join(", ")}`));
@@ -1178,8 +1178,8 @@ async function proposalsView(agentId) {
     if (open) {
       parts.push(decisionForm(p, message), message);
     } else {
-      parts.push(h("p", { class: "meta" }, [p.status, p.resolved_by ? `by ${p.resolved_by}` : null, when(p.resolved_at),
-        p.branch ? `branch ${p.branch}` : null, p.commit ? `commit ${p.commit.slice(0, 10)}` : null].filter(Boolean).join(" · ")));
+      parts.push(h("p", { class: "meta" }, [p.status, p.resolved_by ? `by ${p.resolved_by}` : null, p.resolved_at ? timeAgo(p.resolved_at) : null,
+        p.branch ? `branch ${p.branch}` : null, p.commit ? `commit ${p.commit.slice(0, 10)}` : null].filter(Boolean).flatMap((x, i) => (i ? [" · ", x] : [x]))));
       if (p.link) parts.push(h("p", {}, h("a", { href: p.link }, "Pull request")));
     }
     return h("li", { class: "item", id, dataset: { proposal: p.proposal_id } }, h("article", { "aria-labelledby": `${id}-title` }, ...parts));
