@@ -119,6 +119,9 @@ LISTED = [
     Endpoint("GET", "/api/me", lambda s: "/api/me", "org"),
     Endpoint("GET", "/api/studio/sessions", lambda s: "/api/studio/sessions", "org"),
     Endpoint("GET", "/api/studio/pending", lambda s: "/api/studio/pending", "org"),
+    # Their previews (read-only, but decided by the role that may act on them).
+    Endpoint("GET", f"{S}/apply-all", lambda s: f"/api/studio/sessions/{s.session_id}/apply-all", "write"),
+    Endpoint("GET", f"{S}/decline-all", lambda s: f"/api/studio/sessions/{s.session_id}/decline-all", "write"),
     Endpoint("POST", f"{S}/apply-all", lambda s: f"/api/studio/sessions/{s.session_id}/apply-all", "write"),
     Endpoint("POST", f"{S}/decline-all", lambda s: f"/api/studio/sessions/{s.session_id}/decline-all", "write"),
     Endpoint(

@@ -129,14 +129,26 @@ async def test_the_command_reads_shows_applies_and_says_stale_with_its_exit_code
         assert moved.status_code == 200, moved.text
         stale = await installed("apply", sid, str(second), env=env)
         assert stale.code == CONFLICT and "409" in stale.err, (stale.code, stale.err)
-        stopped = await assent("apply-all", sid, env=env)
+        # The plan first, changing nothing; without a terminal to ask on, no --yes is refused.
+        planned = await assent("apply-all", sid, "--dry-run", env=env)
+        assert planned.code == OK, planned.err
+        assert planned.out == f"seq {second}: apply\nseq {third}: apply\nWould apply 2 requests.\n", planned.out
+        assert (await assent("decline-all", sid, "--dry-run", "--json", env=env)).json()["resolved"] == [
+            {"seq": second, "kind": "memory", "outcome": "decline"},
+            {"seq": third, "kind": "note", "outcome": "decline"},
+        ]
+        for command in ("apply-all", "decline-all"):
+            refused = await assent(command, sid, env=env)
+            assert refused.code == ExitCode.USAGE and "pass --yes" in refused.err, (refused.code, refused.err)
+        assert (await assent("pending", sid, "--json", env=env)).json()["waiting_on"] == 2
+        stopped = await assent("apply-all", sid, "--yes", env=env)
         assert stopped.code == CONFLICT, (stopped.code, stopped.out)
         assert f"seq {second}: stopped (409)" in stopped.out
         again = await assent("apply", sid, str(first), env=env)
         assert again.code == REFUSED and "error 422: this request was already applied by" in again.err, again.err
 
         assert (await assent("decline", sid, str(second), env=env)).code == OK
-        done = await assent("apply-all", sid, "--json", env=env)
+        done = await assent("apply-all", sid, "--yes", "--json", env=env)
         assert done.code == OK, done.err
         assert [(r["seq"], r["outcome"]) for r in done.json()["resolved"]] == [(third, "applied")]
         assert [d.outcome for d in (await turn.continuation()).decisions] == ["applied", "declined", "applied"]
@@ -299,10 +311,10 @@ async def test_a_decision_on_a_decided_request_is_the_apis_refusal_and_show_says
 
         # Apply all and Decline all with nothing open resolve nothing, and say so.
         assert (
-            await assent("apply-all", sid, env=env)
+            await assent("apply-all", sid, "--yes", env=env)
         ).out == f"seq {note}: applied\nApplied 1 request; 0 requests still open.\n"
         for command, verb in (("apply-all", "Applied"), ("decline-all", "Declined")):
-            ran = await assent(command, sid, env=env)
+            ran = await assent(command, sid, "--yes", env=env)
             assert (ran.code, ran.out) == (OK, f"{verb} 0 requests; 0 requests still open.\n"), command
         late = await assent("apply", sid, str(note), env=env)
         assert late.code == REFUSED, late.err

@@ -30,6 +30,8 @@ from tests.conftest import OPERATOR, TOKEN, Stack, World, as_admin_of, new_world
 from tests.issuer import AUDIENCE, CONSOLE_CLIENT_ID, TestIssuer, s256, test_issuer
 from tests.test_history import TURN, WORLD, a_decided_turn, entries_of
 from tests.test_memory_edits import memory as memory_of
+from tests.test_memory_edits import open_turn, wait_pending
+from tests.test_memory_edits import propose as propose_memory
 from tests.test_source_proposals import (
     FILES,
     chat,
@@ -124,13 +126,16 @@ async def sign_in(page: Page, token: str, check: bool = False) -> None:
     await expect(page.get_by_role("heading", name="Sessions", exact=True)).to_be_visible()
 
 
-async def create_login(http: httpx.AsyncClient, login_id: str, name: str) -> None:
-    body = {
+async def create_login(
+    http: httpx.AsyncClient, login_id: str, name: str, tools: dict[str, dict[str, Any]] | None = None
+) -> None:
+    body: dict[str, Any] = {
         "login_id": login_id,
         "name": name,
         "scope": "org",
         "server_url": UNREACHABLE,
         "account": "desk@acme.example",
+        **({"tools": tools} if tools is not None else {}),
     }
     response = await http.post("/api/workspace/logins", json=body)
     assert response.status_code == 201, response.text
@@ -147,7 +152,7 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         token = http.headers["Authorization"].removeprefix("Bearer ")
         suffix = world.org_id.removeprefix("org_")
         await create_login(http, f"desk_{suffix}", "Desk")
-        await create_login(http, f"crm_{suffix}", "CRM")
+        await create_login(http, f"crm_{suffix}", "CRM", {"list_orders": {}, "close_ticket": {"mutating": True}})
         sid, seqs, _ = await four_requests(coach, http, world, f"desk_{suffix}")
         can_apply_all = await public_route(http, "post", "/api/studio/sessions/{session_id}/apply-all")
 
@@ -162,6 +167,13 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         await waiting.get_by_label("Section").select_option("Logins")
         await expect(waiting.get_by_role("row")).to_have_count(2)
         await expect(waiting.get_by_role("row").nth(1)).to_contain_text("Read access to Desk")
+        # Each row links to where it is decided; its time is relative, the absolute one in its title.
+        row = waiting.get_by_role("row").nth(1)
+        await expect(row.get_by_role("link", name=f"Decide request #{seqs[2]}")).to_be_visible()
+        proposed = row.locator("time")
+        await expect(proposed).to_have_text(re.compile("ago$|^now$"))
+        await expect(proposed).to_have_attribute("title", re.compile(r"\d"))
+        await expect(proposed).to_have_attribute("datetime", re.compile(r"^\d{4}-\d\d-\d\dT"))
         await axe(one)
         await shot(one, "sessions")
         await one.reload()
@@ -207,6 +219,14 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
             ("description", {"added": 2, "removed": 0}),
         ]
         assert tray["lines"] == {"added": 3, "removed": 0}  # the card's fields' added up
+        # The outline of its changed fields, each with its counts linking to its section; the total is the tray's.
+        outline = guild.get_by_role("navigation", name="Changed fields")
+        await expect(outline.get_by_role("listitem")).to_have_text(["about +1 \u22120", "description +2 \u22120"])
+        total = outline.locator(".outline-total")
+        await expect(total).to_have_attribute("data-added", str(tray["lines"]["added"]))
+        await expect(total).to_have_attribute("data-removed", str(tray["lines"]["removed"]))
+        await outline.get_by_role("link", name="description").click()
+        await expect(guild.locator("section:focus h4")).to_have_text("description +2 \u22120")
         await axe(one)
         await shot(one, "desk")
 
@@ -248,11 +268,14 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
 
         # The Logins popover: grant another login than the one asked for, for 8 hours; the request stays.
         await one.get_by_role("button", name="Logins").click()
-        grant = one.get_by_role("button", name="Grant CRM (desk@acme.example)")
+        grant = one.get_by_role("button", name="Grant read access to CRM (desk@acme.example)")
         await expect(grant).to_be_focused()
+        await expect(one.locator('[data-connection^="crm_"] .tools')).to_have_text(
+            "Readable once granted: list_orders. Stays blocked: close_ticket (changes data)."
+        )
         await one.get_by_label("Lifetime of CRM (desk@acme.example)").select_option(label="8 hours")
         await grant.click()
-        await expect(one.get_by_role("button", name="Revoke CRM (desk@acme.example)")).to_be_focused()
+        await expect(one.get_by_role("button", name="Revoke read access to CRM (desk@acme.example)")).to_be_focused()
         await expect(one.locator('[data-connection^="crm_"]')).to_contain_text("expires in 8 hours")
         held = (await http.get(f"/api/studio/sessions/{sid}/connections")).json()["connections"]
         assert [(c["connection_id"], c["granted_by"]) for c in held if c["granted"]] == [(f"crm_{suffix}", OPERATOR)]
@@ -261,8 +284,8 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         assert lasts == timedelta(hours=8)
         await axe(one)
         await shot(one, "logins")
-        await one.get_by_role("button", name="Revoke CRM (desk@acme.example)").click()
-        await expect(one.get_by_role("button", name="Grant CRM (desk@acme.example)")).to_be_focused()
+        await one.get_by_role("button", name="Revoke read access to CRM (desk@acme.example)").click()
+        await expect(one.get_by_role("button", name="Grant read access to CRM (desk@acme.example)")).to_be_focused()
         await expect(one.locator('[data-connection^="crm_"]')).to_contain_text(f"Revoked by {OPERATOR}")
         held = (await http.get(f"/api/studio/sessions/{sid}/connections")).json()["connections"]
         assert [c["connection_id"] for c in held if c["granted"]] == []
@@ -270,8 +293,26 @@ async def test_the_desk_shows_the_tray_decides_live_and_grants_a_login(stack: St
         await expect(one.get_by_role("button", name="Logins")).to_be_focused()
 
         if can_apply_all:
-            # Apply all applies the guild text, publishes the draft and leaves the login request (decided alone).
+            # Apply all applies the guild text, publishes the draft and leaves the login request (decided alone):
+            # its plan says so first, in a dialog, and nothing is sent until it is confirmed.
             await one.get_by_role("button", name="Apply all").click()
+            dialog = one.get_by_role("dialog", name="Apply all: what it will do")
+            await expect(dialog.get_by_role("list", name="Plan").get_by_role("listitem")).to_have_text(
+                [
+                    re.compile(f"^request #{seqs[1]} \\(guild\\): apply$"),
+                    re.compile(f"^request #{seqs[2]} \\(login\\): skip — .*decided on its own"),
+                    re.compile(f"^request #{seqs[3]} \\(draft\\): publish$"),
+                ]
+            )
+            await expect(dialog.get_by_role("button", name="Apply all: 2 requests")).to_be_focused()
+            await axe(one)
+            await shot(one, "apply-all-plan")
+            await one.keyboard.press("Escape")
+            await expect(dialog).to_have_count(0)
+            await expect(one.get_by_role("button", name="Apply all")).to_be_focused()
+            await expect(one.locator("#summary")).to_have_text("Waiting on 3 decisions")
+            await one.get_by_role("button", name="Apply all").click()
+            await dialog.get_by_role("button", name="Apply all: 2 requests").click()
             await expect(one.locator("#skipped-count")).to_have_text("Skipped: 1")
             await expect(one.locator(f"#item-{seqs[1]}")).to_have_count(0)
             await expect(two.locator(f"#item-{seqs[1]}")).to_have_count(0)
@@ -353,7 +394,8 @@ async def test_decline_all_declines_every_request_with_its_kinds_word(stack: Sta
         world = await new_world(http)
         token = http.headers["Authorization"].removeprefix("Bearer ")
         login = f"desk_{world.org_id.removeprefix('org_')}"
-        await create_login(http, login, "Desk")
+        tools = {"list_orders": {}, "refund_order": {}, "close_ticket": {"mutating": True}}
+        await create_login(http, login, "Desk", tools)
         sid, seqs, turn = await four_requests(coach, http, world, login)
 
         context, elsewhere = await local_only(browser, stack)
@@ -361,16 +403,33 @@ async def test_decline_all_declines_every_request_with_its_kinds_word(stack: Sta
         await sign_in(tab, token)
         await tab.goto(f"/console#/sessions/{sid}")
         await expect(tab.locator("#summary")).to_have_text("Waiting on 4 decisions")
-        await expect(tab.locator(f"#item-{seqs[2]}").get_by_role("button", name="Grant read access")).to_be_visible()
+        login_item = tab.locator(f"#item-{seqs[2]}")
+        await expect(login_item.get_by_role("button", name="Grant read access")).to_be_visible()
+        # The login request's card: the server, the account, what a grant makes readable and what stays blocked.
+        await login_item.get_by_role("button", name="Show changes").click()
+        notes = login_item.locator(".notes li")
+        await expect(notes.filter(has_text="Becomes readable:")).to_have_text("Becomes readable: list_orders")
+        await expect(notes.filter(has_text="Stays blocked:")).to_contain_text("refund_order (the name refund_order")
+        await expect(notes.filter(has_text="Stays blocked:")).to_contain_text("close_ticket (the connector's manifest")
+        await axe(tab)
+        await shot(tab, "login-card")
         await tab.get_by_role("button", name="Decline all").click()
+        plan = tab.get_by_role("dialog", name="Decline all: what it will do")
+        await expect(plan.get_by_role("list", name="Plan").get_by_role("listitem")).to_have_count(4)
+        await plan.get_by_role("button", name="Cancel").click()  # Cancel sends nothing
+        await expect(plan).to_have_count(0)
+        assert (await http.get(f"/api/studio/sessions/{sid}/pending")).json()["waiting_on"] == 4
+        await expect(tab.locator("#summary")).to_have_text("Waiting on 4 decisions")
+        await tab.get_by_role("button", name="Decline all").click()
+        await plan.get_by_role("button", name="Decline all: 4 requests").click()
         await expect(tab.locator("#summary")).to_have_text("Waiting on 0 decisions")
         memory, guild, access, draft = seqs
         await expect(tab.get_by_role("list", name="Resolved").get_by_role("listitem")).to_have_text(
             [
-                f"seq {memory} (memory): declined",
-                f"seq {guild} (guild): declined",
-                f"seq {access} (login): declined",
-                f"seq {draft} (draft): discarded",
+                f"request #{memory} (memory): declined",
+                f"request #{guild} (guild): declined",
+                f"request #{access} (login): declined",
+                f"request #{draft} (draft): discarded",
             ]
         )
         await expect(tab.locator("#skipped-count")).to_have_text("Skipped: 0")
@@ -388,7 +447,7 @@ async def test_decline_all_declines_every_request_with_its_kinds_word(stack: Sta
         await axe(tab)
 
         # A decided card: who decided and the outcome, what the coach was told, and no button to decide it again.
-        await tab.get_by_role("link", name=f"seq {memory} (memory): declined").click()
+        await tab.get_by_role("link", name=f"request #{memory} (memory): declined").click()
         happened = tab.get_by_role("region", name="What happened")
         await expect(happened.locator(".outcome")).to_contain_text(f"Declined by {OPERATOR}")
         await expect(happened.get_by_role("list", name="Decisions").get_by_role("listitem")).to_have_text(
@@ -758,6 +817,59 @@ async def test_the_proposals_page_approves_onto_a_new_branch_and_the_docs_need_n
         await expect(tab.get_by_role("heading", name="Assent")).to_be_visible()
         await expect(tab.locator(".opblock-summary-path").first).to_be_visible()
         await shot(tab, "api-docs", full_page=False)  # the page is long: its top is the point
+        assert elsewhere == []
+        await context.close()
+
+
+async def test_a_card_reviews_unified_or_side_by_side_with_the_changed_words_marked(
+    stack: Stack, browser: Browser
+) -> None:
+    """A changed line: its changed word marked in the unified view and in the side-by-side one; the choice is
+    remembered; the item's counts are the tray's."""
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        token = http.headers["Authorization"].removeprefix("Bearer ")
+        moved = await http.put(
+            f"/api/workspace/agents/{world.agent_id}/memory", json={"content": "Prefer short answers.\nQuote.\n"}
+        )
+        assert moved.status_code == 200, moved.text
+        version = (await memory_of(http, world.agent_id))["version"]
+        turn = await open_turn(coach, world)
+        sid = turn.session.session_id
+        called = await propose_memory(turn, world.agent_id, "Prefer very short answers.\nQuote.\n", version)
+        assert called.ok, called.error
+        await turn.end_step()
+        seq = turn.calls[called.tool_call_id].seq
+        [item] = (await wait_pending(http, sid, 1))["items"]
+        assert item["lines"] == {"added": 1, "removed": 1}
+
+        context, elsewhere = await local_only(browser, stack)
+        tab = await context.new_page()
+        await sign_in(tab, token)
+        await tab.goto(f"/console#/sessions/{sid}")
+        card = tab.locator(f"#item-{seq}")
+        await expect(card.locator(".meta")).to_contain_text("+1 \u22121 \u00b7 ")
+        await expect(card.locator(".meta time")).to_have_attribute("title", re.compile(r"\d"))
+        await card.get_by_role("button", name="Show changes").click()
+        views = card.get_by_role("group", name="Diff view")
+        await expect(views.get_by_role("button", name="Unified")).to_have_attribute("aria-pressed", "true")
+        await expect(card.locator("pre.diff .line.add mark.word-add")).to_have_text(["very"])
+        await expect(card.locator("pre.diff .line.del mark")).to_have_count(0)
+        await expect(card.locator("pre.diff .line.add")).to_have_count(item["lines"]["added"])
+        await expect(card.locator("pre.diff .line.del")).to_have_count(item["lines"]["removed"])
+        await axe(tab)
+        await views.get_by_role("button", name="Side by side").click()
+        split = card.locator("table.diff.split")
+        await expect(split.locator("td.del")).to_have_text(["removed: Prefer short answers."])
+        await expect(split.locator("td.add")).to_have_text(["added: Prefer very short answers."])
+        await expect(split.locator("td.add mark.word-add")).to_have_text(["very"])
+        await axe(tab)
+        await shot(tab, "side-by-side")
+        await tab.reload()  # the choice is remembered
+        await tab.locator(f"#item-{seq}").get_by_role("button", name="Show changes").click()
+        await expect(tab.locator(f"#item-{seq} table.diff.split")).to_be_visible()
+        await tab.get_by_role("button", name="Unified").click()
+        await expect(tab.locator(f"#item-{seq} pre.diff")).to_be_visible()
         assert elsewhere == []
         await context.close()
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -369,8 +370,8 @@ def decline(state: State, session_id: str, seq: int, key: str | None, as_json: b
     decide_one(state, session_id, seq, "decline", key, as_json)
 
 
-@cli.command()
-@click.argument("session_id")
+@cli.command(cls=SessionCommand)
+@session_argument()
 @click.argument("seq", type=click.IntRange(0))
 @key_option
 @json_option
@@ -395,33 +396,61 @@ def reverted_line(session_id: str, seq: int, filed: dict[str, Any]) -> str:
     )
 
 
-def all_of(state: State, session_id: str, what: str, key: str | None, as_json: bool) -> None:
-    done = state.api.decide(f"/api/studio/sessions/{session_id}/{what}", None, key)
+def all_of(state: State, session_id: str, what: str, key: str | None, as_json: bool, dry_run: bool, yes: bool) -> None:
+    """Preview (``--dry-run``), or confirm then send, Apply all or Decline all (``what``)."""
+    path = f"/api/studio/sessions/{session_id}/{what}"
+    if dry_run:
+        emit(state.api.request("GET", path), as_json, show_all)
+        return
+    if not yes:
+        if not sys.stdin.isatty():
+            err.print(f"{what} decides every open request of the session: pass --yes to confirm it without a terminal")
+            raise click.exceptions.Exit(ExitCode.USAGE)
+        plan = state.api.request("GET", path)
+        show_all(plan)
+        if not click.confirm(f"{what.replace('-', ' ').capitalize()} now?", default=False):
+            out.print("Nothing changed.")
+            return
+    done = state.api.decide(path, None, key)
     emit(done, as_json, show_all)
     stopped = done.get("stopped")
     if stopped is not None:
         raise click.exceptions.Exit(exit_code(int(stopped["status"])) or ExitCode.FAILED)
 
 
+dry_run_option = click.option(
+    "--dry-run", is_flag=True, help="Print what it would do to each request (apply, or leave and why); change nothing."
+)
+yes_option = click.option(
+    "--yes", is_flag=True, help="Do it without asking (needed where there is no terminal to ask on)."
+)
+
+
 @cli.command("apply-all", cls=SessionCommand)
 @session_argument()
 @key_option
 @json_option
+@dry_run_option
+@yes_option
 @pass_state
-def apply_all(state: State, session_id: str, key: str | None, as_json: bool) -> None:
+def apply_all(state: State, session_id: str, key: str | None, as_json: bool, dry_run: bool, yes: bool) -> None:
     """Apply the session's open requests in turn; never a login grant nor a change that widens access. A refused
-    apply (a stale one) stops the rest: the exit code is its own (5 for stale)."""
-    all_of(state, session_id, "apply-all", key, as_json)
+    apply (a stale one) stops the rest: the exit code is its own (5 for stale). Shows the plan and asks first,
+    unless ``--yes``; ``--dry-run`` only shows it."""
+    all_of(state, session_id, "apply-all", key, as_json, dry_run, yes)
 
 
 @cli.command("decline-all", cls=SessionCommand)
 @session_argument()
 @key_option
 @json_option
+@dry_run_option
+@yes_option
 @pass_state
-def decline_all(state: State, session_id: str, key: str | None, as_json: bool) -> None:
-    """Decline every open request of the session (a draft discarded, a login declined)."""
-    all_of(state, session_id, "decline-all", key, as_json)
+def decline_all(state: State, session_id: str, key: str | None, as_json: bool, dry_run: bool, yes: bool) -> None:
+    """Decline every open request of the session (a draft discarded, a login declined). Shows the plan and asks
+    first, unless ``--yes``; ``--dry-run`` only shows it."""
+    all_of(state, session_id, "decline-all", key, as_json, dry_run, yes)
 
 
 @cli.command("continue", cls=SessionCommand)

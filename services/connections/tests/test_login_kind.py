@@ -304,7 +304,15 @@ async def test_a_login_request_is_a_connection_access_widget_in_the_logins_secti
     assert result.widget.target.ref == "helpdesk"
     [proposed] = world.uow.messages(ProposalProposed)
     assert (proposed.section, proposed.card.apply_label, proposed.action) == ("Logins", "Grant read access", "grant")
-    assert proposed.card.notes == ("Server: https://helpdesk.example/mcp", "Account: support@acme.example")
+    assert proposed.card.notes == (
+        "Server: https://helpdesk.example/mcp",
+        "Account: support@acme.example",
+        "Becomes readable: list_orders, sync_status",
+        "Stays blocked: refund_order (the name refund_order says it changes data ('refund')); "
+        "get_audit_trail (get_audit_trail is off by default); "
+        "account_summary (the name account_summary names no read verb, so it is taken to change data (its read-only "
+        "hint counts on a verified connector only)); get_and_lock (the connector's manifest lists get_and_lock as changing data)",
+    )
     assert world.logins.grants == {}
 
 

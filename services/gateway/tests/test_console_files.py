@@ -76,3 +76,12 @@ async def test_the_registry_as_the_console_decides_with_it() -> None:
         )
         assert kind["apply"] in spec.decisions and kind["apply"] != spec.decline
     assert registry["kinds"]["login"]["apply"] == "grant" and registry["kinds"]["draft"]["apply"] == "publish"
+
+
+def test_a_kind_whose_owner_is_not_deployed_is_marked_so_for_the_section_counts() -> None:
+    everywhere = console.kinds()
+    assert all(kind.deployed for kind in everywhere.kinds.values())
+    edits_only = console.kinds({"edits"})
+    deployed = {name for name, kind in edits_only.kinds.items() if kind.deployed}
+    assert deployed == {name for name, spec in KINDS.items() if spec.owner == "edits"}
+    assert "login" not in deployed and "memory" in deployed

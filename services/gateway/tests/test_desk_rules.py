@@ -10,6 +10,7 @@ import pytest
 
 from assent.contracts import Card, LineCounts, ProposalBase, ProposalTarget
 from assent.kinds import KINDS, SECTIONS
+from assent.policy import Require
 from gateway.domain.desk import (
     DecisionWords,
     Item,
@@ -20,6 +21,8 @@ from gateway.domain.desk import (
     item_view,
     plan_apply_all,
     plan_decline_all,
+    preview,
+    preview_summary,
     skip_reason,
     summary,
 )
@@ -189,3 +192,22 @@ def test_a_session_is_about_its_first_request_on_one_line_cut_at_a_word() -> Non
     assert long.endswith("…")
     assert long == "Memory of Ada: Remember that refunds over a hundred euros need the manager's…"
     assert about("x" * 200, None, length=10) == "x" * 9 + "…"
+def test_the_preview_holds_back_a_request_that_needs_more_approvals_than_the_callers() -> None:
+    proposals = [proposal(1, "memory"), proposal(2, "memory"), proposal(3, "memory"), proposal(4, "login", agent=None)]
+    two, three = Require(approvals=2), Require(approvals=3)
+    items = [
+        item_view(item(1, "memory"), lambda i: "/x"),
+        item_view(item(2, "memory").model_copy(update={"require": two, "approvals": 1}), lambda i: "/x"),
+        item_view(item(3, "memory").model_copy(update={"require": three, "approvals": 1}), lambda i: "/x"),
+        item_view(item(4, "login", agent=None), lambda i: "/x"),
+    ]
+    steps, skipped = preview(plan_apply_all(proposals), items)
+    # One of two counted: the caller's is the one missing, so Apply all would apply it; one of three would wait.
+    assert [(step.proposal.seq, step.decision) for step in steps] == [(1, "apply"), (2, "apply")]
+    assert [(s.seq, s.kind) for s in skipped] == [(3, "memory"), (4, "login")]
+    assert skipped[0].reason.startswith("needs more approvals under the organisation's policy")
+    assert "1 of 3" in skipped[0].reason, skipped[0].reason
+    assert (
+        preview_summary("apply", 2, 2) == "Would apply 2 requests; would leave 2 requests to be decided on their own."
+    )
+    assert preview_summary("decline", 1, 0) == "Would decline 1 request."

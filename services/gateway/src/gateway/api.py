@@ -80,6 +80,8 @@ class ProposalView(BaseModel):
     target: ProposalTarget
     base: ProposalBase
     lines: LineCounts
+    widens: bool = False
+    """Whether applying it widens what an agent can do, as its owner judged it when proposing (Apply all skips it)."""
     reason: str
     apply_label: str
     decline_label: str
@@ -308,6 +310,7 @@ def card(proposal: Proposal, live: LiveCard) -> ProposalView:
         target=proposal.target,
         base=proposal.base,
         lines=proposal.lines,
+        widens=proposal.widens,
         reason=proposal.reason,
         apply_label=proposed.apply_label,
         decline_label=KINDS[proposal.kind].decline_label,

@@ -271,6 +271,25 @@ def router(deps: Deps, user: Any) -> APIRouter:
         discarded, a login declined). A refused one stops the rest. Takes an ``Idempotency-Key``."""
         return await run_all(deps, session_id, person, rules.plan_decline_all, "Declined", "decline_all")
 
+    preview_answers: dict[int | str, dict[str, Any]] = {**NO_SESSION, 200: {"model": AllDone}}
+
+    @desk.get("/api/studio/sessions/{session_id}/apply-all", responses=preview_answers)
+    async def preview_apply_all(session_id: PathId, person: user) -> AllDone:
+        """What Apply all would do now, writing nothing: ``resolved`` lists each request it would apply (``outcome``:
+        the decision it would send), ``skipped`` each it would leave and why (a login grant, a change that widens
+        access, a request that needs more approvals than the caller's under the organisation's policy); ``stopped``
+        is always null (only sending finds a stale request). Built by the same planning function as Apply all, so the
+        preview and the action never disagree. A ``GET`` on the action's own path rather than ``POST ?dry_run=true``:
+        it is safe and repeatable by HTTP's rules, so no ``Idempotency-Key``, no middleware and no proxy treats it
+        as a decision. Needs the role Apply all needs, in the session's organisation."""
+        return await preview_all(deps, session_id, person, rules.plan_apply_all, "apply", "apply_all")
+
+    @desk.get("/api/studio/sessions/{session_id}/decline-all", responses=preview_answers)
+    async def preview_decline_all(session_id: PathId, person: user) -> AllDone:
+        """What Decline all would do now, writing nothing (as the Apply all preview): each open request with the
+        decline decision it would send."""
+        return await preview_all(deps, session_id, person, rules.plan_decline_all, "decline", "decline_all")
+
     return desk
 
 
@@ -284,9 +303,7 @@ async def run_all(
 ) -> AllDone:
     """Send a plan's decisions one after the other, as one operator's single decisions would go; stop at the first
     that does not resolve its proposal."""
-    if not person.may(BULK_NEEDS):
-        name = via.replace("_", " ").capitalize()
-        raise HTTPException(403, f"{name} needs the admin or developer role (it decides every agent's requests)")
+    check_bulk(person, via)
     await handlers.check_session(deps, session_id, person.org_id)
     async with deps.engine.connect() as conn:
         proposals = await (await DeskStore.over(conn)).open_proposals(session_id)
@@ -319,3 +336,32 @@ async def run_all(
     left = len(proposals) - len(resolved)
     message = rules.summary(verb, len(resolved), len(skipped), stopped, left)
     return AllDone(resolved=resolved, skipped=skipped, stopped=stopped, left=left, message=message)
+
+
+async def preview_all(
+    deps: Deps,
+    session_id: str,
+    person: Identity,
+    plan_of: Callable[[Sequence[Proposal]], rules.Plan],
+    verb: str,
+    via: str,
+) -> AllDone:
+    """The plan ``run_all`` would follow, as its answer's shape, after the same checks; sends nothing."""
+    check_bulk(person, via)
+    await handlers.check_session(deps, session_id, person.org_id)
+    async with deps.engine.connect() as conn:
+        store = await DeskStore.over(conn)
+        proposals = await store.open_proposals(session_id)
+        rows = await store.session_pending(session_id)
+    items = [rules.item_view(row, decisions.decision_path) for row in rows]
+    steps, skipped = rules.preview(plan_of(proposals), items)
+    resolved = [Resolved(seq=s.proposal.seq, kind=s.proposal.kind, outcome=s.decision) for s in steps]
+    message = rules.preview_summary(verb, len(resolved), len(skipped))
+    return AllDone(resolved=resolved, skipped=skipped, stopped=None, left=len(proposals), message=message)
+
+
+def check_bulk(person: Identity, via: str) -> None:
+    """Refuse (403) a caller without the role Apply all and Decline all need."""
+    if not person.may(BULK_NEEDS):
+        name = via.replace("_", " ").capitalize()
+        raise HTTPException(403, f"{name} needs the admin or developer role (it decides every agent's requests)")

@@ -95,6 +95,17 @@ class Login:
     def label(self) -> str:
         return f"Read access to {self.name} ({self.server_url}, as {self.account})"
 
+    def tool_notes(self) -> tuple[str, ...]:
+        """What a grant opens and what stays shut, as a login request's card says it: the tools that become
+        readable, and each that stays blocked with the read-only policy's reason."""
+        verdicts = [(tool.name, self.verdict(tool)) for tool in self.tools]
+        readable = [name for name, verdict in verdicts if verdict.readable]
+        blocked = [f"{name} ({verdict.reason})" for name, verdict in verdicts if not verdict.readable]
+        return (
+            f"Becomes readable: {', '.join(readable) if readable else 'no tool'}",
+            f"Stays blocked: {'; '.join(blocked) if blocked else 'no tool'}",
+        )
+
 
 def check_reach(session: Session, login: Login | None, agent: Agent | None, connection_id: str) -> Refusal | None:
     """The login must exist and be reachable from the session's source guild: a platform login, one of its

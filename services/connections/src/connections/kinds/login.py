@@ -216,7 +216,7 @@ class LoginKind(ProposalKind):
             payload=AccessRequest(connection_id=login.login_id).model_dump(mode="json"),
             # A grant changes no text: the card shows the login as it is (no lines added or removed).
             fields=(CardField(name="login", before=login.card_text, after=login.card_text),),
-            notes=(f"Server: {login.server_url}", f"Account: {login.account}"),
+            notes=(f"Server: {login.server_url}", f"Account: {login.account}", *login.tool_notes()),
             effects=(
                 "Lets the coach call this login's read-only tools until the session closes, or for the lifetime the "
                 "grant gives",
@@ -322,7 +322,7 @@ class LoginKind(ProposalKind):
             hash=login.card_hash,
             version=None,
             fields=(CardField(name="login", before=login.card_text, after=login.card_text),),
-            notes=("connected" if login.connected else "not connected",),
+            notes=("connected" if login.connected else "not connected", *login.tool_notes()),
         )
 
     async def apply(

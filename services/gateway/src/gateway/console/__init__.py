@@ -17,6 +17,7 @@ client id and the scope (public data only); the page reads the endpoints from th
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -97,6 +98,9 @@ class ConsoleKind(BaseModel):
     """Whether an applied request of it offers Revert (``POST …/{endpoint}/{seq}/revert``)."""
     applied: str = "applied"
     """The outcome of its apply decision (applied, granted, published): the status of an applied request."""
+    deployed: bool = True
+    """Whether its owner service is deployed beside this gateway (named in ``owner_urls``): a section none of whose
+    kinds is deployed never has a request, and the console hides its zero count."""
 
 
 class ConsoleKinds(BaseModel):
@@ -124,10 +128,11 @@ def config(settings: GatewaySettings | None) -> ConsoleConfig:
     )
 
 
-def kinds() -> ConsoleKinds:
+def kinds(owners: Collection[str] | None = None) -> ConsoleKinds:
     """The registry as the console decides with it: per kind its section, the endpoint that decides it and whether
     by session or on the agent's page, the decision that applies (the one that is not ``decline``), the one that
-    declines, whether Apply all skips it, and whether an applied request of it offers Revert."""
+    declines, whether Apply all skips it, whether an applied request of it offers Revert, and whether its owner is
+    among the deployed ``owners`` (None: all are)."""
     return ConsoleKinds(
         sections=list(SECTIONS),
         kinds={
@@ -142,6 +147,7 @@ def kinds() -> ConsoleKinds:
                 options=list(spec.options.model.model_fields) if spec.options is not None else [],
                 revertible=spec.revertible,
                 applied=spec.decisions[next(d for d in spec.decisions if d != spec.decline)],
+                deployed=owners is None or spec.owner in owners,
             )
             for name, spec in KINDS.items()
         },
@@ -154,7 +160,7 @@ def mount(app: FastAPI, settings: GatewaySettings | None = None) -> None:
     None of these is in the OpenAPI document: they are pages and files, not the API. A console client id without a
     usable issuer is a ValueError here, when the gateway starts.
     """
-    registry = kinds()
+    registry = kinds(None if settings is None else set(settings.owner_urls))
     public = config(settings)
     issuer = public.oidc.issuer if public.oidc else None
     headers = {

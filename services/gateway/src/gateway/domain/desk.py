@@ -262,6 +262,25 @@ def plan_decline_all(proposals: Sequence[Proposal]) -> Plan:
     return Plan(tuple(Step(proposal, KINDS[proposal.kind].decline) for proposal in ordered), ())
 
 
+def preview(plan: Plan, items: Sequence[TrayItem]) -> tuple[list[Step], list[Skipped]]:
+    """What a plan would do, written nowhere: its steps, less those the organisation's policy would hold back (a
+    request that needs more approvals than the caller's one more), which join the plan's skipped with what they
+    wait for, in seq order. ``items`` are the session's tray items (their ``approvals`` and ``approvals_required``)."""
+    by_seq = {item.seq: item for item in items}
+    steps: list[Step] = []
+    held: list[Skipped] = []
+    for step in plan.steps:
+        item = by_seq.get(step.proposal.seq)
+        required = None if item is None else item.approvals_required
+        if item is not None and required is not None and required - item.approvals > 1:
+            waits = item.waiting_for or f"{item.approvals} of {required} approvals"
+            reason = f"needs more approvals under the organisation's policy: your approval would count; {waits}"
+            held.append(Skipped(seq=step.proposal.seq, kind=step.proposal.kind, reason=reason))
+        else:
+            steps.append(step)
+    return steps, sorted([*plan.skipped, *held], key=lambda s: s.seq)
+
+
 def counts(items: Sequence[TrayItem]) -> Counts:
     """The tray's counts of ``items``."""
     by_section = Counter(item.section for item in items)
@@ -324,4 +343,13 @@ def summary(verb: str, resolved: int, skipped: int, stopped: Stopped | None, lef
     if stopped is not None:
         parts.append(f"stopped at seq {stopped.seq} ({stopped.status}: {stopped.detail})")
     parts.append(f"{_n(left, 'request')} still open")
+    return "; ".join(parts) + "."
+
+
+def preview_summary(verb: str, would: int, skipped: int) -> str:
+    """What a preview of Apply all or Decline all says: ``Would apply 2 requests; would leave 1 to be decided on its
+    own.`` (``verb`` in the infinitive: ``apply``, ``decline``)."""
+    parts = [f"Would {verb} {_n(would, 'request')}"]
+    if skipped:
+        parts.append(f"would leave {_n(skipped, 'request')} to be decided on {'its' if skipped == 1 else 'their'} own")
     return "; ".join(parts) + "."

@@ -122,6 +122,15 @@ function when(value) {
   return Number.isNaN(date.getTime()) ? String(value) : date.toLocaleString();
 }
 
+/** A time as a ``<time>`` element: how long ago in words ("3 minutes ago", the browser's language), and the date
+ * and time in the browser's own locale and zone as its title (and ``datetime``, the machine's). */
+function timeAgo(value) {
+  const date = new Date(value);
+  if (!value || Number.isNaN(date.getTime())) return value ? String(value) : "";
+  const absolute = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" }).format(date);
+  return h("time", { datetime: date.toISOString(), title: absolute }, ago(value));
+}
+
 function plural(n, one, many = `${one}s`) {
   return `${n} ${n === 1 ? one : many}`;
 }
@@ -173,6 +182,171 @@ function diffBlock(diff, label) {
     pre.append(h("span", { class: `line ${cls}` }, sign ? h("span", { class: "visually-hidden" }, sign) : null, line || " "));
   }
   return pre;
+}
+
+// --- review: unified and side-by-side diffs with word-level highlights ----------------------------------------
+//
+// The owner sends each field's unified diff; the word-level highlights inside a changed line are computed here, by a
+// longest-common-subsequence over the line's words (a few dozen tokens a line: no library needed, nothing to vendor).
+
+const DIFF_VIEW_KEY = "assent.console.diffView";
+
+function diffView() {
+  return localStorage.getItem(DIFF_VIEW_KEY) === "split" ? "split" : "unified";
+}
+
+/** A line's tokens: runs of word characters, runs of spaces, and single other characters. */
+function tokens(text) {
+  return text.match(/\w+|\s+|[^\w\s]/gu) || [];
+}
+
+/** Which tokens of ``a`` and of ``b`` are not in their longest common subsequence: two arrays of booleans. */
+function wordChanges(a, b) {
+  const n = a.length, m = b.length;
+  if (n * m > 250_000) return [a.map(() => true), b.map(() => true)]; // a very long line: marked whole
+  const table = Array.from({ length: n + 1 }, () => new Uint16Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) {
+    for (let j = m - 1; j >= 0; j--) {
+      table[i][j] = a[i] === b[j] ? table[i + 1][j + 1] + 1 : Math.max(table[i + 1][j], table[i][j + 1]);
+    }
+  }
+  const inA = a.map(() => true), inB = b.map(() => true);
+  let i = 0, j = 0;
+  while (i < n && j < m) {
+    if (a[i] === b[j]) { inA[i] = false; inB[j] = false; i++; j++; }
+    else if (table[i + 1][j] >= table[i][j + 1]) i++;
+    else j++;
+  }
+  return [inA, inB];
+}
+
+/** A line's text with its changed words in ``<mark>`` (``cls``: word-add or word-del). */
+function markedText(text, toks, changedFlags, cls) {
+  if (!changedFlags) return [text || " "];
+  const out = [];
+  toks.forEach((t, k) => {
+    if (changedFlags[k] && t.trim()) out.push(h("mark", { class: cls }, t));
+    else if (typeof out[out.length - 1] === "string") out[out.length - 1] += t;
+    else out.push(t);
+  });
+  return out.length ? out : [" "];
+}
+
+/** A unified diff as rows: {type: file|hunk|ctx|del|add, text, pair}; each removed line of a run is paired with the
+ * added line at the same place of the run that follows it (their word changes are computed together). */
+function diffRows(diff) {
+  const rows = (diff || "").replace(/\n$/, "").split("\n").map((line) => {
+    let type = "ctx";
+    if (line.startsWith("+++") || line.startsWith("---")) type = "file";
+    else if (line.startsWith("@@")) type = "hunk";
+    else if (line.startsWith("+")) type = "add";
+    else if (line.startsWith("-")) type = "del";
+    return { type, line, text: type === "ctx" || type === "add" || type === "del" ? line.slice(1) : line };
+  });
+  for (let k = 0; k < rows.length; k++) {
+    if (rows[k].type !== "del" || (k > 0 && rows[k - 1].type === "del")) continue;
+    let end = k;
+    while (end < rows.length && rows[end].type === "del") end++;
+    let addEnd = end;
+    while (addEnd < rows.length && rows[addEnd].type === "add") addEnd++;
+    for (let x = 0; x < Math.min(end - k, addEnd - end); x++) {
+      const del = rows[k + x], add = rows[end + x];
+      const a = tokens(del.text), b = tokens(add.text);
+      const [ca, cb] = wordChanges(a, b);
+      Object.assign(del, { toks: a, changes: ca, pair: add });
+      Object.assign(add, { toks: b, changes: cb, pair: del });
+    }
+  }
+  return rows;
+}
+
+/** Lines added and removed in a unified diff (its ``+++``/``---`` header apart): what the tray's ``lines`` count. */
+function diffCounts(rows) {
+  return { added: rows.filter((r) => r.type === "add").length, removed: rows.filter((r) => r.type === "del").length };
+}
+
+/** The unified view: one line a row, a removed or added line's changed words marked. */
+function unifiedDiff(rows, label) {
+  const pre = h("pre", { class: "diff", tabindex: "0", "aria-label": label });
+  for (const r of rows) {
+    const sign = { add: "added: ", del: "removed: " }[r.type];
+    const body = r.type === "add" || r.type === "del"
+      ? [r.line[0], ...markedText(r.text, r.toks, r.changes, `word-${r.type}`)] : [r.line || " "];
+    pre.append(h("span", { class: `line ${r.type}` }, sign ? h("span", { class: "visually-hidden" }, sign) : null, ...body));
+  }
+  return pre;
+}
+
+/** The side-by-side view: a table, the text before on the left and after on the right, a changed line facing its
+ * new version with the changed words marked. */
+function splitDiff(rows, label) {
+  const body = [];
+  for (let k = 0; k < rows.length; k++) {
+    const r = rows[k];
+    if (r.type === "file") continue;
+    if (r.type === "hunk") { body.push(h("tr", { class: "hunk" }, h("td", { colspan: "2" }, r.line))); continue; }
+    if (r.type === "ctx") { body.push(h("tr", {}, h("td", { class: "ctx" }, r.text || " "), h("td", { class: "ctx" }, r.text || " "))); continue; }
+    // A run of removed lines and the added ones after it, side by side.
+    const dels = [], adds = [];
+    while (k < rows.length && rows[k].type === "del") dels.push(rows[k++]);
+    while (k < rows.length && rows[k].type === "add") adds.push(rows[k++]);
+    k--;
+    for (let x = 0; x < Math.max(dels.length, adds.length); x++) {
+      const d = dels[x], a = adds[x];
+      body.push(h("tr", {},
+        d ? h("td", { class: "del" }, h("span", { class: "visually-hidden" }, "removed: "), ...markedText(d.text, d.toks, d.changes, "word-del")) : h("td", { class: "empty" }),
+        a ? h("td", { class: "add" }, h("span", { class: "visually-hidden" }, "added: "), ...markedText(a.text, a.toks, a.changes, "word-add")) : h("td", { class: "empty" })));
+    }
+  }
+  return h("div", { class: "split-wrap", tabindex: "0", role: "group", "aria-label": `${label}, side by side` },
+    h("table", { class: "diff split" },
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Before"), h("th", { scope: "col" }, "After"))),
+      h("tbody", {}, body)));
+}
+
+/** A card's changed fields for review: the Unified / Side by side switch (remembered in localStorage), an outline
+ * with each field's +/− counts linking to its section (where there are several), and each field's diff. */
+function reviewView(fields, prefix) {
+  const parsed = fields.map((f, i) => ({ field: f, rows: diffRows(f.diff), id: `${prefix}-field-${i}` }));
+  const sections = h("div", { class: "review" });
+  const draw = () => {
+    const split = diffView() === "split";
+    sections.replaceChildren(...parsed.map(({ field, rows, id }) => {
+      const label = field.name ? `Changes to ${field.name}` : "Changes";
+      return h("section", { id, tabindex: "-1" },
+        field.name ? h("h4", {}, `${field.name} `, h("span", { class: "count" }, counts(field.lines || diffCounts(rows)))) : null,
+        split ? splitDiff(rows, label) : unifiedDiff(rows, label));
+    }));
+  };
+  const buttons = [["unified", "Unified"], ["split", "Side by side"]].map(([value, text]) =>
+    h("button", { type: "button", class: "chip", "aria-pressed": String(diffView() === value), dataset: { view: value },
+      onclick: () => {
+        localStorage.setItem(DIFF_VIEW_KEY, value);
+        for (const b of buttons) b.setAttribute("aria-pressed", String(b.dataset.view === value));
+        draw();
+      } }, text));
+  const parts = [h("div", { class: "toolbar view-switch", role: "group", "aria-label": "Diff view" }, ...buttons)];
+  if (parsed.length > 1) {
+    const total = parsed.reduce((sum, p) => {
+      const c = diffCounts(p.rows);
+      return { added: sum.added + c.added, removed: sum.removed + c.removed };
+    }, { added: 0, removed: 0 });
+    parts.push(h("nav", { class: "outline", "aria-label": "Changed fields" },
+      h("p", { class: "hint outline-total", dataset: { added: total.added, removed: total.removed } },
+        `${plural(parsed.length, "field")} changed · ${counts(total)}`),
+      h("ul", { class: "plain" }, parsed.map(({ field, rows, id }) => {
+        const c = diffCounts(rows);
+        return h("li", { dataset: { added: c.added, removed: c.removed } },
+          h("a", { href: `#${id}`, onclick: (event) => {
+            event.preventDefault();
+            const target = document.getElementById(id);
+            target?.scrollIntoView({ block: "start" });
+            target?.focus();
+          } }, field.name || "Changes"), " ", h("span", { class: "count" }, counts(c)));
+      }))));
+  }
+  draw();
+  return [...parts, sections];
 }
 
 function counts(lines) {
@@ -485,11 +659,12 @@ async function sessionsView() {
       if (!page.items.length) { across.append(h("p", {}, "Nothing waits on a decision.")); return; }
       across.append(h("table", {},
         h("caption", { class: "visually-hidden" }, `${plural(page.total, "request")} waiting`),
-        h("thead", {}, h("tr", {}, ["Request", "Section", "Agent", "Buttons", "Proposed"].map((c) => h("th", { scope: "col" }, c)))),
+        h("thead", {}, h("tr", {}, ["Request", "Section", "Agent", "Decide", "Proposed"].map((c) => h("th", { scope: "col" }, c)))),
         h("tbody", {}, page.items.map((item) => h("tr", {},
-          h("td", {}, h("a", { href: `#/sessions/${encodeURIComponent(item.session_id)}` }, labelOf(item.target))),
+          h("td", {}, h("a", { href: `#/sessions/${encodeURIComponent(item.session_id)}` }, labelOf(item.target)),
+            item.widens ? [" ", h("span", { class: "badge warn" }, "Widens access")] : null),
           h("td", {}, item.section), h("td", {}, item.agent_id ?? ""),
-          h("td", {}, `${item.apply_label} · ${item.decline_label}`), h("td", {}, when(item.proposed_at)))))));
+          h("td", {}, decideLink(item)), h("td", {}, timeAgo(item.proposed_at)))))));
       if (page.total > page.items.length) across.append(h("p", { class: "hint" }, `The first ${page.items.length} of ${page.total}.`));
     } catch (error) {
       across.append(error.status === 404 || error.status === 405
@@ -535,6 +710,14 @@ async function sessionView(sessionId) {
     const button = event.currentTarget;
     button.disabled = true;
     try {
+      // The plan first (the same planning as the action, writing nothing); nothing is sent unless confirmed.
+      const plan = await api("GET", `${base}/${which}`);
+      if (!(await confirmBulk(which, plan, button))) {
+        button.disabled = false;
+        button.focus();
+        announce("Nothing was changed.");
+        return;
+      }
       const answer = await api("POST", `${base}/${which}`, undefined, { "Idempotency-Key": idempotencyKey() });
       result.replaceChildren(...bulkReport(which, answer, sessionId));
       announce(answer.message || `${which} done`);
@@ -585,12 +768,13 @@ async function sessionView(sessionId) {
         c.connected ? "connected" : "not connected", c.verified ? " · verified" : "",
         h("br"),
         h("span", { class: "hint" }, grantLine(c)),
+        toolsLine(c),
         " ",
         lifetime,
         lifetime ? " " : null,
         h("button", {
           type: "button",
-          "aria-label": `${c.granted ? "Revoke" : "Grant"} ${name}`,
+          "aria-label": `${c.granted ? "Revoke read access to" : "Grant read access to"} ${name}`,
           disabled: listed.closed || (!c.granted && !c.connected),
           onclick: async () => {
             const body = { granted: !c.granted };
@@ -603,8 +787,19 @@ async function sessionView(sessionId) {
             loginsPanel.querySelector(`[data-connection="${CSS.escape(c.connection_id)}"] button`)?.focus();
             await refresh();
           },
-        }, c.granted ? "Revoke" : "Grant"));
+        }, c.granted ? "Revoke read access" : "Grant read access"));
     })));
+  }
+
+  /** Which of a login's tools a grant makes readable, and which stay blocked (the read-only policy's rule). */
+  function toolsLine(c) {
+    const tools = c.tools || [];
+    if (!tools.length) return null;
+    const readable = tools.filter((t) => t.readable).map((t) => t.name);
+    const blocked = tools.filter((t) => !t.readable).map((t) => `${t.name} (${t.changes_data ? "changes data" : "off by default"})`);
+    return h("p", { class: "hint tools" },
+      `Readable once granted: ${readable.length ? readable.join(", ") : "no tool"}. `,
+      `Stays blocked: ${blocked.length ? blocked.join(", ") : "no tool"}.`);
   }
 
   function itemElement(item) {
@@ -672,14 +867,14 @@ async function sessionView(sessionId) {
       item.widens ? h("span", { class: "badge warn" }, "Widens access") : null,
       item.escalated_by ? h("span", { class: "badge warn", title: `rule ${item.escalated_by}` },
         item.escalated_to?.length ? `Escalated to ${item.escalated_to.map((r) => `${r}s`).join(" and ")}` : "Escalated") : null,
-      item.decided_alone || registry.kinds[item.kind]?.decided_alone ? h("span", { class: "badge" }, "Decided alone") : null,
+      item.decided_alone || registry.kinds[item.kind]?.decided_alone ? h("span", { class: "badge", title: "Apply all leaves it: it needs its own apply" }, "Apply all skips this: decide it on its own") : null,
     ];
     const el = h("li", { class: "item", id, dataset: { seq: item.seq } },
       h("article", { "aria-labelledby": `${id}-title` },
         h("h3", { id: `${id}-title` }, labelOf(item.target), " ", ...badges),
         h("p", { class: "meta" }, `${item.kind} · ${item.action}`,
           item.agent_tab ? ` · in the tab of agent ${item.agent_tab}` : item.agent_id ? ` · agent ${item.agent_id}` : "",
-          item.lines?.added || item.lines?.removed ? ` · ${counts(item.lines)}` : "", item.proposed_at ? ` · ${when(item.proposed_at)}` : ""),
+          item.lines?.added || item.lines?.removed ? ` · ${counts(item.lines)}` : "", item.proposed_at ? " · " : "", item.proposed_at ? timeAgo(item.proposed_at) : ""),
         item.reason ? h("p", { class: "reason" }, item.reason) : null,
         waiting, deadline, actions, message, card));
     if (state.open.has(item.seq) && how.hasCard) actions.querySelector("button")?.click();
@@ -737,8 +932,8 @@ async function sessionView(sessionId) {
       try { pending = await api("GET", `${base}/pending`); } catch (error) { summary.replaceChildren(detailOf(error)); return; }
     }
     summary.textContent = pending.summary || `Waiting on ${plural(pending.waiting_on, "decision")}`;
-    sectionList.replaceChildren(...Object.entries(pending.sections || {}).map(([name, n]) =>
-      h("li", { class: n ? "" : "zero" }, `${name} `, h("span", { class: "count" }, n))));
+    sectionList.replaceChildren(...Object.entries(pending.sections || {}).filter(([name, n]) => n || sectionDeployed(name))
+      .map(([name, n]) => h("li", { class: n ? "" : "zero" }, `${name} `, h("span", { class: "count" }, n))));
     agentList.replaceChildren(
       h("li", {}, h("button", { type: "button", class: "chip", "aria-pressed": String(!state.agent),
         onclick: () => { state.agent = null; refresh(); } }, "All agents")),
@@ -783,10 +978,66 @@ function cardHref(sessionId, kind, seq) {
   return `#/sessions/${encodeURIComponent(sessionId)}/${encodeURIComponent(endpoint)}/${seq}`;
 }
 
+/** Whether a section can have requests here: one of its kinds' owners is deployed beside the gateway (a registry
+ * without the word: yes). A section that never has one shows no zero count. */
+function sectionDeployed(section) {
+  const kinds = Object.values(registry.kinds).filter((k) => k.section === section);
+  return !kinds.length || kinds.some((k) => k.deployed !== false);
+}
+
+/** A link to decide a pending item: its session's tray, where its buttons are. */
+function decideLink(item) {
+  return h("a", { href: `#/sessions/${encodeURIComponent(item.session_id)}`, class: "button" }, `Decide request #${item.seq}`);
+}
+
 /** A link to the card page of the proposal of ``kind`` at ``seq`` (null where its endpoint reads none by seq). */
 function cardLink(sessionId, kind, seq, text) {
   const href = cardHref(sessionId, kind, seq);
   return href ? h("a", { href }, text) : null;
+}
+
+/** Apply all's or Decline all's plan in a modal dialog: what it does to each request (apply, decline, or leave and
+ * why), and Confirm / Cancel. The focus stays inside (Tab wraps), Escape cancels, and the focus goes back to
+ * ``opener``. Resolves to whether the person confirmed. */
+function confirmBulk(which, plan, opener) {
+  const verb = which === "apply-all" ? "Apply all" : "Decline all";
+  const resolved = plan.resolved || [];
+  const skipped = plan.skipped || [];
+  const rows = [
+    ...resolved.map((r) => ({ seq: r.seq, text: `request #${r.seq} (${r.kind}): ${r.outcome}`, cls: "plan-do" })),
+    ...skipped.map((s) => ({ seq: s.seq, text: `request #${s.seq} (${s.kind}): skip — ${s.reason}`, cls: "plan-skip" })),
+  ].sort((a, b) => a.seq - b.seq);
+  return new Promise((resolve) => {
+    const cancel = h("button", { type: "button", id: "bulk-cancel" }, "Cancel");
+    const confirm = h("button", { type: "button", id: "bulk-confirm", class: "primary", disabled: !resolved.length },
+      resolved.length ? `${verb}: ${plural(resolved.length, "request")}` : "Nothing to do");
+    const dialog = h("div", { role: "dialog", "aria-modal": "true", "aria-labelledby": "bulk-title",
+      "aria-describedby": "bulk-plan-summary", id: "bulk-dialog", class: "dialog" },
+      h("h2", { id: "bulk-title" }, `${verb}: what it will do`),
+      h("p", { id: "bulk-plan-summary" }, plan.message || ""),
+      rows.length
+        ? h("ul", { class: "plain", id: "bulk-plan", "aria-label": "Plan" }, rows.map((r) => h("li", { class: r.cls }, r.text)))
+        : h("p", {}, "Nothing waits on a decision."),
+      h("div", { class: "toolbar" }, confirm, cancel));
+    const backdrop = h("div", { class: "backdrop" }, dialog);
+    const close = (answer) => {
+      backdrop.remove();
+      opener?.focus();
+      resolve(answer);
+    };
+    cancel.addEventListener("click", () => close(false));
+    confirm.addEventListener("click", () => close(true));
+    dialog.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") { event.preventDefault(); close(false); return; }
+      if (event.key !== "Tab") return;
+      const focusable = [...dialog.querySelectorAll("button:not([disabled])")];
+      const first = focusable[0], last = focusable[focusable.length - 1];
+      if (event.shiftKey && document.activeElement === first) { event.preventDefault(); last.focus(); }
+      else if (!event.shiftKey && document.activeElement === last) { event.preventDefault(); first.focus(); }
+    });
+    document.body.append(backdrop);
+    (resolved.length ? confirm : cancel).focus();
+  });
 }
 
 function bulkReport(which, answer, sessionId) {
@@ -795,11 +1046,11 @@ function bulkReport(which, answer, sessionId) {
   const parts = [h("p", { class: "bulk-summary" },
     answer.message || `${which}: ${plural(resolved.length, "request")} resolved, ${skipped.length} skipped.`)];
   if (resolved.length) parts.push(h("ul", { class: "plain", id: "resolved", "aria-label": "Resolved" },
-    resolved.map((r) => h("li", {}, cardLink(sessionId, r.kind, r.seq, `seq ${r.seq} (${r.kind}): ${r.outcome}`)
-      || `seq ${r.seq} (${r.kind}): ${r.outcome}`))));
+    resolved.map((r) => h("li", {}, cardLink(sessionId, r.kind, r.seq, `request #${r.seq} (${r.kind}): ${r.outcome}`)
+      || `request #${r.seq} (${r.kind}): ${r.outcome}`))));
   parts.push(h("p", { id: "skipped-count" }, `Skipped: ${skipped.length}`));
-  if (skipped.length) parts.push(h("ul", { class: "plain" }, skipped.map((s) => h("li", {}, `seq ${s.seq} (${s.kind}): ${s.reason}`))));
-  if (answer.stopped) parts.push(h("p", { class: "error" }, `Stopped at seq ${answer.stopped.seq}: ${answer.stopped.status}, ${answer.stopped.detail}`));
+  if (skipped.length) parts.push(h("ul", { class: "plain" }, skipped.map((s) => h("li", {}, `request #${s.seq} (${s.kind}): ${s.reason}`))));
+  if (answer.stopped) parts.push(h("p", { class: "error" }, `Stopped at request #${answer.stopped.seq}: ${answer.stopped.status}, ${answer.stopped.detail}`));
   return parts;
 }
 
@@ -815,17 +1066,15 @@ async function renderCard(container, path, editable = false, card = undefined) {
   const decided = Boolean(card.status) && card.status !== "pending";
   const parts = decided ? [resolutionOf(card, `${container.id}-resolution`)] : [];
   if (card.stale) parts.push(h("p", { class: "badge warn" }, "Stale: the target changed since it was proposed."));
+  if (card.widens) parts.push(h("p", { class: "badge warn" }, "Widens access: applying it lets an agent do more than it can today."));
   if (card.version !== undefined) {
     parts.push(h("p", { class: "meta version" }, `Version ${card.version}`,
       card.versions?.length ? ` of ${card.versions.length} (${card.versions.map((v) => `${v.version} by ${v.author}`).join(", ")})` : ""));
   }
   if (card.missing_notes?.length) parts.push(h("p", { class: "badge warn" }, `Needs notes that do not exist yet: ${card.missing_notes.join(", ")}`));
   const changed = (card.fields || []).filter((f) => f.diff);
-  for (const field of changed) {
-    parts.push(h("h4", {}, `${field.name} `, h("span", { class: "count" }, counts(field.lines))));
-    parts.push(diffBlock(field.diff, `Changes to ${field.name}`));
-  }
-  if (!changed.length && card.diff) parts.push(diffBlock(card.diff, "Changes"));
+  if (changed.length) parts.push(...reviewView(changed, container.id || "card"));
+  if (!changed.length && card.diff) parts.push(...reviewView([{ name: "", diff: card.diff }], container.id || "card"));
   const texts = (card.fields || []).filter((f) => f.live !== null || f.proposal !== null);
   if (texts.length) {
     parts.push(h("details", {}, h("summary", {}, "Before and after"),
@@ -849,17 +1098,17 @@ function resolutionOf(card, id) {
   const parts = [
     h("h4", { id }, "What happened"),
     h("p", { class: "outcome" }, h("strong", {}, status[0].toUpperCase() + status.slice(1)),
-      by ? ` by ${by}` : "", resolution.resolved_at ? ` · ${when(resolution.resolved_at)}` : ""),
+      by ? ` by ${by}` : "", resolution.resolved_at ? " · " : "", resolution.resolved_at ? timeAgo(resolution.resolved_at) : ""),
     resolution.detail ? h("p", { class: "detail" }, resolution.detail) : null,
   ];
   const decisions = resolution.decisions || [];
   if (decisions.length) {
     parts.push(h("ol", { class: "decisions", "aria-label": "Decisions" }, decisions.map((d) => h("li", {},
-      `${d.decision} by ${d.actor} (${d.via}) · ${when(d.decided_at)}: `, h("strong", {}, d.outcome || "no outcome yet"),
+      `${d.decision} by ${d.actor} (${d.via}) · `, timeAgo(d.decided_at), ": ", h("strong", {}, d.outcome || "no outcome yet"),
       d.detail ? h("span", { class: "hint" }, ` — ${d.detail}`) : ""))));
   }
   if (resolution.told) {
-    parts.push(h("h4", {}, "What the coach was told ", h("span", { class: "hint" }, when(resolution.told.continued_at))),
+    parts.push(h("h4", {}, "What the coach was told ", h("span", { class: "hint" }, timeAgo(resolution.told.continued_at))),
       h("pre", { class: "told", tabindex: "0", "aria-label": "What the coach was told" }, resolution.told.text));
   } else if ("told" in resolution) {
     parts.push(h("p", { class: "hint" }, "The coach was told nothing yet: its turn waits on other decisions."));
@@ -879,7 +1128,7 @@ async function cardView(sessionId, endpoint, seq) {
   const kind = registry.kinds[card.kind] || Object.values(registry.kinds).find((k) => k.endpoint === endpoint) || {};
   const parts = [
     heading(`${labelOf(card.target) || `Seq ${seq}`}`), back,
-    h("p", { class: "meta" }, [`seq ${seq}`, card.kind, card.action, card.lines ? counts(card.lines) : null].filter(Boolean).join(" · ")),
+    h("p", { class: "meta" }, [`request #${seq}`, card.kind, card.action, card.lines ? counts(card.lines) : null].filter(Boolean).join(" · ")),
     card.reason || card.rationale ? h("p", { class: "reason" }, card.reason || card.rationale) : null,
   ];
   if (card.status === "pending") {
@@ -888,7 +1137,7 @@ async function cardView(sessionId, endpoint, seq) {
       buttons.forEach((b) => { b.disabled = true; });
       try {
         const answer = await api("POST", path, { decision }, { "Idempotency-Key": idempotencyKey() });
-        announce(`${labelOf(card.target) || `seq ${seq}`}: ${answer?.outcome || decision}`);
+        announce(`${labelOf(card.target) || `request #${seq}`}: ${answer?.outcome || decision}`);
         await cardView(sessionId, endpoint, seq);
       } catch (error) {
         message.replaceChildren(detailOf(error));
@@ -1066,7 +1315,7 @@ async function proposalsView(agentId) {
         const href = here ? null : entryHref(e);
         return h("li", { dataset: { position: e.position } },
           href ? h("a", { href }, subjectOf(e)) : h("strong", {}, subjectOf(e)),
-          `: ${e.outcome ?? "resolved"}`, e.actor ? ` by ${e.actor}` : "", ` · ${when(e.at)}`,
+          `: ${e.outcome ?? "resolved"}`, e.actor ? ` by ${e.actor}` : "", " · ", timeAgo(e.at),
           e.detail ? h("span", { class: "hint" }, ` — ${preview(e.detail, 140)}`) : "",
           here ? h("span", { class: "hint" }, " (its card is under Decided)") : "");
       })) : h("p", {}, "Nothing of this agent is decided yet."),
@@ -1098,7 +1347,7 @@ async function proposalsView(agentId) {
     try { activity = await api("GET", `/api/activity?agent_id=${encodeURIComponent(agentId)}&limit=50`); } catch (error) { feed.replaceChildren(errorBox(error)); return; }
     feed.replaceChildren(h("h2", { id: "activity-title" }, "Activity"),
       activity.entries.length ? h("ol", { class: "feed" }, activity.entries.map((e) => h("li", {},
-        h("strong", {}, e.what), ` by ${e.who ?? "someone"} · ${when(e.when)}`,
+        h("strong", {}, e.what), ` by ${e.who ?? "someone"} · `, timeAgo(e.when),
         e.reason ? ` · ${e.reason}` : "", e.detail ? h("span", { class: "hint" }, ` — ${e.detail}`) : "",
         e.links?.commit ? h("span", { class: "hint" }, ` · commit ${String(e.links.commit).slice(0, 10)}`) : ""))) : h("p", {}, "No activity yet."));
   }
@@ -1109,8 +1358,8 @@ async function proposalsView(agentId) {
     const parts = [
       h("h3", { id: `${id}-title` }, p.reason),
       h("p", { class: "meta" }, [p.from_builder_chat ? "From the builder chat" : `from ${p.origin}`, p.model,
-        p.asked_by ? `asked by ${p.asked_by}` : null, when(p.proposed_at),
-        p.source_version ? `on ${p.source_version.slice(0, 10)}` : null].filter(Boolean).join(" · ")),
+        p.asked_by ? `asked by ${p.asked_by}` : null, p.proposed_at ? timeAgo(p.proposed_at) : null,
+        p.source_version ? `on ${p.source_version.slice(0, 10)}` : null].filter(Boolean).flatMap((x, i) => (i ? [" · ", x] : [x]))),
       p.fix_for_issue ? h("p", { class: "meta" }, p.fix_for_issue.label || "Fix for an issue") : null,
     ];
     if (p.changed_since?.length) parts.push(h("p", { class: "badge warn" }, `Changed since: ${p.changed_since.join(", ")}`));
@@ -1121,8 +1370,8 @@ async function proposalsView(agentId) {
     if (open) {
       parts.push(decisionForm(p, message), message);
     } else {
-      parts.push(h("p", { class: "meta" }, [p.status, p.resolved_by ? `by ${p.resolved_by}` : null, when(p.resolved_at),
-        p.branch ? `branch ${p.branch}` : null, p.commit ? `commit ${p.commit.slice(0, 10)}` : null].filter(Boolean).join(" · ")));
+      parts.push(h("p", { class: "meta" }, [p.status, p.resolved_by ? `by ${p.resolved_by}` : null, p.resolved_at ? timeAgo(p.resolved_at) : null,
+        p.branch ? `branch ${p.branch}` : null, p.commit ? `commit ${p.commit.slice(0, 10)}` : null].filter(Boolean).flatMap((x, i) => (i ? [" · ", x] : [x]))));
       if (p.link) parts.push(h("p", {}, h("a", { href: p.link }, "Pull request")));
     }
     return h("li", { class: "item", id, dataset: { proposal: p.proposal_id } }, h("article", { "aria-labelledby": `${id}-title` }, ...parts));
