@@ -107,6 +107,8 @@ def registry_tools(schemas: Path | None) -> list[types.Tool]:
             description = str(schema.pop("description", description))
             for key in ("$schema", "$id", "title"):
                 schema.pop(key, None)
+            # MCP wants an object at the top; a union of argument models (oneOf objects) is one too.
+            schema = {"type": "object", **schema}
         tools.append(types.Tool(name=name, description=description, input_schema=schema))
     return tools
 
@@ -136,7 +138,8 @@ def answer(result: ToolResult) -> types.CallToolResult:
         assert result.error is not None
         return text(result.error.model_dump(mode="json"), error=True)
     if result.widget is not None:
-        return text({"pending": True, "widget": result.widget.model_dump(mode="json")})
+        widget = result.widget.model_dump(mode="json")
+        return text({"pending": True, "session_id": result.session_id, "seq": result.seq, "widget": widget})
     return text(result.output or {})
 
 
@@ -148,13 +151,7 @@ class McpFace:
         self.authenticator = authenticator
         self.tools = [OPEN_SESSION, WAIT, *registry_tools(default_schemas())]
         self.names = {tool.name for tool in self.tools}
-        self.coach = CoachClient(
-            settings.kafka_bootstrap_servers,
-            topic_prefix=settings.topic_prefix,
-            idempotent=settings.kafka_idempotence,
-            client_id=f"{settings.service_name}-mcp",
-            security=settings.kafka_security(),
-        )
+        self._coach: CoachClient | None = None  # made in :meth:`running` (its Kafka clients need the event loop)
         self.bound: dict[str, Bound] = {}
         self.server: Server[Any] = Server(
             "Assent", on_list_tools=self._list_tools, on_call_tool=self._call_tool, version="1"
@@ -164,15 +161,31 @@ class McpFace:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        await self.coach.start()
+        settings = self.settings
+        coach = CoachClient(
+            settings.kafka_bootstrap_servers,
+            topic_prefix=settings.topic_prefix,
+            idempotent=settings.kafka_idempotence,
+            client_id=f"{settings.service_name}-mcp",
+            security=settings.kafka_security(),
+        )
+        await coach.start()
+        self._coach = coach
         try:
             async with self.manager.run():
                 yield
         finally:
-            await self.coach.stop()
+            self._coach = None
+            await coach.stop()
+
+    @property
+    def coach(self) -> CoachClient:
+        if self._coach is None:
+            raise RuntimeError("the MCP face is not running")
+        return self._coach
 
     def routes(self) -> list[Route]:
-        routes = [Route(PATH, endpoint=self._asgi, methods=["GET", "POST", "DELETE"])]
+        routes = [Route(PATH, endpoint=AsgiEndpoint(self), methods=["GET", "POST", "DELETE"])]
         if self.settings.oidc_issuer:
             routes.append(Route(METADATA_PATH, endpoint=self._metadata, methods=["GET"]))
             routes.append(Route(METADATA_PATH + PATH, endpoint=self._metadata, methods=["GET"]))
@@ -190,7 +203,7 @@ class McpFace:
             }
         )
 
-    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
         header = request.headers.get("authorization", "")
         token = header[7:].strip() if header[:7].lower() == "bearer " else None
@@ -282,3 +295,13 @@ class McpFace:
         return text(
             {"continued": True, "waiting": False, "step": step, "text": continuation.text, "decisions": decided}
         )
+
+
+class AsgiEndpoint:
+    """The face as an ASGI app (a route takes a bound method for a request handler, not for an ASGI app)."""
+
+    def __init__(self, face: McpFace) -> None:
+        self.face = face
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.face.serve(scope, receive, send)
