@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
 from tests.conftest import TOKEN, Stack, new_world, wait_for
+from tests.issuer import test_issuer
 
 pytestmark = pytest.mark.integration
 
@@ -112,6 +113,10 @@ async def test_refusals_no_token_and_another_organisation(stack: Stack) -> None:
         forged = {**accept, "Authorization": "Bearer not-a-token"}
         refused = await raw.post("/mcp", json=ping, headers=forged)
         assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
+        # The MCP specification's authorization: the challenge names the resource's metadata, which names the issuer.
+        assert "/.well-known/oauth-protected-resource/mcp" in refused.headers["www-authenticate"]
+        metadata = (await raw.get("/.well-known/oauth-protected-resource/mcp")).json()
+        assert metadata["resource"].endswith("/mcp") and metadata["authorization_servers"] == [test_issuer().url]
     async with stack.http() as http:
         world = await new_world(http)
     # TOKEN is an admin of another organisation: its session is its own organisation's, and the owner refuses

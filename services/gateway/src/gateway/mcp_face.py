@@ -45,6 +45,8 @@ METADATA_PATH = "/.well-known/oauth-protected-resource"
 MAX_WAIT_SECONDS = 600
 PROGRESS_SECONDS = 5.0
 CALL_TIMEOUT_SECONDS = 30.0
+IDLE_SECONDS = 3600.0
+"""An MCP session unused this long is ended (the SDK's idle timeout) and its Assent session forgotten here."""
 IDENTITY = "assent.identity"
 """Where the authenticated person rides in the request's ASGI scope."""
 
@@ -121,6 +123,7 @@ class Bound:
     session: CoachSession
     turn: CoachTurn
     decisions: list[dict[str, Any]] = field(default_factory=list)
+    used: float = field(default_factory=time.monotonic)
 
 
 def text(value: Any, *, error: bool = False) -> types.CallToolResult:
@@ -156,7 +159,7 @@ class McpFace:
         self.server: Server[Any] = Server(
             "Assent", on_list_tools=self._list_tools, on_call_tool=self._call_tool, version="1"
         )
-        self.manager = StreamableHTTPSessionManager(app=self.server, session_idle_timeout=3600)
+        self.manager = StreamableHTTPSessionManager(app=self.server, session_idle_timeout=IDLE_SECONDS)
         self.endpoint = StreamableHTTPASGIApp(self.manager)
 
     @contextlib.asynccontextmanager
@@ -220,6 +223,8 @@ class McpFace:
             return
         scope[IDENTITY] = identity
         await self.endpoint(scope, receive, send)
+        if request.method == "DELETE":  # the client ended its MCP session: its Assent session is left as it is
+            self.bound.pop(request.headers.get("mcp-session-id", ""), None)
 
     async def _list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=self.tools)
@@ -240,6 +245,7 @@ class McpFace:
             return text({"code": "no_session", "message": "call studio_open_session first"}, error=True)
         if (bound.identity.org_id, bound.identity.user_id) != (identity.org_id, identity.user_id):
             return text({"code": "forbidden", "message": "this MCP session belongs to someone else"}, error=True)
+        bound.used = time.monotonic()
         if params.name == WAIT.name:
             return await self._wait(ctx, bound, arguments)
         try:
@@ -263,8 +269,15 @@ class McpFace:
         session = await self.coach.open_session(
             org_id=identity.org_id, source_guild_id=guild, operator_user_id=identity.user_id, channel=channel
         )
+        self._forget_idle()
         self.bound[mcp_session] = Bound(identity, session, session.begin_turn())
         return text({"session_id": session.session_id, "org_id": identity.org_id, "source_guild_id": guild})
+
+    def _forget_idle(self) -> None:
+        """Forget the Assent sessions of MCP sessions the SDK has ended (idle for longer than its timeout)."""
+        cutoff = time.monotonic() - IDLE_SECONDS
+        for key in [key for key, bound in self.bound.items() if bound.used < cutoff]:
+            del self.bound[key]
 
     async def _wait(self, ctx: Any, bound: Bound, arguments: Mapping[str, Any]) -> types.CallToolResult:
         timeout = arguments.get("timeout_seconds", 60)
