@@ -88,7 +88,12 @@ WAIT = types.Tool(
 
 
 def default_schemas() -> Path | None:
-    """The contracts' tool schemas in a checkout (``contracts/schemas/tools``), when this module runs from one."""
+    """The contracts' tool schemas: in the package where it is installed from its wheel (``gateway/tool_schemas``,
+    copied from the contracts as the wheel is built), else in the checkout it runs from
+    (``contracts/schemas/tools``)."""
+    packaged = Path(__file__).resolve().parent / "tool_schemas"
+    if packaged.is_dir():
+        return packaged
     for parent in Path(__file__).resolve().parents:
         candidate = parent / "contracts" / "schemas" / "tools"
         if candidate.is_dir():
