@@ -13,6 +13,7 @@ sending progress notifications meanwhile.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -46,6 +47,7 @@ MAX_WAIT_SECONDS = 600
 PROGRESS_SECONDS = 5.0
 CALL_TIMEOUT_SECONDS = 30.0
 IDLE_SECONDS = 3600.0
+CONNECT_WAIT_SECONDS = 10.0
 """An MCP session unused this long is ended (the SDK's idle timeout) and its Assent session forgotten here."""
 IDENTITY = "assent.identity"
 """Where the authenticated person rides in the request's ASGI scope."""
@@ -120,6 +122,10 @@ def registry_tools(schemas: Path | None) -> list[types.Tool]:
     return tools
 
 
+class CoachUnavailable(RuntimeError):
+    """The face's coach client is not connected (yet): a tool call is answered as an error to try again."""
+
+
 @dataclass
 class Bound:
     """An MCP session's Assent session, and whom it is bound to."""
@@ -169,28 +175,49 @@ class McpFace:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        settings = self.settings
-        coach = CoachClient(
-            settings.kafka_bootstrap_servers,
-            topic_prefix=settings.topic_prefix,
-            idempotent=settings.kafka_idempotence,
-            client_id=f"{settings.service_name}-mcp",
-            security=settings.kafka_security(),
-        )
-        await coach.start()
-        self._coach = coach
+        """Serve MCP sessions; the coach client connects in the background (a Kafka that is not up yet delays the
+        face's tool calls, never the gateway's start)."""
+        connecting = asyncio.create_task(self._connect(), name="mcp-face-coach")
         try:
             async with self.manager.run():
                 yield
         finally:
-            self._coach = None
-            await coach.stop()
+            connecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await connecting
+            coach, self._coach = self._coach, None
+            if coach is not None:
+                await coach.stop()
 
-    @property
-    def coach(self) -> CoachClient:
-        if self._coach is None:
-            raise RuntimeError("the MCP face is not running")
-        return self._coach
+    async def _connect(self) -> None:
+        settings, pause = self.settings, 0.5
+        while True:
+            coach = CoachClient(
+                settings.kafka_bootstrap_servers,
+                topic_prefix=settings.topic_prefix,
+                idempotent=settings.kafka_idempotence,
+                client_id=f"{settings.service_name}-mcp",
+                security=settings.kafka_security(),
+            )
+            try:
+                await coach.start()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any failure to connect is tried again
+                log.warning("the MCP face's coach client could not connect (%s); trying again", type(exc).__name__)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 10.0)
+                continue
+            self._coach = coach
+            return
+
+    async def coach(self) -> CoachClient:
+        """The connected coach client, waiting a little for it while it connects."""
+        for _ in range(int(CONNECT_WAIT_SECONDS / 0.1)):
+            if self._coach is not None:
+                return self._coach
+            await asyncio.sleep(0.1)
+        raise CoachUnavailable("the gateway is not connected to Kafka yet")
 
     def routes(self) -> list[Route]:
         routes = [Route(PATH, endpoint=AsgiEndpoint(self), methods=["GET", "POST", "DELETE"])]
@@ -235,6 +262,12 @@ class McpFace:
         return types.ListToolsResult(tools=self.tools)
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            return await self._answer(ctx, params)
+        except CoachUnavailable as exc:
+            return text({"code": "unavailable", "message": f"{exc}; try again"}, error=True)
+
+    async def _answer(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         request: Request | None = ctx.request
         if request is None or not isinstance(request.scope.get(IDENTITY), Identity):
             return text("this server answers over HTTP with a bearer token only", error=True)
@@ -271,7 +304,7 @@ class McpFace:
             return text(
                 {"code": "session_open", "message": "this MCP session has an Assent session already"}, error=True
             )
-        session = await self.coach.open_session(
+        session = await (await self.coach()).open_session(
             org_id=identity.org_id, source_guild_id=guild, operator_user_id=identity.user_id, channel=channel
         )
         self._forget_idle()
