@@ -127,6 +127,9 @@ async def test_refusals_no_token_and_another_organisation(stack: Stack) -> None:
         read = await mcp.call_tool("studio_read_memory", {"agent_id": world.agent_id})
         assert read.is_error, read.content
         assert world.org_id not in json.dumps(body(read))
+        guild = await mcp.call_tool("studio_read_guild", {})  # the session's source guild is the world's
+        assert guild.is_error and body(guild)["code"] == "unknown_guild", guild.content
+        assert "Support" not in json.dumps(body(guild))
 
 
 def stack_root() -> Path:
