@@ -77,6 +77,11 @@ async def test_a_whole_turn_over_mcp(stack: Stack) -> None:
             pending = body(proposed)
             assert pending["pending"] and pending["widget"]["await_operator"]
 
+            early = body(await mcp.call_tool("studio_wait_for_decisions", {"timeout_seconds": 0.5}))
+            assert early == {"continued": False, "waiting": True, "step": 0, "decisions": []}, early
+            too_long = await mcp.call_tool("studio_wait_for_decisions", {"timeout_seconds": 601})
+            assert too_long.is_error and body(too_long)["code"] == "malformed_arguments"
+
             progress: list[float] = []
 
             async def on_progress(done: float, total: float | None, message: str | None) -> None:

@@ -133,7 +133,6 @@ class Bound:
     identity: Identity
     session: CoachSession
     turn: CoachTurn
-    decisions: list[dict[str, Any]] = field(default_factory=list)
     used: float = field(default_factory=time.monotonic)
 
 
@@ -325,7 +324,9 @@ class McpFace:
         turn = bound.turn
         if turn.paused_step is None or turn.paused_step in turn.continuations:
             if not turn.awaiting_operator():
-                return text({"continued": True, "waiting": False, "decisions": bound.decisions})
+                return text(
+                    {"continued": True, "waiting": False, "decisions": [], "text": "nothing waits for a person"}
+                )
             await turn.end_step()
         step = turn.paused_step
         assert step is not None
@@ -333,7 +334,8 @@ class McpFace:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                return text({"continued": False, "waiting": True, "step": step, "decisions": bound.decisions})
+                # The step's decisions come together, with its continuation, once every request of it is decided.
+                return text({"continued": False, "waiting": True, "step": step, "decisions": []})
             try:
                 continuation = await turn.continuation(step=step, timeout=min(left, PROGRESS_SECONDS))
                 break
@@ -342,7 +344,6 @@ class McpFace:
                 with contextlib.suppress(Exception):
                     await ctx.session.report_progress(waited, float(timeout), "waiting for a person's decisions")
         decided = [decision.model_dump(mode="json") for decision in continuation.decisions]
-        bound.decisions += decided
         return text(
             {"continued": True, "waiting": False, "step": step, "text": continuation.text, "decisions": decided}
         )
