@@ -1,6 +1,6 @@
 """The MCP face: the coach's tools over MCP's streamable HTTP transport, at ``/mcp``.
 
-An MCP client (a desktop assistant, an IDE, an agent framework) is a coach here. Its bearer token is a person's, as
+An MCP client (a desktop app, an IDE, an agent framework) is a coach here. Its bearer token is a person's, as
 on the public API (a static token of ``ASSENT_API_TOKENS`` or an access token of the OpenID Connect issuer); one MCP
 session is one Assent session, opened by the tool ``studio_open_session`` with the token's user as operator and
 the token's organisation (a client cannot name another). Every other tool is a tool of the kind registry
