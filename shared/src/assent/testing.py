@@ -91,15 +91,17 @@ class FakeSessions:
         self.workspace = workspace
         self.sessions: dict[str, Session] = {s.session_id: s for s in sessions or []}
 
-    def _snapshot(self, guild_id: str) -> dict[str, Any] | None:
+    def _snapshot(self, guild_id: str, org_id: str) -> dict[str, Any] | None:
         guild = self.workspace.guilds.get(guild_id)
-        if guild is None:
+        if guild is None or guild.org_id != org_id:
             return None
         return {"guild_id": guild.guild_id, "name": guild.name, "about": guild.about, "description": guild.description}
 
     def _insert(self, session_id: str, org_id: str, guild_id: str, operator: str) -> None:
         if session_id not in self.sessions:
-            self.sessions[session_id] = Session(session_id, org_id, guild_id, operator, False, self._snapshot(guild_id))
+            self.sessions[session_id] = Session(
+                session_id, org_id, guild_id, operator, False, self._snapshot(guild_id, org_id)
+            )
 
     async def get(self, session_id: str) -> Session | None:
         return self.sessions.get(session_id)

@@ -304,6 +304,9 @@ async def _demo_turn(system: System, kafka: str, prefix: str, idempotent: bool, 
         auth = f"-H 'Authorization: Bearer {TOKEN}'"
         post = f"{auth} -X POST -H 'Content-Type: application/json'"
         pretty = "| python3 -m json.tool"  # the answers are JSON on one line; this indents them
+        mcp_config = json.dumps(
+            {"mcpServers": {"assent": {"url": f"{gateway}/mcp", "headers": {"Authorization": f"Bearer {TOKEN}"}}}}
+        )
         studio = f"{gateway}/api/studio/sessions/{sid}"
         cards = f"{studio}/edits"
         print(
@@ -336,6 +339,11 @@ order desk's login (seq {login_seq}). The turn now waits on you.
 
 When you have decided all four, the coach's turn resumes and its continuation is printed here; with the login
 granted, the coach then reads the order desk through it, and what it read is printed too.
+
+  Be a coach from an MCP client (streamable HTTP; first call studio_open_session with
+  {{"source_guild_id": "support"}}), with this in its configuration:
+    {mcp_config}
+
 Ctrl-C stops everything.
 """,
             flush=True,

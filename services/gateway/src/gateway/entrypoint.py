@@ -32,6 +32,8 @@ from .adapters.notify import EventFeed
 from .adapters.owners import Owners
 from .adapters.rules import RuleWorker
 from .adapters.webhooks import WebhookWorker
+from .auth import Authenticator
+from .mcp_face import McpFace
 from .settings import GatewaySettings
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # inside the package: installed with it
@@ -102,6 +104,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         give_up=settings.webhook_give_up_seconds,
         concurrency=settings.webhook_concurrency,
     )
+    face = McpFace(settings, Authenticator(settings))  # /mcp: the coach's tools over MCP
 
     @asynccontextmanager
     async def feed_owners_and_linker() -> AsyncIterator[None]:
@@ -112,7 +115,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         for job in jobs:
             job.start()
         try:
-            yield
+            async with face.running():
+                yield
         finally:
             for job in reversed(jobs):
                 await job.stop()
@@ -133,4 +137,5 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     api.install(app, deps, owners)
     console.mount(app, settings)  # the web console and /docs, from the files the gateway ships
     desk.install(app, deps)  # the sessions, the pending items, the tray, Apply all, Decline all, Idempotency-Key
+    app.router.routes[:0] = face.routes()  # before the console's catch-all
     return app

@@ -178,11 +178,13 @@ def _session_sql(sessions: Table, guilds: Table) -> _SessionSql:
             "SELECT session_id, org_id, source_guild_id, operator_user_id, closed_at, source_guild_snapshot"
             f" FROM {s} WHERE session_id = $1"
         ),
-        # The session keeps its source guild's text as it was when the session was first seen.
+        # The session keeps its source guild's text as it was when the session was first seen: a guild of its own
+        # organisation only (another organisation's guild leaves no snapshot, and its reads are refused).
         insert=(
             f"INSERT INTO {s} (session_id, org_id, source_guild_id, operator_user_id, source_guild_snapshot)"
             " VALUES ($1, $2, $3, $4, (SELECT jsonb_build_object('guild_id', g.guild_id, 'name', g.name,"
-            f" 'about', g.about, 'description', g.description) FROM {g} AS g WHERE g.guild_id = $3))"
+            f" 'about', g.about, 'description', g.description) FROM {g} AS g WHERE g.guild_id = $3"
+            " AND g.org_id = $2))"
             " ON CONFLICT DO NOTHING"
         ),
         close=f"UPDATE {s} SET closed_at = $2 WHERE session_id = $1 AND closed_at IS NULL",
