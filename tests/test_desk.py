@@ -228,7 +228,8 @@ async def test_sessions_and_pending_across_them_are_the_organisations_own_and_pa
             assert (await call(path)).status_code == 404, path
         assert (await listed())["items"][1]["waiting_on"] == 2
 
-        # The document says which routes take an Idempotency-Key: every decision route, Apply all, Decline all.
+        # The document says which routes take an Idempotency-Key: every decision route, Apply all, Decline all, and
+        # the revert of an applied request (which files a new one).
         paths = (await http.get("/openapi.json")).json()["paths"]
         keyed = {
             (method, path)
@@ -238,6 +239,7 @@ async def test_sessions_and_pending_across_them_are_the_organisations_own_and_pa
         }
         assert {path.removeprefix(f"{S}/{{session_id}}") for method, path in keyed if method == "post"} == {
             "/edits/{seq}",
+            "/edits/{seq}/revert",
             "/logins/{seq}",
             "/apply-all",
             "/decline-all",
