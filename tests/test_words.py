@@ -33,9 +33,12 @@ KEPT = frozenset(
         "assent_http_request_seconds",
         "XMLHttpRequest",
         "HTTP_REQUESTS",
-        # JSON-RPC's error codes (MCP)
+        # JSON-RPC's error codes and request types (MCP), and Starlette's module of the HTTP request
         "INVALID_REQUEST",
         "REQUEST_TIMEOUT",
+        "CallToolRequestParams",
+        "PaginatedRequestParams",
+        "requests",
         # asking
         "request_build",
         # the seed's tool and widget names, and the arguments of its tool
