@@ -192,6 +192,8 @@ def test_a_session_is_about_its_first_request_on_one_line_cut_at_a_word() -> Non
     assert long.endswith("…")
     assert long == "Memory of Ada: Remember that refunds over a hundred euros need the manager's…"
     assert about("x" * 200, None, length=10) == "x" * 9 + "…"
+
+
 def test_the_preview_holds_back_a_request_that_needs_more_approvals_than_the_callers() -> None:
     proposals = [proposal(1, "memory"), proposal(2, "memory"), proposal(3, "memory"), proposal(4, "login", agent=None)]
     two, three = Require(approvals=2), Require(approvals=3)
