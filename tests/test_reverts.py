@@ -11,6 +11,8 @@ import pytest
 
 from tests.conftest import OPERATOR, Stack, new_world, wait_for
 from tests.test_access import access_of
+from tests.test_collections import at, column, make, read
+from tests.test_collections import propose as propose_table
 from tests.test_memory_edits import memory, open_turn, propose, wait_pending
 from tests.test_routines import create as create_routine
 from tests.test_routines import known
@@ -57,6 +59,14 @@ async def test_a_reverted_memory_edit_is_a_new_request_that_restores_the_memory_
         assert "-Cite orders." in card["diff"]
         board = await wait_pending(http, filed["session_id"], 1)
         assert board["items"][0]["reason"] == f"Revert of request #{seq} of session {session_id}"
+
+        # Its session goes by "Revert" and is closed already: no coach calls a tool in it, and it is not left open.
+        async def listed() -> dict[str, Any] | None:
+            found = (await http.get("/api/studio/sessions", params={"state": "closed"})).json()["items"]
+            return next((s for s in found if s["session_id"] == filed["session_id"]), None)
+
+        row = await wait_for(listed)
+        assert (row["coach"]["name"], row["waiting_on"]) == ("Revert", 1)
 
         applied = await http.post(filed["path"], json={"decision": "apply"})
         assert applied.status_code == 200 and applied.json()["outcome"] == "applied", applied.text
@@ -211,3 +221,45 @@ async def test_a_routine_edit_reverts_to_the_routine_it_replaced(stack: Stack) -
         path = f"/api/workspace/agents/{world.agent_id}/routines/{routine['schedule_id']}"
         back = (await http.get(path)).json()
         assert (back["description"], back["cron"], back["paused"]) == ("Sweep", "0 9 * * 1-5", True)
+
+
+async def test_a_table_edit_reverts_with_its_values_and_a_deleted_table_comes_back_empty(stack: Stack) -> None:
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http)
+        columns = [column("order_id", required=True, unique=True), column("amount", "number")]
+        table = await make(http, world, "refunds", columns, [{"order_id": "A1", "amount": 12}])
+        cid = table["collection_id"]
+        turn = await open_turn(coach, world)
+        sid = turn.session.session_id
+        renamed = [column("order_id", required=True, unique=True), column("total", "number", rename_from="amount")]
+        edit = {
+            "action": "edit",
+            "collection": cid,
+            "base_updated_at": table["updated_at"],
+            "purpose": "Track refunds owed",
+            "columns": renamed,
+        }
+        _, seq = await propose_table(turn, edit)
+        await wait_pending(http, sid, 1)
+        decided = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}", json={"decision": "apply"})
+        assert decided.status_code == 200 and decided.json()["outcome"] == "applied", decided.text
+
+        await revert_and_apply(http, sid, seq)
+        back = await read(http, world, cid)
+        assert (back["purpose"], [c["name"] for c in back["columns"]]) == ("Track refunds", ["order_id", "amount"])
+        assert [r["values"] for r in back["page"]] == [{"order_id": "A1", "amount": 12}]
+        again = await http.post(f"/api/studio/sessions/{sid}/edits/{seq}/revert")
+        assert again.status_code == 409 and "already reads" in again.json()["detail"], again.text
+
+        _, gone = await propose_table(turn, {"action": "delete", "collection": cid})
+        await wait_pending(http, sid, 1)
+        decided = await http.post(f"/api/studio/sessions/{sid}/edits/{gone}", json={"decision": "apply"})
+        assert decided.status_code == 200 and decided.json()["outcome"] == "applied", decided.text
+        await revert_and_apply(http, sid, gone)
+        (made,) = [c for c in (await http.get(at(world))).json() if c["name"] == "refunds"]
+        assert made["collection_id"] != cid and made["purpose"] == "Track refunds"
+        assert [(c["name"], c["type"], c["required"]) for c in made["columns"]] == [
+            ("order_id", "text", True),
+            ("amount", "number", False),
+        ]
+        assert (await read(http, world, made["collection_id"]))["page"] == []

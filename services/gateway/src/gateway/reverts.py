@@ -4,10 +4,11 @@ each endpoint decided by session and message where a kind of the registry is :at
 A revert is a new request, never a write: the gateway checks what it can tell itself (the caller's organisation owns
 the session, else 404; the caller may decide the request, else 403; its kind is revertible, else 422; it was applied,
 else 409), opens a session of its own for the person who asks (``SessionOpened``, the person as its operator, on the
-original session's source guild), and asks the request's owner to file the inverse there as its first request
-(``POST /internal/proposals/{id}/revert``). The owner computes the inverse by its kind's own rule, bound to the target
-as it is now, and files it as a proposal of that session, announced as any other; it may refuse (409: the target
-already reads as before, or what it was before is not kept). The new request is then decided as any other: the same
+original session's source guild, named "Revert"; closed at once, since no coach calls a tool in it), and asks the
+request's owner to file the inverse there as its first request (``POST /internal/proposals/{id}/revert``). The owner
+computes the inverse by its kind's own rule, bound to the target as it is now, and files it as a proposal of that
+session, announced as any other; it may refuse (409: the target already reads as before, or what it was before is
+not kept). The new request is then decided as any other: the same
 routes, the stale rule, the organisation's policy (whose approvals do not count the person who asked: they run its
 session), Apply all and the history. The answer (201) says where it is, once the projection holds it.
 
@@ -23,7 +24,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
 from assent.api import Error, Identity, caller_headers
-from assent.contracts import SessionOpened
+from assent.contracts import CoachInfo, SessionClosed, SessionOpened
 from assent.http import PathId
 from assent.kinds import KINDS
 from assent.topics import STUDIO_SESSIONS
@@ -37,6 +38,8 @@ from .decisions import ADDRESSES, ENDPOINTS, address_of, decision_path, refusal
 SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
 FIRST_SEQ = 1
 """The seq of the revert request in the session opened for it."""
+REVERTER = CoachInfo(name="Revert")
+"""The name a revert's session goes by where a coach's would (its request's reason says what it reverts)."""
 POLL_SECONDS = 0.1
 
 
@@ -138,10 +141,15 @@ async def file_revert(
         org_id=person.org_id,
         source_guild_id=reply.body["source_guild_id"],
         operator_user_id=person.user_id,
+        coach=REVERTER,
     )
+    # No coach calls a tool in it: it is closed as soon as it is open, its one request pending a decision (a closed
+    # session's requests are decided as any, and it does not linger among the open ones).
+    closed = SessionClosed(session_id=new_session)
     async with deps.runtime.unit_of_work() as uow:
-        await uow.sessions.record(opened)
-        await uow.emit(STUDIO_SESSIONS, new_session, opened)
+        for message in (opened, closed):
+            await uow.sessions.record(message)
+            await uow.emit(STUDIO_SESSIONS, new_session, message)
     filed = await _projected(deps, new_session, FIRST_SEQ)
     answer = RevertFiled(
         session_id=new_session,

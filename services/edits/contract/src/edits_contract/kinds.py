@@ -41,6 +41,7 @@ COLLECTION = KindSpec(
     "State",
     {"create": "Create table", "edit": "Apply edit", "delete": "Delete table"},
     read_tools=("studio_list_collections", "studio_read_collection"),
+    revertible=True,
 )
 DRAFT = KindSpec(
     "draft",

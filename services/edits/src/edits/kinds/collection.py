@@ -16,11 +16,23 @@ from pydantic import BaseModel, ConfigDict
 
 from assent.contracts import CardField, DecisionMade, ProposalBase, ProposalTarget
 from assent.domain import Agent, Refusal, Session
-from assent.runtime import Applied, Call, LiveView, Output, Proposal, ProposalKind, Stale, StoredProposal, Tool
+from assent.runtime import (
+    Applied,
+    Call,
+    Inverse,
+    LiveView,
+    Output,
+    Proposal,
+    ProposalKind,
+    Stale,
+    StoredProposal,
+    Tool,
+)
 from assent.runtime.uow import UnitOfWork
 from edits_contract.collections import AccessLogged, DeleteLogged
 
 from ..adapters.collections import CollectionsRepository
+from ..domain import collection_reverts
 from ..domain import collections as rules
 from ..domain.collections import AccessRow, Directory, LiveCollection, RecordCounts
 from ..domain.model import WriteOrigin
@@ -260,6 +272,22 @@ class CollectionKind(ProposalKind):
                 ),
             ),
         )
+
+    async def inverse(self, proposal: StoredProposal, uow: UnitOfWork) -> Inverse | Refusal:
+        """The collection as its change log says it was before the request, proposed over the collection as it is
+        now (:func:`edits.domain.collection_reverts.inverse`): a created table is deleted, an edited one edited
+        back, a deleted one created again without its records."""
+        edit = CollectionEdit.model_validate(proposal.payload)
+        collection_id = edit.collection_id or (proposal.resolution or {}).get("collection_id")
+        if not isinstance(collection_id, str):
+            return Refusal(409, "before_unknown", "the table this request made is not known")
+        store = repo(uow)
+        changes = await store.changes(edit.org_id, collection_id)
+        live = await store.get(collection_id)
+        found = collection_reverts.inverse(
+            proposal.action, changes, proposal.session_id, proposal.seq, live, edit.source_guild_id
+        )
+        return found if isinstance(found, Refusal) else Inverse("studio_edit_collection", found)
 
     async def apply(
         self, proposal: StoredProposal, decision: DecisionMade, uow: UnitOfWork
