@@ -593,7 +593,7 @@ async def test_the_history_page_filters_pages_exports_verifies_and_shows_each_ti
         await expect(rows.first).to_contain_text("Continued")
         await expect(rows.first.get_by_role("link")).to_have_text([sid])  # a session, no seq: no link to a card
         applied = rows.filter(has_text="Outcome: applied")
-        await expect(applied.get_by_role("link", name=f"seq {first}")).to_have_attribute(
+        await expect(applied.get_by_role("link", name=f"request #{first}")).to_have_attribute(
             "href", f"#/sessions/{sid}/edits/{first}"
         )
         await expect(applied).to_contain_text(f"{OPERATOR}")
@@ -666,7 +666,7 @@ async def test_the_history_page_filters_pages_exports_verifies_and_shows_each_ti
             (moments.nth(0), first, world.agent_id, "apply", "Applied"),
             (moments.nth(1), second, world.other_agent_id, "decline", "Declined"),
         ):
-            await expect(moment.get_by_role("heading")).to_contain_text(f"(seq {seq})")
+            await expect(moment.get_by_role("heading")).to_contain_text(f"(request #{seq})")
             await expect(moment.locator("li.step > strong")).to_have_text(
                 [
                     "Proposed by coach (studio_edit_memory)",
@@ -700,11 +700,11 @@ async def test_the_history_page_filters_pages_exports_verifies_and_shows_each_ti
         decided = tab.get_by_role("region", name="Decided items")
         await expect(decided.get_by_role("listitem")).to_have_count(1)
         await expect(decided.get_by_role("listitem")).to_contain_text(
-            f"Memory of Ada (seq {first}): applied by {OPERATOR}"
+            f"Memory of Ada (request #{first}): applied by {OPERATOR}"
         )
         await axe(tab)
         assert "null" not in await tab.locator("main").inner_text()
-        await decided.get_by_role("link", name=f"Memory of Ada (seq {first})").click()
+        await decided.get_by_role("link", name=f"Memory of Ada (request #{first})").click()
         await expect(tab.get_by_role("heading", name="Memory of Ada")).to_be_visible()
         await expect(tab).to_have_url(re.compile(f"#/sessions/{sid}/edits/{first}$"))
 
@@ -816,6 +816,7 @@ async def test_the_proposals_page_approves_onto_a_new_branch_and_the_docs_need_n
         await tab.goto("/docs")
         await expect(tab.get_by_role("heading", name="Assent")).to_be_visible()
         await expect(tab.locator(".opblock-summary-path").first).to_be_visible()
+        await axe(tab)
         await shot(tab, "api-docs", full_page=False)  # the page is long: its top is the point
         assert elsewhere == []
         await context.close()

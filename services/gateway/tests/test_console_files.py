@@ -33,10 +33,11 @@ async def test_the_docs_page_loads_only_bundled_files() -> None:
     urls = [url for url in assets(page.text) if not url.startswith("#")]
     assert sorted(urls) == [
         "/console/static/favicon.svg",
+        "/console/static/swagger-contrast.css",
         "/console/static/vendor/swagger-ui/swagger-ui-bundle.js",
         "/console/static/vendor/swagger-ui/swagger-ui.css",
     ]
-    assert "/openapi.json" in page.text
+    assert "/openapi.json" in page.text and '<html lang="en">' in page.text
     for url in urls:
         served = await get(url)
         assert served.status_code == 200 and len(served.content) > 100, url

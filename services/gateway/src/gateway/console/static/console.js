@@ -1124,10 +1124,10 @@ async function cardView(sessionId, endpoint, seq) {
   const message = h("p", { class: "message", "aria-live": "polite" });
   const back = h("p", {}, h("a", { href: `#/sessions/${encodeURIComponent(sessionId)}` }, `Session ${sessionId}`));
   let card;
-  try { card = await api("GET", path); } catch (error) { show(heading(`Seq ${seq}`), back, errorBox(error)); return; }
+  try { card = await api("GET", path); } catch (error) { show(heading(`Request #${seq}`), back, errorBox(error)); return; }
   const kind = registry.kinds[card.kind] || Object.values(registry.kinds).find((k) => k.endpoint === endpoint) || {};
   const parts = [
-    heading(`${labelOf(card.target) || `Seq ${seq}`}`), back,
+    heading(`${labelOf(card.target) || `Request #${seq}`}`), back,
     h("p", { class: "meta" }, [`request #${seq}`, card.kind, card.action, card.lines ? counts(card.lines) : null].filter(Boolean).join(" · ")),
     card.reason || card.rationale ? h("p", { class: "reason" }, card.reason || card.rationale) : null,
   ];
@@ -1477,10 +1477,10 @@ function entryHref(entry) {
   return cardHref(entry.session_id, entry.kind, entry.seq);
 }
 
-/** What a proposal is about, as a title: its target (else its kind and action) and its seq. */
+/** What a proposal is about, as a title: its target (else its kind and action) and its request number. */
 function subjectOf(entry) {
   const what = entry.target || [entry.kind, entry.action].filter(Boolean).join(" ") || "A proposal";
-  return entry.seq === null || entry.seq === undefined ? what : `${what} (seq ${entry.seq})`;
+  return entry.seq === null || entry.seq === undefined ? what : `${what} (request #${entry.seq})`;
 }
 
 /** What an entry says happened, with who (a timeline's step). */
@@ -1633,7 +1633,7 @@ async function historyView(search) {
   const count = h("p", { id: "history-count", class: "meta", tabindex: "-1" }, "Loading…");
   const table = h("table", { class: "history", id: "history-table", hidden: true },
     h("caption", { class: "visually-hidden" }, "History entries, newest first"),
-    h("thead", {}, h("tr", {}, ["When", "What", "Actor", "Kind", "Target", "Agent", "Session · seq"].map((c) => h("th", { scope: "col" }, c)))),
+    h("thead", {}, h("tr", {}, ["When", "What", "Actor", "Kind", "Target", "Agent", "Session · request"].map((c) => h("th", { scope: "col" }, c)))),
     rows);
   const more = h("button", {
     type: "button",
@@ -1650,7 +1650,7 @@ async function historyView(search) {
 
   function row(entry) {
     const card = entryHref(entry);
-    const seq = entry.seq === null || entry.seq === undefined ? null : `seq ${entry.seq}`;
+    const seq = entry.seq === null || entry.seq === undefined ? null : `request #${entry.seq}`;
     return h("tr", { dataset: { position: entry.position, type: entry.type } },
       h("td", {}, stamp(entry.at)),
       h("td", {}, h("strong", {}, typeOf(entry)), entry.detail ? h("span", { class: "hint detail" }, preview(entry.detail)) : null),
