@@ -59,3 +59,21 @@ async def test_a_langgraph_graph_resumes_from_assent_s_decision(stack: Stack) ->
         assert [call.tool for call in turn.calls.values()] == ["studio_read_memory", "studio_edit_memory"]
         live = await http.get(f"/api/workspace/agents/{world.agent_id}/memory")
         assert live.json()["content"] == "Prefer short answers.\nQuote the order number.\n"
+
+
+async def test_an_agents_sdk_tool_s_approval_is_assent_s_decision(stack: Stack) -> None:
+    from examples.openai_agents_coach import ScriptedModel, propose_with_agents_sdk, script
+
+    async with stack.http() as http, stack.coach() as coach:
+        world = await new_world(http, memory="Prefer short answers.\n")
+        session = await open_session(coach, world)
+        model = ScriptedModel(script(world.agent_id, "Quote the order number."))
+        turn = session.begin_turn()
+        answer = await decide_when_waiting(
+            http, session.session_id, propose_with_agents_sdk(turn, model, timeout=60), decision="decline"
+        )
+        assert answer == "People decided: declined."
+        assert model.taken == 3, "read, propose, answer: one model call each"
+        assert [call.tool for call in turn.calls.values()] == ["studio_read_memory", "studio_edit_memory"]
+        live = await http.get(f"/api/workspace/agents/{world.agent_id}/memory")
+        assert live.json()["content"] == "Prefer short answers.\n", "declined: the Memory is as it was"
