@@ -13,9 +13,9 @@ Usage::
                                                                               "studio_edit_memory"]))
         result = await Runner.run(agent, "...")
 
-The SDK runs the tool calls of one model response concurrently; each request is a step of the turn of its own,
-so the requests of one response are decided one after another (a later one is published once the earlier is
-decided).
+The SDK runs the tool calls of one model response concurrently; here they take the turn one at a time, and a request
+holds it until it is decided, so each request is a step of the turn of its own: the requests of one response are
+decided one after another (a later call is published once the earlier request is decided).
 """
 
 from __future__ import annotations
