@@ -10,7 +10,7 @@ SERVICES := $(shell sed -n 's/^name = "\(.*\)"/\1/p' services.toml)
 # Each owner's contract package (services/<name>/contract, imported as <name>_contract), found by pattern.
 CONTRACTS := $(patsubst services/%/contract,%_contract,$(wildcard services/*/contract))
 
-.PHONY: help uv install run test test-containers test-k8s screenshots test-unit test-integration lint format bench bench-preload bench-compare bench-profile bench-start bench-history docs docs-serve up down status images k8s contracts deploy-tools service clean
+.PHONY: help uv install run test test-containers test-k8s screenshots test-unit test-integration test-coach-ts lint format bench bench-preload bench-compare bench-profile bench-start bench-history docs docs-serve up down status images k8s contracts deploy-tools service clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -38,6 +38,10 @@ test-unit: install ## Run the unit tests only (no servers)
 
 test-integration: install ## Run the integration tests only (real Kafka, PostgreSQL and Redis)
 	@$(UV) run --frozen pytest tests
+
+test-coach-ts: install ## The TypeScript coach (examples/coach-ts, KafkaJS) through a whole turn against the real services, after npm ci
+	@cd examples/coach-ts && npm ci --no-audit --no-fund --silent
+	@$(UV) run --frozen pytest tests/test_coach_ts.py
 
 # Every service's sources and its contract's, found by pattern: a new service needs no line here.
 TYPED_PATH := $(subst $(eval) ,:,shared/src deploy/devstack/src cli/src $(wildcard services/*/src services/*/contract/src))

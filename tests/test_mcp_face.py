@@ -110,6 +110,51 @@ async def test_a_whole_turn_over_mcp(stack: Stack) -> None:
             assert live.json()["content"] == "Prefer short answers.\nQuote the order number.\n"
 
 
+async def test_a_wait_that_times_out_returns_the_decisions_made_so_far(stack: Stack) -> None:
+    async with stack.http() as http:
+        world = await new_world(http)
+        token = http.headers["Authorization"].removeprefix("Bearer ")
+        async with mcp_client(stack, token) as mcp:
+            session_id = body(await mcp.call_tool("studio_open_session", {"source_guild_id": world.guild_id}))[
+                "session_id"
+            ]
+            proposed = []
+            for agent_id in (world.agent_id, world.other_agent_id):
+                memory = body(await mcp.call_tool("studio_read_memory", {"agent_id": agent_id}))
+                arguments = {
+                    "agent_id": agent_id,
+                    "content": memory["content"] + "Quote the order number.\n",
+                    "base_version": memory["version"],
+                    "reason": "Refund threads got mixed up.",
+                }
+                proposed.append(body(await mcp.call_tool("studio_edit_memory", arguments)))
+            first, second = (request["seq"] for request in proposed)
+
+            nothing_yet = body(await mcp.call_tool("studio_wait_for_decisions", {"timeout_seconds": 0.5}))
+            assert nothing_yet == {"continued": False, "waiting": True, "step": 0, "decisions": []}, nothing_yet
+
+            async def decide(seq: int, decision: str) -> bool:
+                response = await http.post(
+                    f"/api/studio/sessions/{session_id}/edits/{seq}", json={"decision": decision}
+                )
+                return response.status_code == 200
+
+            await wait_for(lambda: decide(first, "decline"))
+
+            async def one_decided() -> dict[str, Any] | None:
+                waited = body(await mcp.call_tool("studio_wait_for_decisions", {"timeout_seconds": 0.2}))
+                return waited if waited["decisions"] else None
+
+            so_far = await wait_for(one_decided)
+            assert so_far["continued"] is False and so_far["waiting"] is True and so_far["step"] == 0, so_far
+            assert [(d["seq"], d["outcome"]) for d in so_far["decisions"]] == [(first, "declined")], so_far
+
+            await wait_for(lambda: decide(second, "apply"))
+            done = body(await mcp.call_tool("studio_wait_for_decisions", {"timeout_seconds": 60}))
+            assert done["continued"] is True
+            assert [(d["seq"], d["outcome"]) for d in done["decisions"]] == [(first, "declined"), (second, "applied")]
+
+
 async def test_refusals_no_token_and_another_organisation(stack: Stack) -> None:
     async with httpx.AsyncClient(base_url=stack.gateway_url, timeout=30) as raw:
         ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}

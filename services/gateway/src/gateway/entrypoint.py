@@ -3,6 +3,7 @@ public HTTP API."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -104,7 +105,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         give_up=settings.webhook_give_up_seconds,
         concurrency=settings.webhook_concurrency,
     )
-    face = McpFace(settings, Authenticator(settings))  # /mcp: the coach's tools over MCP
+    # /mcp: the coach's tools over MCP; a wait that times out answers the step's decisions made so far
+    face = McpFace(settings, Authenticator(settings), functools.partial(handlers.decided_in_step, runtime.engine))
 
     @asynccontextmanager
     async def feed_owners_and_linker() -> AsyncIterator[None]:

@@ -20,9 +20,11 @@ from typing import Any, Protocol
 
 import asyncpg
 from opentelemetry import trace
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from assent.contracts import (
     DecisionMade,
+    DecisionSummary,
     ProposalOutcome,
     ProposalProposed,
     SessionClosed,
@@ -64,7 +66,7 @@ from .domain.events import (
 )
 from .domain.history import History
 from .domain.proposals import Proposal, proposed
-from .domain.turns import ProposalState, RefusedCall, continuation_text, settle
+from .domain.turns import ProposalState, RefusedCall, continuation_text, decided_so_far, settle
 from .settings import GatewaySettings
 
 tracer = trace.get_tracer("assent.gateway")
@@ -406,27 +408,7 @@ async def _settle_turns(
     """
     events: list[LiveEvent] = []
     continued: list[tuple[Any, ...]] = []
-    turns: dict[tuple[str, int], tuple[list[str], dict[str, ProposalState], dict[str, RefusedCall]]] = {}
-    for row in paused:
-        awaited = row["awaited"]
-        waited, proposals, refused = turns.setdefault(
-            (row["turn_id"], row["step"]), (list(row["tool_call_ids"]), {}, {})
-        )
-        if row["proposal_seq"] is not None:
-            status, resolved_by = row["status"], row["resolved_by"]
-            if resolved is not None and status == "pending" and row["proposal_id"] in resolved:
-                status, resolved_by = resolved[row["proposal_id"]]
-            proposals[awaited] = ProposalState(
-                awaited,
-                row["proposal_seq"],
-                row["proposal_id"],
-                row["kind"],
-                row["label"],
-                status,
-                resolved_by,
-            )
-        if row["refused_seq"] is not None:
-            refused[awaited] = RefusedCall(awaited, row["refused_seq"], row["error_code"])
+    turns = paused_turns(paused, resolved)
     for (turn_id, step), (waited, proposals, refused) in turns.items():
         decisions = settle(waited, proposals, refused)
         if decisions is None:
@@ -444,6 +426,45 @@ async def _settle_turns(
         )
         events.append(TurnContinuedEvent(session_id=session_id, turn_id=turn_id, step=step))
     return events, continued
+
+
+PausedTurns = dict[tuple[str, int], tuple[list[str], dict[str, ProposalState], dict[str, RefusedCall]]]
+
+
+def paused_turns(
+    paused: Sequence[asyncpg.Record], resolved: dict[str, tuple[str, str | None]] | None = None
+) -> PausedTurns:
+    """Rows of :data:`PAUSED` by ``(turn_id, step)``: the calls the step waits on, each one's proposal (with
+    ``resolved``'s status where the row still shows it pending) or refusal."""
+    turns: PausedTurns = {}
+    for row in paused:
+        awaited = row["awaited"]
+        _, proposals, refused = turns.setdefault((row["turn_id"], row["step"]), (list(row["tool_call_ids"]), {}, {}))
+        if row["proposal_seq"] is not None:
+            status, resolved_by = row["status"], row["resolved_by"]
+            if resolved is not None and status == "pending" and row["proposal_id"] in resolved:
+                status, resolved_by = resolved[row["proposal_id"]]
+            proposals[awaited] = ProposalState(
+                awaited,
+                row["proposal_seq"],
+                row["proposal_id"],
+                row["kind"],
+                row["label"],
+                status,
+                resolved_by,
+            )
+        if row["refused_seq"] is not None:
+            refused[awaited] = RefusedCall(awaited, row["refused_seq"], row["error_code"])
+    return turns
+
+
+async def decided_in_step(engine: AsyncEngine, session_id: str, turn_id: str, step: int) -> list[DecisionSummary]:
+    """The decisions made so far of a session's paused step, in the order the step named its calls (none once
+    the step has continued: its continuation holds them)."""
+    async with engine.connect() as conn:
+        rows = await (await ProjectionStore.over(conn)).paused([session_id])
+    found = paused_turns(rows).get((turn_id, step))
+    return [] if found is None else decided_so_far(*found)
 
 
 def _sessions_of(batch: Sequence[Received]) -> list[str]:

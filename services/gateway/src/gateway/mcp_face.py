@@ -8,7 +8,8 @@ the token's organisation (a client cannot name another). Every other tool is a t
 (``contracts/schemas/tools/<tool>.json``) and published as the same ``ToolCall`` on its owner's topic
 (:class:`assent.coach.CoachClient`); the owner's ``ToolResult`` is the answer: its output or widget, or its error as a
 tool error. ``studio_wait_for_decisions`` ends the coach's step and waits (bounded) for the turn's continuation,
-sending progress notifications meanwhile.
+sending progress notifications meanwhile; when its time is up first, it returns the decisions made so far (the
+gateway's projection of the step's requests).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from starlette.types import Receive, Scope, Send
 
 from assent.api import Identity
 from assent.coach import CoachClient, CoachSession, CoachTurn
-from assent.contracts import ToolResult
+from assent.contracts import DecisionSummary, ToolResult
 from assent.topics import TOOL_ROUTES
 
 from .auth import Authenticator, Unauthenticated
@@ -156,12 +157,19 @@ def answer(result: ToolResult) -> types.CallToolResult:
     return text(result.output or {})
 
 
+DecisionsSoFar = Callable[[str, str, int], Awaitable[list[DecisionSummary]]]
+"""The decisions made so far of a session's paused step: ``(session_id, turn_id, step)``."""
+
+
 class McpFace:
     """The MCP server, its sessions' Assent sessions, and the ASGI endpoint that authenticates each request."""
 
-    def __init__(self, settings: GatewaySettings, authenticator: Authenticator) -> None:
+    def __init__(
+        self, settings: GatewaySettings, authenticator: Authenticator, decisions_so_far: DecisionsSoFar | None = None
+    ) -> None:
         self.settings = settings
         self.authenticator = authenticator
+        self.decisions_so_far = decisions_so_far
         self.tools = [OPEN_SESSION, WAIT, *registry_tools(default_schemas())]
         self.names = {tool.name for tool in self.tools}
         self._coach: CoachClient | None = None  # made in :meth:`running` (its Kafka clients need the event loop)
@@ -334,8 +342,13 @@ class McpFace:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                # The step's decisions come together, with its continuation, once every request of it is decided.
-                return text({"continued": False, "waiting": True, "step": step, "decisions": []})
+                # The continuation comes once every request of the step is decided; until then, the projection
+                # says which are.
+                so_far: list[DecisionSummary] = []
+                if self.decisions_so_far is not None:
+                    so_far = await self.decisions_so_far(bound.session.session_id, turn.turn_id, step)
+                decided = [decision.model_dump(mode="json") for decision in so_far]
+                return text({"continued": False, "waiting": True, "step": step, "decisions": decided})
             try:
                 continuation = await turn.continuation(step=step, timeout=min(left, PROGRESS_SECONDS))
                 break

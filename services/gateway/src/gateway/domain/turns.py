@@ -43,36 +43,41 @@ def settle(
     proposal and refused (a re-sent copy of the call got an error) is the proposal: only a call that proposed
     nothing at all is "refused when proposed".
     """
-    decisions: list[DecisionSummary] = []
-    for call_id in waited:
-        if call_id in refused and call_id not in proposals:
-            call = refused[call_id]
-            decisions.append(
-                DecisionSummary(
-                    tool_call_id=call_id,
-                    seq=call.seq,
-                    proposal_id=None,
-                    kind="refused",
-                    target="",
-                    outcome="refused",
-                )
-            )
-            continue
-        proposal = proposals.get(call_id)
-        if proposal is None or proposal.status not in RESOLVED:
-            return None
-        decisions.append(
-            DecisionSummary(
-                tool_call_id=call_id,
-                seq=proposal.seq,
-                proposal_id=proposal.proposal_id,
-                kind=proposal.kind,
-                target=proposal.target,
-                outcome=proposal.status,
-                resolved_by=proposal.resolved_by,
-            )
+    decisions = [decision_of(call_id, proposals, refused) for call_id in waited]
+    if any(decision is None for decision in decisions):
+        return None
+    return [decision for decision in decisions if decision is not None]
+
+
+def decided_so_far(
+    waited: Sequence[str], proposals: Mapping[str, ProposalState], refused: Mapping[str, RefusedCall]
+) -> list[DecisionSummary]:
+    """The decisions of the turn made so far, in the order the step named them: those of :func:`settle` while
+    some are still open (the open ones left out)."""
+    return [d for d in (decision_of(call_id, proposals, refused) for call_id in waited) if d is not None]
+
+
+def decision_of(
+    call_id: str, proposals: Mapping[str, ProposalState], refused: Mapping[str, RefusedCall]
+) -> DecisionSummary | None:
+    """What became of one awaited call, or None while it is open."""
+    if call_id in refused and call_id not in proposals:
+        call = refused[call_id]
+        return DecisionSummary(
+            tool_call_id=call_id, seq=call.seq, proposal_id=None, kind="refused", target="", outcome="refused"
         )
-    return decisions
+    proposal = proposals.get(call_id)
+    if proposal is None or proposal.status not in RESOLVED:
+        return None
+    return DecisionSummary(
+        tool_call_id=call_id,
+        seq=proposal.seq,
+        proposal_id=proposal.proposal_id,
+        kind=proposal.kind,
+        target=proposal.target,
+        outcome=proposal.status,
+        resolved_by=proposal.resolved_by,
+    )
 
 
 def continuation_text(decisions: Sequence[DecisionSummary]) -> str:
