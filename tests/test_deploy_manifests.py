@@ -175,6 +175,10 @@ def test_every_service_is_ready_for_a_platform_team(source: str) -> None:
         assert env["ASSENT_HTTP_PORT"] == str(row["port"])
         assert ("lifecycle" in container) == bool(row.get("public")), "a preStop pause on the public service only"
         assert label in budgets
+        (service,) = [
+            s for s in by_kind(objects, "Service").values() if s["spec"]["selector"]["app.kubernetes.io/name"] == label
+        ]
+        assert service["spec"].get("sessionAffinity") == ("ClientIP" if row.get("public") else None), "MCP sessions"
         assert set(policies[label]["spec"]["policyTypes"]) == {"Ingress", "Egress"}
         sources = policies[label]["spec"]["ingress"][0].get("from")
         if row.get("public"):

@@ -69,6 +69,12 @@ PRESTOP = """\
                 command: ["python", "-c", "import time; time.sleep(5)"]
 """
 
+AFFINITY = """\
+  # An MCP session lives in the replica that opened it (docs/how-to/connect-an-mcp-client.md#limits): a client's
+  # requests stay with one replica.
+  sessionAffinity: ClientIP
+"""
+
 SERVICE = """\
 apiVersion: apps/v1
 kind: Deployment
@@ -160,7 +166,7 @@ metadata:
   labels:
     app.kubernetes.io/name: assent-{name}
 spec:
-  selector:
+{affinity}  selector:
     app.kubernetes.io/name: assent-{name}
   ports:
     - name: http
@@ -396,6 +402,7 @@ def render() -> dict[Path, str]:
             container_security=CONTAINER_SECURITY,
             tmp=TMP,
             prestop=PRESTOP if row.get("public") else "",
+            affinity=AFFINITY if row.get("public") else "",
         )
         for row in rows
     )
