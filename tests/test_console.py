@@ -1267,3 +1267,56 @@ async def test_sessions_go_by_their_names_and_the_desk_by_keyboard(stack: Stack,
         await shot(tab, "no-such-session")
         assert elsewhere == []
         await context.close()
+
+
+async def test_an_access_change_that_widens_is_marked_and_shows_the_access_before_and_after(
+    stack: Stack, browser: Browser
+) -> None:
+    """A widening access change is marked "Widens access" on its tray item and its card, a narrowing one is not;
+    its changes are the agent's effective access before and after, the changed binding's line among them."""
+    from tests.test_access import setting_up
+
+    async with stack.http() as http, stack.coach() as coach:
+        world, login = await setting_up(http)
+        guild = await http.put(f"/api/workspace/guilds/{world.guild_id}/access", json={"connections": {login: "off"}})
+        assert guild.status_code == 200, guild.text
+        token = http.headers["Authorization"].removeprefix("Bearer ")
+        turn = await open_turn(coach, world)
+        sid = turn.session.session_id
+        calls = [
+            await turn.call(
+                "studio_edit_access", {"agent_id": world.agent_id, "connections": {login: "on"}, "reason": "Refunds."}
+            ),
+            await turn.call(
+                "studio_edit_access",
+                {"agent_id": world.agent_id, "native_tools": {"fetch_url": "off"}, "reason": "No fetching."},
+            ),
+        ]
+        assert all(c.ok for c in calls), [c.error for c in calls]
+        await turn.end_step()
+        wider, narrower = (turn.calls[c.tool_call_id].seq for c in calls)
+        await wait_pending(http, sid, 2)
+
+        context, elsewhere = await local_only(browser, stack)
+        tab = await context.new_page()
+        await sign_in(tab, token)
+        await tab.goto(f"/console#/sessions/{sid}")
+        widening, narrowing = tab.locator(f"#item-{wider}"), tab.locator(f"#item-{narrower}")
+        await expect(widening.locator(".badge.warn")).to_have_text("Widens access")
+        await expect(narrowing).to_be_visible()
+        await expect(narrowing.locator(".badge.warn")).to_have_count(0)
+        await widening.get_by_role("button", name="Show changes").click()
+        await expect(widening.locator(".line.del").first).to_have_text(
+            re.compile(rf"^removed: -Connection .*\({login}\).*: off; ")
+        )
+        await expect(widening.locator(".line.add").first).to_have_text(
+            re.compile(rf"^added: \+Connection .*\({login}\).*: on; ")
+        )
+        await axe(tab)
+        await shot(tab, "access-widens")
+
+        await tab.goto(f"/console#/sessions/{sid}/edits/{wider}")
+        await expect(tab.locator("p.badge.warn")).to_contain_text("Widens access: applying it lets an agent do more")
+        await axe(tab)
+        assert elsewhere == []
+        await context.close()
