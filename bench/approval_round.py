@@ -74,6 +74,9 @@ from assent_devstack.system import ServiceProcess, build_system, free_port
 
 TOKEN = "bench-token"
 ORG = "bench"
+PROPOSED_EVENTS = frozenset({"proposal.proposed", "request.proposed"})
+"""A session's live event that a proposal is visible: its name, and its name before 21e2426 (so that
+``make bench-compare`` measures against commits from before the rename too)."""
 HOP_IDLE_SECONDS = (0.001, 0.01)
 """How long the processes of the context hops sleep between two hops (a round's processes sleep a few ms)."""
 INTERLEAVED_BLOCKS = 4
@@ -241,7 +244,7 @@ class BenchSession:
             url = f"{self.base}/edits/{call.seq}"
             while True:
                 name, event = await self.events.get()
-                if name == "proposal.proposed" and event["seq"] == call.seq:
+                if name in PROPOSED_EVENTS and event["seq"] == call.seq:
                     break
             visible = time.perf_counter()
             await turn.result(call)

@@ -112,9 +112,18 @@ class RuleWorker:
         self.every = every
         self.batch = batch
         self._task: asyncio.Task[None] | None = None
+        self._policies = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="policy-rules")
+
+    async def policies_exist(self) -> bool:
+        """Whether any organisation has a policy (:data:`ANY_POLICY`). A verdict, and so a deadline, comes only from
+        a policy, and a policy's versions are all kept: once one exists, it is not asked again."""
+        if not self._policies:
+            async with self.engine.connect() as conn:
+                self._policies = bool(await (await driver_connection(conn)).fetchval(ANY_POLICY))
+        return self._policies
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -127,11 +136,13 @@ class RuleWorker:
     async def _run(self) -> None:
         while True:
             try:
-                # The outbox's rows may be written once its relay holds its lock.
-                while self.ready() and await self.judge_once() == self.batch:
-                    pass
-                while self.ready() and await self.expire_once() == self.batch:
-                    pass
+                # The outbox's rows may be written once its relay holds its lock. Without any policy there is
+                # nothing to judge and no deadline: one probe a period, not a transaction.
+                if self.ready() and await self.policies_exist():
+                    while self.ready() and await self.judge_once() == self.batch:
+                        pass
+                    while self.ready() and await self.expire_once() == self.batch:
+                        pass
             except asyncio.CancelledError:
                 raise
             except Exception:

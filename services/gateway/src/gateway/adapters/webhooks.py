@@ -85,6 +85,13 @@ ONE_DELIVERY = (
     f" JOIN {t.webhooks.fullname} AS w ON w.webhook_id = d.webhook_id WHERE d.delivery_id = $1 AND d.org_id = $2"
 )
 
+CONFIGURED = (
+    f"SELECT EXISTS (SELECT 1 FROM {t.webhooks.fullname}) AS webhooks,"
+    f" EXISTS (SELECT 1 FROM {t.policies.fullname}) AS policies"
+)
+"""Whether any organisation has a webhook (without one no entry is collected and no delivery claimed: both read
+only organisations' with a webhook), and whether any has a policy (an escalation comes only from a policy's
+verdict)."""
 NEW_ENTRIES = (
     "SELECT h.org_id, h.position, h.type, h.at, h.proposal_id, h.actor, h.decision, h.outcome"
     f" FROM {t.webhook_cursors.fullname} AS c"
@@ -304,6 +311,7 @@ class WebhookWorker:
         self._task: asyncio.Task[None] | None = None
         self._sending: set[asyncio.Task[None]] = set()
         self._client: httpx.AsyncClient | None = None
+        self._policies = False
 
     def start(self) -> None:
         self._client = httpx.AsyncClient(timeout=self.timeout, follow_redirects=False)
@@ -322,15 +330,28 @@ class WebhookWorker:
         if self._client is not None:
             await self._client.aclose()
 
+    async def configured(self) -> tuple[bool, bool]:
+        """:data:`CONFIGURED`: whether any webhook exists, and whether any policy does. A policy's versions are all
+        kept, so once one exists it is not asked again; webhooks come and go."""
+        async with self.engine.connect() as sa_conn:
+            row = await (await driver_connection(sa_conn)).fetchrow(CONFIGURED)
+        assert row is not None  # one row, always
+        self._policies = self._policies or bool(row["policies"])
+        return bool(row["webhooks"]), self._policies
+
     async def _run(self) -> None:
         while True:
             try:
+                # With no webhook and no policy anywhere there is nothing to collect, escalate or send: one probe a
+                # period instead of three transactions.
+                webhooks, policies = await self.configured()
                 if self.ready():
-                    while await self.collect_once() == self.batch:
+                    while webhooks and await self.collect_once() == self.batch:
                         pass
-                    while await self.escalate_once() == self.batch:
+                    while policies and await self.escalate_once() == self.batch:
                         pass
-                await self.send_due()
+                if webhooks:
+                    await self.send_due()
             except asyncio.CancelledError:
                 raise
             except Exception:
