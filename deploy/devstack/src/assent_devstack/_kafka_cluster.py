@@ -13,6 +13,7 @@ Plain listeners only: the SCRAM listener of the single node is not offered here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -171,11 +172,18 @@ class KafkaCluster:
         return None if newest is None else newest[1]
 
     def stop(self) -> None:
-        """Stop every node (each gracefully, then killed); safe to call twice."""
+        """Stop every node (all asked at once, then killed after 10 s); safe to call twice.
+
+        One after another, each node's controlled shutdown would wait for the quorum that the ones before took away.
+        """
+        running = [node.service for node in self.nodes if node.service is not None and node.service.alive()]
+        for service in running:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(service.pid, service.stop_signal)
         errors = []
         for node in self.nodes:
             try:
-                self.stop_node(node.node_id, timeout=30.0)
+                self.stop_node(node.node_id, timeout=10.0)
             except DevstackError as e:
                 errors.append(str(e))
         if errors:
