@@ -29,13 +29,16 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
 from assent.coach import CoachClient
-from assent_devstack._kafka_cluster import KafkaCluster, start_kafka_cluster
+from assent.settings import ServiceSettings
+from assent.topics import TopicPolicy
+from assent_devstack._kafka_cluster import KafkaCluster, KafkaNode, start_kafka_cluster
 from assent_devstack._stack import topic_env
 from assent_devstack.system import System, build_system
 from tests.conftest import API_TOKENS, LOG_DIRS, SECRETS, Endpoints, as_admin_of, create_database, wait_for
@@ -387,3 +390,23 @@ async def test_two_brokers_down_for_20_seconds(
         assert with_two - down >= 20.0
 
     await under_load(cluster, load, fault, "two brokers down 20 s", capsys)
+
+
+def test_a_cluster_of_three_has_topics_made_with_three_replicas_two_in_sync(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert topic_env(1) == {}
+    for key, value in topic_env(3).items():
+        monkeypatch.setenv(key, value)
+    assert ServiceSettings().topic_policy() == TopicPolicy(replication_factor=3, min_insync_replicas=2)
+    # The active controller is read from the nodes' logs: the newest epoch's leader, as a leader or a follower saw it.
+    logs = tmp_path / "node-1" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "server.log").write_text(
+        "[t] INFO [RaftManager id=1] Completed transition to FollowerState(fetchTimeoutMs=2000, epoch=1, leader=2, "
+        "leaderEndpoints=...) from Unattached (org.apache.kafka.raft.QuorumState)\n"
+        "[t] INFO [RaftManager id=1] Completed transition to Leader(localReplicaKey=ReplicaKey(id=1, "
+        "directoryId=Optional[x]), epoch=2, epochStartOffset=9, highWatermark=Optional.empty) (org.apache...)\n"
+    )
+    node = KafkaNode(1, 1, 2, tmp_path / "node-1")
+    assert KafkaCluster([node]).active_controller() == 1
