@@ -3,13 +3,13 @@
 Every service of ``services.toml`` runs as its own process on a cluster of three Apache Kafka nodes of this module's
 own (``assent_devstack._kafka_cluster``: combined broker and controller, a three-voter KRaft quorum), with every
 topic created with three replicas and ``min.insync.replicas`` 2; PostgreSQL and Redis are the shared
-``endpoints``'. A hundred coach sessions run approval rounds (a memory edit proposed, seen, applied, the turn
-continued) without pause while a fault hits the cluster. A client does what the API asks of it: a ``503`` with
+``endpoints``'. A hundred coach sessions run approval rounds (a memory edit and a new note proposed in one step,
+each seen and applied, the turn continued) without pause while a fault hits the cluster. A client does what the API asks of it: a ``503`` with
 ``"retry": true`` is tried again.
 
 Afterwards a round begun after the cluster is whole again completes in every session, and what the rounds wrote is
-exact: each agent's Memory moved by one version per round, its history holds each round's tool call once, the
-continuations topic holds one continuation per turn, and no service logged an unhandled error.
+exact: each agent's Memory moved by one version per round, its history holds each round's tool call once, each
+note proposed was made once by its round's tool call, the continuations topic holds one continuation per turn, and no service logged an unhandled error.
 
 Each scenario prints how long the rounds caught by the fault took (per session, the longest round in flight while
 the fault lasted: p50, p99 and longest across sessions) beside the rounds before it. The broker that leads most
@@ -138,13 +138,46 @@ async def cluster(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory
 
 @dataclass
 class TimedOperator(Operator):
-    """An operator that notes when each of its rounds began and ended."""
+    """An operator whose every round proposes two changes in one step, its agent's Memory edited and a new note of
+    the guild, applies both and waits for the turn's one continuation; it notes when each round began and ended."""
 
+    guild_id: str = ""
     spans: list[tuple[float, float]] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)
+    """Each note it proposed (path: the tool call's id)."""
 
     async def round(self, http: httpx.AsyncClient) -> None:
         began = time.monotonic()
-        await super().round(http)
+        turn = self.session.begin_turn()
+        memory = {
+            "agent_id": self.agent_id,
+            "content": f"round {self.rounds}\n",
+            "base_version": self.rounds + 1,
+            "reason": "cluster",
+        }
+        key = f"{self.agent_id}-{self.rounds}.md"
+        note = {"action": "create", "level": "guild", "key": key, "content": f"# Round {self.rounds}\n", "reason": "cl"}
+        calls = [await turn.send("studio_edit_memory", memory), await turn.send("studio_edit_note", note)]
+        for call in calls:
+            result = await turn.result(call, timeout=180)
+            assert result.ok, result.error
+        await turn.end_step()
+        for call in calls:
+            url = f"/api/studio/sessions/{self.session.session_id}/edits/{call.seq}"
+            card = await retried(lambda url=url: http.get(url), what=url, until_found=True)  # seen first
+            assert card.status_code == 200, card.text
+            answer = await retried(lambda url=url: http.post(url, json={"decision": "apply"}), what=url)
+            if answer.status_code == 422:  # decided by an earlier try whose answer was lost: it must say applied
+                card = await retried(lambda url=url: http.get(url), what=url)
+                assert card.json()["status"] == "applied", card.text
+            else:
+                assert answer.status_code == 200, answer.text
+                assert answer.json()["outcome"] == "applied", answer.text
+        continued = await turn.continuation(timeout=180)
+        assert sorted(d.outcome for d in continued.decisions) == ["applied", "applied"], continued
+        self.tool_call_ids.append(calls[0].tool_call_id)
+        self.notes[f"guild/{self.guild_id}/{key}"] = calls[1].tool_call_id
+        self.rounds += 1
         self.spans.append((began, time.monotonic()))
 
 
@@ -152,6 +185,7 @@ class TimedOperator(Operator):
 class Load:
     http: httpx.AsyncClient
     operators: list[TimedOperator]
+    org_id: str = ""
     unavailable: list[int] = field(default_factory=lambda: [0])
     """How many 503 answers (each tried again) the sessions have had so far."""
 
@@ -198,10 +232,10 @@ async def sessions(cluster: Cluster) -> AsyncIterator[Load]:
             created = await retried(lambda: http.post("/api/workspace/agents", json=body), what=agent_id)
             assert created.status_code in (201, 409), created.text
             session = await coach.open_session(org_id=org_id, source_guild_id=guild_id, operator_user_id="olga")
-            return TimedOperator(session, agent_id)
+            return TimedOperator(session, agent_id, guild_id=guild_id)
 
         operators = list(await asyncio.gather(*(operator(i) for i in range(SESSIONS))))
-        yield Load(http, operators, unavailable)
+        yield Load(http, operators, org_id, unavailable)
 
 
 @dataclass(frozen=True)
@@ -296,6 +330,15 @@ async def under_load(
         history = (await http.get(f"/api/workspace/agents/{operator.agent_id}/memory/history")).json()
         written = [revision["tool_call_id"] for revision in history if revision["tool_call_id"] is not None]
         assert sorted(written) == sorted(operator.tool_call_ids), operator.agent_id
+
+    # Each note proposed exists, made once, by its round's tool call.
+    org_id = load.org_id
+    for operator in load.operators:
+        for path, tool_call_id in operator.notes.items():
+            log = await http.get(f"/api/workspace/orgs/{org_id}/note/history", params={"path": path})
+            assert log.status_code == 200, log.text
+            revisions = log.json()["revisions"]
+            assert [(r["version"], r["tool_call_id"]) for r in revisions] == [(1, tool_call_id)], (path, revisions)
 
     counts = await continuations(cluster.bootstrap, f"{cluster.prefix}studio.continuations")
     ours = {operator.session.session_id for operator in load.operators}
