@@ -42,7 +42,7 @@ test-integration: install ## Run the integration tests only (real Kafka, Postgre
 	@$(UV) run --frozen pytest tests
 
 test-cluster: install ## The Kafka cluster's longer fault scenarios (three brokers of their own: the active controller killed, a broker paused 30 s, two down 20 s) and the single-broker figures to compare with
-	@$(UV) run --frozen pytest -m kafka_cluster tests/test_kafka_cluster.py tests/test_kafka_single_broker.py $(ARGS)
+	@ASSENT_CLUSTER_SESSIONS=100 $(UV) run --frozen pytest -m kafka_cluster tests/test_kafka_cluster.py tests/test_kafka_single_broker.py $(ARGS)
 
 # Every service's sources and its contract's, found by pattern: a new service needs no line here.
 TYPED_PATH := $(subst $(eval) ,:,shared/src deploy/devstack/src cli/src $(wildcard services/*/src services/*/contract/src))

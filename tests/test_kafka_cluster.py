@@ -3,7 +3,7 @@
 Every service of ``services.toml`` runs as its own process on a cluster of three Apache Kafka nodes of this module's
 own (``assent_devstack._kafka_cluster``: combined broker and controller, a three-voter KRaft quorum), with every
 topic created with three replicas and ``min.insync.replicas`` 2; PostgreSQL and Redis are the shared
-``endpoints``'. A hundred coach sessions run approval rounds (a memory edit and a new note proposed in one step,
+``endpoints``'. ``SESSIONS`` coach sessions (a hundred in ``make test-cluster``) run approval rounds (a memory edit and a new note proposed in one step,
 each seen and applied, the turn continued) without pause while a fault hits the cluster. A client does what the API asks of it: a ``503`` with
 ``"retry": true`` is tried again.
 
@@ -23,6 +23,7 @@ import asyncio
 import collections
 import contextlib
 import itertools
+import os
 import signal
 import statistics
 import time
@@ -47,7 +48,9 @@ from tests.test_postgres_restarts import Operator, continuations, retried
 
 pytestmark = pytest.mark.integration
 
-SESSIONS = 100
+SESSIONS = int(os.environ.get("ASSENT_CLUSTER_SESSIONS", "30"))
+"""Coach sessions running rounds through each fault: 30 in ``make test`` (its two scenarios bounded to a few
+minutes), 100 in ``make test-cluster``."""
 BROKERS = 3
 WHOLE_WITHIN_SECONDS = 120.0
 """How soon after the fault ends every partition must be back on all three replicas."""
