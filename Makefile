@@ -3,6 +3,8 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 export UV_PYTHON_DOWNLOADS := never
+# KAFKA_BROKERS=3 makes run, test, bench and up start a cluster of three Apache Kafka brokers (default: one).
+export KAFKA_BROKERS
 UV := $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 UV_VERSION := 0.13.8
 
@@ -10,7 +12,7 @@ SERVICES := $(shell sed -n 's/^name = "\(.*\)"/\1/p' services.toml)
 # Each owner's contract package (services/<name>/contract, imported as <name>_contract), found by pattern.
 CONTRACTS := $(patsubst services/%/contract,%_contract,$(wildcard services/*/contract))
 
-.PHONY: help uv install run test test-containers test-k8s screenshots test-unit test-integration test-coach-ts lint format bench bench-preload bench-compare bench-profile bench-start bench-history docs docs-serve up down status images k8s contracts deploy-tools service clean
+.PHONY: help uv install run test test-cluster test-containers test-k8s screenshots test-unit test-integration test-coach-ts lint format bench bench-preload bench-compare bench-profile bench-start bench-history docs docs-serve up down status images k8s contracts deploy-tools service clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -42,6 +44,9 @@ test-integration: install ## Run the integration tests only (real Kafka, Postgre
 test-coach-ts: install ## The TypeScript coach (examples/coach-ts, KafkaJS) through a whole turn against the real services, after npm ci
 	@cd examples/coach-ts && npm ci --no-audit --no-fund --silent
 	@$(UV) run --frozen pytest tests/test_coach_ts.py
+
+test-cluster: install ## The Kafka cluster's longer fault scenarios (three brokers of their own: the active controller killed, a broker paused 30 s, two down 20 s) and the single-broker figures to compare with
+	@ASSENT_CLUSTER_SESSIONS=100 $(UV) run --frozen pytest -m kafka_cluster tests/test_kafka_cluster.py tests/test_kafka_single_broker.py $(ARGS)
 
 # Every service's sources and its contract's, found by pattern: a new service needs no line here.
 TYPED_PATH := $(subst $(eval) ,:,shared/src deploy/devstack/src cli/src $(wildcard services/*/src services/*/contract/src))

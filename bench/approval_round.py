@@ -548,8 +548,10 @@ class Servers:
         from assent_devstack import start_all
 
         scratch.append(Path(tempfile.mkdtemp(prefix="assent-bench-")))
-        devstack = start_all(scratch[-1])
+        # KAFKA_BROKERS=3: a cluster of three brokers; the services it starts inherit the replicated topics' settings.
+        devstack = start_all(scratch[-1], kafka_brokers=int(os.environ.get("KAFKA_BROKERS") or 1))
         env = devstack.env()
+        os.environ.update({key: value for key, value in env.items() if key.startswith("ASSENT_TOPIC_")})
         return cls(env["KAFKA_BOOTSTRAP_SERVERS"], env["DATABASE_URL"], env["REDIS_URL"], devstack)
 
     def stop(self) -> None:

@@ -5,7 +5,8 @@ Where the servers come from, in order:
 2. testcontainers, when ``ASSENT_SERVICE_IMAGES`` names a tag of the services' images (``make test-containers``):
    Kafka, PostgreSQL and Redis are containers of the images ``deploy/containers`` builds from Debian's packages,
    and the services containers of their own images (``assent_devstack.containers``);
-3. otherwise the local devstack: Apache Kafka 3.9 from Maven Central jars, embedded PostgreSQL, Redis.
+3. otherwise the local devstack: Apache Kafka 3.9 from Maven Central jars, embedded PostgreSQL, Redis; one broker,
+   or with ``KAFKA_BROKERS=3`` a cluster of three whose topics the services create replicated.
 
 A Docker engine that merely answers changes nothing: the container run is asked for, never guessed.
 
@@ -123,9 +124,13 @@ def endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
         return
     from assent_devstack import start_all
 
-    stack = start_all(tmp_path_factory.mktemp("devstack"))
+    # KAFKA_BROKERS=3 (make test KAFKA_BROKERS=3): the whole suite on a cluster of three brokers, every service's
+    # topics replicated (the ASSENT_TOPIC_* settings of the stack's env, which every service started inherits).
+    brokers = int(os.environ.get("KAFKA_BROKERS") or 1)
+    stack = start_all(tmp_path_factory.mktemp("devstack"), kafka_brokers=brokers)
     try:
         env = stack.env()
+        os.environ.update({key: value for key, value in env.items() if key.startswith("ASSENT_TOPIC_")})
         yield Endpoints(env["KAFKA_BOOTSTRAP_SERVERS"], env["DATABASE_URL"], env["REDIS_URL"])
     finally:
         stack.stop()

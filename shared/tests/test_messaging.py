@@ -12,7 +12,7 @@ from faststream.kafka.annotations import KafkaMessage
 from sqlalchemy.exc import DataError, DBAPIError
 
 from assent.contracts import Message, StepEnded
-from assent.messaging import broker_answers, make_broker
+from assent.messaging import bootstrap_list, broker_answers, make_broker
 from assent.runtime.consumer import (
     DEAD_LETTERED,
     FailurePolicy,
@@ -30,6 +30,12 @@ FAST = FailurePolicy(max_attempts=3, backoff_initial=0.001, backoff_max=0.002)
 
 def step(n: int) -> StepEnded:
     return StepEnded(session_id="s", turn_id="t", step=n, tool_call_ids=("c",))
+
+
+def test_a_bootstrap_list_of_several_brokers_reaches_the_clients_as_several_addresses() -> None:
+    assert bootstrap_list("127.0.0.1:1, 127.0.0.1:2,127.0.0.1:3,") == ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
+    broker = make_broker("127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", client_id="test", idempotent=False)
+    assert broker._connection_kwargs["bootstrap_servers"] == ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
 
 
 async def test_good_bad_and_hopeless_messages() -> None:

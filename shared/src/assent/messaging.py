@@ -73,9 +73,12 @@ def make_broker(
     """A FastStream Kafka broker with tracing; nothing connects until ``broker.start()``.
 
     ``security`` (TLS, SASL) applies to all of the broker's clients, its readiness ping's admin client too.
+    ``bootstrap_servers`` may list several brokers, comma-separated: FastStream takes a string as one address, so
+    the list is split here (a cluster's ``a:9092,b:9092,c:9092`` would otherwise be one host name that resolves to
+    nothing).
     """
     return KafkaBroker(
-        bootstrap_servers,
+        bootstrap_list(bootstrap_servers),
         client_id=client_id,
         security=security.faststream() if security is not None else None,
         enable_idempotence=idempotent,
@@ -86,6 +89,11 @@ def make_broker(
         log_level=logging.DEBUG,  # one line per message is too costly at INFO on the hot path
         graceful_timeout=5.0,
     )
+
+
+def bootstrap_list(bootstrap_servers: str) -> list[str]:
+    """The ``host:port`` addresses of a comma-separated bootstrap list, blanks dropped."""
+    return [server.strip() for server in bootstrap_servers.split(",") if server.strip()]
 
 
 async def start_broker(broker: KafkaBroker) -> None:

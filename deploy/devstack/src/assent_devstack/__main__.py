@@ -1,8 +1,10 @@
-"""Command line: `python -m assent_devstack up|down|status [--state-dir DIR] [--kafka kafka|tansu]`.
+"""Command line: `python -m assent_devstack up|down|status [--state-dir DIR] [--kafka kafka|tansu] [--kafka-brokers N]`.
 
 up      Start Kafka, PostgreSQL and Redis detached (they outlive this command), reusing any that are
         already up and healthy. Writes DIR/env (KEY=value lines, shell-sourceable) and DIR/pids.json,
-        and prints the env lines on stdout (progress goes to stderr).
+        and prints the env lines on stdout (progress goes to stderr). `--kafka-brokers 3` (default: the
+        KAFKA_BROKERS environment variable, else 1) starts a cluster of three Apache Kafka nodes, fresh at each
+        start, and the env then has the services create their topics replicated.
 down    Stop what `up` started and remove DIR/env and DIR/pids.json. Data (PostgreSQL, Kafka) is kept.
 status  Print each server's health; exit 0 only when all three answer.
 
@@ -12,6 +14,7 @@ Every command exits non-zero with a message on stderr when it fails.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -21,7 +24,7 @@ from assent_devstack._service import DevstackError, Service
 from assent_devstack._stack import (
     SERVICE_NAMES,
     Stack,
-    read_record,
+    read_record_brokers,
     remove_record,
     start_services,
     write_record,
@@ -56,11 +59,20 @@ def main(argv: list[str] | None = None) -> int:
                 default="kafka",
                 help="Apache Kafka on Java (default) or the Tansu broker (no Java, no idempotent producer)",
             )
+            command.add_argument(
+                "--kafka-brokers",
+                type=int,
+                default=int(os.environ.get("KAFKA_BROKERS") or 1),
+                metavar="N",
+                help="Apache Kafka brokers to start (default: $KAFKA_BROKERS, else 1); 3 is a replicated cluster",
+            )
     args = parser.parse_args(argv)
     state_dir: Path = args.state_dir.resolve()
     try:
         if args.command == "up":
-            return _up(state_dir, args.kafka)
+            if args.kafka_brokers < 1:
+                parser.error("--kafka-brokers needs at least 1")
+            return _up(state_dir, args.kafka, args.kafka_brokers)
         if args.command == "down":
             return _down(state_dir)
         return _status(state_dir)
@@ -72,24 +84,24 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _up(state_dir: Path, engine: KafkaEngine) -> int:
-    recorded_engine, recorded = _known_services(state_dir)
+def _up(state_dir: Path, engine: KafkaEngine, brokers: int = 1) -> int:
+    recorded_engine, recorded_brokers, recorded = _known_services(state_dir)
     keep: dict[str, Service] = {}
     for name, service in recorded.items():
-        if name == "kafka" and recorded_engine != engine:
+        if name == "kafka" and (recorded_engine != engine or recorded_brokers != brokers):
             service.stop()
         elif service.healthy():
             keep[name] = service
         elif service.alive():
             service.stop()
     missing = tuple(name for name in SERVICE_NAMES if name not in keep)
-    started = start_services(state_dir, engine, missing, detached=True) if missing else {}
+    started = start_services(state_dir, engine, missing, detached=True, kafka_brokers=brokers) if missing else {}
     running = {**keep, **started}
-    stack = Stack(running["kafka"], running["postgres"], running["redis"], engine)
+    stack = Stack(running["kafka"], running["postgres"], running["redis"], engine, brokers)
     write_record(state_dir, stack)
     for name, service in stack.services().items():
         how = f"started in {service.startup_seconds:.1f}s" if name in started else "already up"
-        label = f"{name} ({engine})" if name == "kafka" else name
+        label = f"{name} ({engine}{f' x{brokers}' if brokers > 1 else ''})" if name == "kafka" else name
         print(f"{label:16} {service.endpoint:60} pid {service.pid:<8} {how}", file=sys.stderr)
     print(f"env written to {state_dir / 'env'}", file=sys.stderr)
     for key, value in stack.env().items():
@@ -98,7 +110,7 @@ def _up(state_dir: Path, engine: KafkaEngine) -> int:
 
 
 def _down(state_dir: Path) -> int:
-    _, services = _known_services(state_dir)
+    _, _, services = _known_services(state_dir)
     running = {name: s for name, s in services.items() if s.alive()}
     for name, service in running.items():
         service.stop()
@@ -110,7 +122,7 @@ def _down(state_dir: Path) -> int:
 
 
 def _status(state_dir: Path) -> int:
-    engine, services = _known_services(state_dir)
+    engine, _, services = _known_services(state_dir)
     if not services:
         print(f"not up: no servers recorded in {state_dir}")
         return 1
@@ -130,13 +142,13 @@ def _status(state_dir: Path) -> int:
     return 0 if all_healthy else 1
 
 
-def _known_services(state_dir: Path) -> tuple[str | None, dict[str, Service]]:
+def _known_services(state_dir: Path) -> tuple[str | None, int, dict[str, Service]]:
     """The services in pids.json, with PostgreSQL taken from its own pid file, which is the truth even
     when an interrupted run never wrote pids.json."""
-    engine, services = read_record(state_dir)
+    engine, brokers, services = read_record_brokers(state_dir)
     if postgres := running_postgres(state_dir):
         services["postgres"] = postgres
-    return engine, services
+    return engine, brokers, services
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Kafka for local runs: Apache Kafka 3.9.1 from Maven Central jars, or the vendored Tansu broker.
 
-Engine "kafka" (default): a single KRaft node (broker+controller in one JVM), data kept under
+Engine "kafka" (default): a single KRaft node (broker+controller in one JVM; a cluster of several is
+`assent_devstack._kafka_cluster`'s), data kept under
 `<state_dir>/kafka/data` across restarts. Needs Java 17+ and, the first time only, Maven to fetch the
 jars into a cache folder. Like a production cluster, it creates no topic on first mention
 (`auto.create.topics.enable=false`) unless asked to (`auto_create_topics=True`, with one partition each).

@@ -43,10 +43,12 @@ def probe(kind: Kind, endpoint: str, timeout: float = 5.0, **client_kwargs: Any)
 
     `client_kwargs` go to Kafka's admin client (e.g. a SASL listener's credentials).
     """
-    port = urlsplit(endpoint if "://" in endpoint else f"tcp://{endpoint}").port
+    # Kafka's endpoint may be a bootstrap list (a cluster's brokers, comma-separated): one answering is enough.
+    addresses = endpoint.split(",") if kind == "kafka" else [endpoint]
+    ports = [urlsplit(a if "://" in a else f"tcp://{a.strip()}").port for a in addresses]
     # A plain TCP connect first keeps the client libraries from logging connection errors while a
     # server is still booting.
-    if port is None or not port_open(port, timeout):
+    if not any(port is not None and port_open(port, timeout) for port in ports):
         return False
     checks: dict[str, Callable[[str, float], Awaitable[bool]]] = {
         "kafka": functools.partial(_kafka, **client_kwargs),

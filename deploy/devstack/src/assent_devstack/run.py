@@ -41,6 +41,7 @@ import httpx
 from assent.coach import CoachClient, CoachTurn
 from assent.contracts.tool_results import ToolResult
 
+from ._kafka import KafkaEngine
 from ._postgres import running_postgres
 from ._probes import asyncpg_dsn
 from ._service import DevstackError, free_port, pick_port, port_open, run_async
@@ -421,19 +422,25 @@ def _start_and_play(args: argparse.Namespace, state_dir: Path, port: int, cleanu
         )
         database_url = _fresh_database(admin_url, name)
         cleanup.callback(_forget_database, admin_url, name)
+        topics: dict[str, str] = {}
     else:
         from . import start_all
 
         servers = state_dir / "servers"
         _discard_servers(servers)
-        print(f"Starting Kafka ({args.kafka}), PostgreSQL and Redis afresh under {servers}/ ...", flush=True)
-        devstack = start_all(servers, kafka_engine=args.kafka)
+        brokers = args.kafka_brokers
+        # A cluster is Apache Kafka's: Tansu runs as one broker only.
+        engine: KafkaEngine = "kafka" if brokers > 1 else args.kafka
+        what = f"{brokers} Kafka brokers (kafka)" if brokers > 1 else f"Kafka ({engine})"
+        print(f"Starting {what}, PostgreSQL and Redis afresh under {servers}/ ...", flush=True)
+        devstack = start_all(servers, kafka_engine=engine, kafka_brokers=brokers)
         cleanup.callback(devstack.stop)
         write_record(servers, devstack)  # lets the next run stop them should this one be killed
         env = devstack.env()
         kafka, database_url, redis_url = env["KAFKA_BOOTSTRAP_SERVERS"], env["DATABASE_URL"], env["REDIS_URL"]
         idempotent = env.get("KAFKA_IDEMPOTENCE", "true") != "false"
         prefix = ""
+        topics = {key: value for key, value in env.items() if key.startswith("ASSENT_TOPIC_")}
     system = build_system(
         kafka_bootstrap_servers=kafka,
         database_url=database_url,
@@ -443,7 +450,8 @@ def _start_and_play(args: argparse.Namespace, state_dir: Path, port: int, cleanu
         api_tokens=json.dumps({TOKEN: {"user": OPERATOR, "org": "acme", "roles": ["admin"]}}),
         kafka_idempotence=idempotent,
         gateway_port=port,
-        extra_env={"ASSENT_LOG_FORMAT": "console"},  # read in a terminal; deployed services log JSON lines
+        # Read in a terminal; deployed services log JSON lines. On a cluster, topics are created replicated.
+        extra_env={"ASSENT_LOG_FORMAT": "console", **topics},
     )
     cleanup.callback(system.stop)
     logs.mkdir(parents=True, exist_ok=True)
@@ -476,6 +484,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=("kafka", "tansu"),
         default=os.environ.get("ASSENT_KAFKA_ENGINE", "tansu"),
         help="tansu (embedded, no Java) or kafka (Apache Kafka 3.9 from Maven Central; needs Java 17+ and Maven)",
+    )
+    parser.add_argument(
+        "--kafka-brokers",
+        type=int,
+        default=int(os.environ.get("KAFKA_BROKERS") or 1),
+        metavar="N",
+        help="Apache Kafka brokers to start (default: $KAFKA_BROKERS, else 1); more than one implies --kafka kafka",
     )
     parser.add_argument(
         "--port",

@@ -1,0 +1,458 @@
+"""Nothing is lost or doubled when brokers of a three-broker Kafka cluster die, pause or restart under load.
+
+Every service of ``services.toml`` runs as its own process on a cluster of three Apache Kafka nodes of this module's
+own (``assent_devstack._kafka_cluster``: combined broker and controller, a three-voter KRaft quorum), with every
+topic created with three replicas and ``min.insync.replicas`` 2; PostgreSQL and Redis are the shared
+``endpoints``'. ``SESSIONS`` coach sessions (a hundred in ``make test-cluster``) run approval rounds (a memory edit and a new note proposed in one step,
+each seen and applied, the turn continued) without pause while a fault hits the cluster. A client does what the API asks of it: a ``503`` with
+``"retry": true`` is tried again.
+
+Afterwards a round begun after the cluster is whole again completes in every session, and what the rounds wrote is
+exact: each agent's Memory moved by one version per round, its history holds each round's tool call once, each
+note proposed was made once by its round's tool call, the continuations topic holds one continuation per turn, and no service logged an unhandled error.
+
+Each scenario prints how long the rounds caught by the fault took (per session, the longest round in flight while
+the fault lasted: p50, p99 and longest across sessions) beside the rounds before it. The broker that leads most
+partitions killed and the rolling restart run in ``make test``; the active controller killed, a broker paused for
+30 s and two brokers down for 20 s are marked ``kafka_cluster`` and run by ``make test-cluster``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+import os
+import signal
+import statistics
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+
+from assent.coach import CoachClient
+from assent.settings import ServiceSettings
+from assent.topics import TopicPolicy
+from assent_devstack._kafka_cluster import KafkaCluster, KafkaNode, start_kafka_cluster
+from assent_devstack._stack import topic_env
+from assent_devstack.system import System, build_system
+from tests.conftest import API_TOKENS, LOG_DIRS, SECRETS, Endpoints, as_admin_of, create_database, wait_for
+from tests.issuer import test_issuer
+from tests.test_postgres_restarts import Operator, continuations, retried
+
+pytestmark = pytest.mark.integration
+
+SESSIONS = int(os.environ.get("ASSENT_CLUSTER_SESSIONS", "30"))
+"""Coach sessions running rounds through each fault: 30 in ``make test`` (its two scenarios bounded to a few
+minutes), 100 in ``make test-cluster``."""
+BROKERS = 3
+WHOLE_WITHIN_SECONDS = 120.0
+"""How soon after the fault ends every partition must be back on all three replicas."""
+
+
+@dataclass
+class Cluster:
+    """Every service on a Kafka cluster of its own, which the tests hurt."""
+
+    kafka: KafkaCluster
+    system: System
+    prefix: str
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kafka.bootstrap_servers
+
+    async def partitions(self) -> list[dict[str, object]]:
+        """Every partition of the system's topics and of the consumer offsets: its topic, leader and in-sync
+        replicas."""
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=10_000)
+        await admin.start()
+        try:
+            names = [t for t in await admin.list_topics() if t.startswith(self.prefix) or t == "__consumer_offsets"]
+            found = []
+            for described in await admin.describe_topics(names):
+                for partition in described["partitions"]:
+                    found.append(
+                        {"topic": described["topic"], "leader": partition["leader"], "isr": list(partition["isr"])}
+                    )
+            return found
+        finally:
+            await admin.close()
+
+    async def leader_of_most(self) -> int:
+        """The node that leads most of the system's partitions."""
+        leaders = collections.Counter(
+            int(str(p["leader"])) for p in await self.partitions() if str(p["topic"]).startswith(self.prefix)
+        )
+        return leaders.most_common(1)[0][0]
+
+    async def whole(self) -> bool:
+        """Every node runs, and every partition has a leader and all three replicas in sync."""
+        if any(node.pid is None for node in self.kafka.nodes):
+            return False
+        try:
+            found = await self.partitions()
+        except Exception:
+            return False
+        return bool(found) and all(int(str(p["leader"])) >= 0 and len(p["isr"]) == len(self.kafka.nodes) for p in found)  # type: ignore[arg-type]
+
+
+@contextlib.asynccontextmanager
+async def running_cluster(
+    endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory, brokers: int
+) -> AsyncIterator[Cluster]:
+    """Every service on a Kafka of ``brokers`` nodes of its own (1: the single-broker figures to compare with)."""
+    kafka = await asyncio.to_thread(start_kafka_cluster, tmp_path_factory.mktemp("kafka-cluster"), brokers)
+    log_dir = tmp_path_factory.mktemp("cluster-logs")
+    name = uuid.uuid4().hex[:10]
+    database_url = await create_database(endpoints.database_url, f"assent_{name}")
+    prefix = f"kc{name}."
+    system = build_system(
+        kafka_bootstrap_servers=kafka.bootstrap_servers,
+        database_url=database_url,
+        redis_url=endpoints.redis_url,
+        log_dir=log_dir,
+        topic_prefix=prefix,
+        api_tokens=API_TOKENS,
+        # A decision waits out an election rather than answering 504 while the owner catches up.
+        extra_env={**test_issuer().env(), **topic_env(brokers), "ASSENT_DECISION_TIMEOUT_SECONDS": "120"},
+    )
+    SECRETS.add(system.env["ASSENT_SERVICE_KEY"])
+    LOG_DIRS.append(log_dir)
+    try:
+        await asyncio.to_thread(system.start)
+        yield Cluster(kafka, system, prefix)
+    finally:
+        await asyncio.to_thread(system.stop)
+        await asyncio.to_thread(kafka.stop)
+
+
+@pytest.fixture(scope="module")
+async def cluster(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
+    async with running_cluster(endpoints, tmp_path_factory, BROKERS) as running:
+        yield running
+
+
+@dataclass
+class TimedOperator(Operator):
+    """An operator whose every round proposes two changes in one step, its agent's Memory edited and a new note of
+    the guild, applies both and waits for the turn's one continuation; it notes when each round began and ended."""
+
+    guild_id: str = ""
+    spans: list[tuple[float, float]] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)
+    """Each note it proposed (path: the tool call's id)."""
+
+    async def round(self, http: httpx.AsyncClient) -> None:
+        began = time.monotonic()
+        turn = self.session.begin_turn()
+        memory = {
+            "agent_id": self.agent_id,
+            "content": f"round {self.rounds}\n",
+            "base_version": self.rounds + 1,
+            "reason": "cluster",
+        }
+        key = f"{self.agent_id}-{self.rounds}.md"
+        note = {"action": "create", "level": "guild", "key": key, "content": f"# Round {self.rounds}\n", "reason": "cl"}
+        calls = [await turn.send("studio_edit_memory", memory), await turn.send("studio_edit_note", note)]
+        for call in calls:
+            result = await turn.result(call, timeout=180)
+            assert result.ok, result.error
+        await turn.end_step()
+        for call in calls:
+            url = f"/api/studio/sessions/{self.session.session_id}/edits/{call.seq}"
+            card = await retried(lambda url=url: http.get(url), what=url, until_found=True)  # seen first
+            assert card.status_code == 200, card.text
+            answer = await retried(lambda url=url: http.post(url, json={"decision": "apply"}), what=url)
+            if answer.status_code == 422:  # decided by an earlier try whose answer was lost: it must say applied
+                card = await retried(lambda url=url: http.get(url), what=url)
+                assert card.json()["status"] == "applied", card.text
+            else:
+                assert answer.status_code == 200, answer.text
+                assert answer.json()["outcome"] == "applied", answer.text
+        continued = await turn.continuation(timeout=180)
+        assert sorted(d.outcome for d in continued.decisions) == ["applied", "applied"], continued
+        self.tool_call_ids.append(calls[0].tool_call_id)
+        self.notes[f"guild/{self.guild_id}/{key}"] = calls[1].tool_call_id
+        self.rounds += 1
+        self.spans.append((began, time.monotonic()))
+
+
+@dataclass
+class Load:
+    http: httpx.AsyncClient
+    operators: list[TimedOperator]
+    org_id: str = ""
+    unavailable: list[int] = field(default_factory=lambda: [0])
+    """How many 503 answers (each tried again) the sessions have had so far."""
+
+
+@pytest.fixture(scope="module")
+async def load(cluster: Cluster) -> AsyncIterator[Load]:
+    async with sessions(cluster) as running:
+        yield running
+
+
+@contextlib.asynccontextmanager
+async def sessions(cluster: Cluster) -> AsyncIterator[Load]:
+    """``SESSIONS`` coach sessions of one organisation, each on an agent of its own."""
+    gateway = cluster.system.gateway.url
+    unavailable = [0]
+
+    async def count_unavailable(response: httpx.Response) -> None:
+        if response.status_code == 503:
+            unavailable[0] += 1
+
+    async with (
+        httpx.AsyncClient(
+            base_url=gateway,
+            timeout=60,
+            limits=httpx.Limits(max_connections=SESSIONS),
+            event_hooks={"response": [count_unavailable]},
+        ) as http,
+        CoachClient(cluster.bootstrap, topic_prefix=cluster.prefix) as coach,
+    ):
+        n = uuid.uuid4().hex[:8]
+        org_id, guild_id = f"org_{n}", f"guild_{n}"
+        as_admin_of(http, org_id)
+        for path, body in (
+            ("/api/workspace/orgs", {"org_id": org_id, "name": "Cluster"}),
+            ("/api/workspace/guilds", {"guild_id": guild_id, "org_id": org_id, "name": "Support"}),
+        ):
+            assert (await http.post(path, json=body)).status_code == 201
+
+        async def operator(i: int) -> TimedOperator:
+            agent_id = f"agent_{n}_{i}"
+            body = {"agent_id": agent_id, "org_id": org_id, "guild_id": guild_id, "name": f"A{i}", "memory": "-\n"}
+            # A hundred creates at once on two cores: an owner slow to answer is a 503 that asks to try again (and
+            # a try whose answer was lost finds the agent made: 409).
+            created = await retried(lambda: http.post("/api/workspace/agents", json=body), what=agent_id)
+            assert created.status_code in (201, 409), created.text
+            session = await coach.open_session(org_id=org_id, source_guild_id=guild_id, operator_user_id="olga")
+            return TimedOperator(session, agent_id, guild_id=guild_id)
+
+        operators = list(await asyncio.gather(*(operator(i) for i in range(SESSIONS))))
+        yield Load(http, operators, org_id, unavailable)
+
+
+@dataclass(frozen=True)
+class Pause:
+    """How long the rounds caught by a fault took, per session, in seconds."""
+
+    p50: float
+    p99: float
+    longest: float
+
+    def __str__(self) -> str:
+        return f"p50 {self.p50:.2f} s, p99 {self.p99:.2f} s, longest {self.longest:.2f} s"
+
+
+def pause(durations: list[float]) -> Pause:
+    ordered = sorted(durations)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return Pause(statistics.median(ordered), p99, ordered[-1])
+
+
+def caught(operators: list[TimedOperator], began: float, ended: float) -> list[float]:
+    """Per session, the longest of its rounds in flight at some moment of [began, ended]."""
+    return [
+        max((end - start for start, end in operator.spans if start <= ended and end >= began), default=0.0)
+        for operator in operators
+    ]
+
+
+def longest_stall(operators: list[TimedOperator], began: float, ended: float) -> float:
+    """The longest time, from ``began`` until the first round completed after ``ended``, in which no session
+    completed a round: how long the system as a whole stood still."""
+    ends = sorted(end for operator in operators for _, end in operator.spans)
+    after = next((end for end in ends if end > ended), ended)
+    marks = [began, *(end for end in ends if began < end < after), after]
+    return max(b - a for a, b in itertools.pairwise(marks))
+
+
+def before(operators: list[TimedOperator], since: float, moment: float) -> list[float]:
+    """Every round that began after ``since`` and ended before ``moment``: the rounds of a healthy cluster."""
+    return [end - start for operator in operators for start, end in operator.spans if start >= since and end < moment]
+
+
+async def under_load(
+    cluster: Cluster,
+    load: Load,
+    fault: Callable[[], Awaitable[None]],
+    scenario: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Run ``fault`` while every session runs rounds; then check that everything is exact, and print the pause."""
+    http = load.http
+    stop = asyncio.Event()
+
+    async def run(operator: TimedOperator) -> None:
+        while not stop.is_set():
+            await operator.round(http)
+
+    running = asyncio.gather(*(run(operator) for operator in load.operators))
+    try:
+        warm, refused = time.monotonic(), load.unavailable[0]
+        start = sum(operator.rounds for operator in load.operators)
+        await wait_for(lambda: sum(o.rounds for o in load.operators) >= start + SESSIONS, timeout=180)
+        sizes = {p.module: p.log_path.stat().st_size for p in cluster.system.processes.values()}
+        began = time.monotonic()
+        await fault()
+        ended = time.monotonic()
+        await wait_for(cluster.whole, timeout=WHOLE_WITHIN_SECONDS, interval=0.5)
+        # A new round, begun once the cluster is whole again, completes in every session.
+        after = {id(operator): operator.rounds + 1 for operator in load.operators}
+        await wait_for(lambda: all(o.rounds >= after[id(o)] for o in load.operators), timeout=180, interval=0.2)
+    finally:
+        stop.set()
+        await running
+
+    healthy = pause(before(load.operators, warm, began))
+    hit = pause(caught(load.operators, began, ended))
+    stall = longest_stall(load.operators, began, ended)
+    with capsys.disabled():
+        print(
+            f"\n{scenario}: {SESSIONS} sessions; rounds before: {healthy}; rounds caught by it: {hit}; "
+            f"the fault lasted {ended - began:.1f} s, the longest time no round completed {stall:.2f} s; "
+            f"503 answers tried again: {load.unavailable[0] - refused}"
+        )
+
+    for process in cluster.system.processes.values():
+        grown = process.log_path.read_bytes()[sizes[process.module] :].decode(errors="replace")
+        assert "unhandled" not in grown, (process.module, [line for line in grown.splitlines() if "unhandled" in line])
+
+    for operator in load.operators:
+        memory = (await http.get(f"/api/workspace/agents/{operator.agent_id}/memory")).json()
+        assert memory["version"] == operator.rounds + 1, (operator.agent_id, memory, operator.rounds)
+        history = (await http.get(f"/api/workspace/agents/{operator.agent_id}/memory/history")).json()
+        written = [revision["tool_call_id"] for revision in history if revision["tool_call_id"] is not None]
+        assert sorted(written) == sorted(operator.tool_call_ids), operator.agent_id
+
+    # Each note proposed exists, made once, by its round's tool call.
+    org_id = load.org_id
+    for operator in load.operators:
+        for path, tool_call_id in operator.notes.items():
+            log = await http.get(f"/api/workspace/orgs/{org_id}/note/history", params={"path": path})
+            assert log.status_code == 200, log.text
+            revisions = log.json()["revisions"]
+            assert [(r["version"], r["tool_call_id"]) for r in revisions] == [(1, tool_call_id)], (path, revisions)
+
+    counts = await continuations(cluster.bootstrap, f"{cluster.prefix}studio.continuations")
+    ours = {operator.session.session_id for operator in load.operators}
+    mine = {key: n for key, n in counts.items() if key[0] in ours}
+    assert set(mine.values()) == {1}, "a turn was continued more than once"
+    assert len(mine) == sum(operator.rounds for operator in load.operators)
+
+
+async def restart(cluster: Cluster, node_id: int) -> None:
+    await asyncio.to_thread(cluster.kafka.start_node, node_id)
+
+
+async def test_kill_9_of_the_broker_that_leads_most_partitions(
+    cluster: Cluster, load: Load, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def fault() -> None:
+        victim = await cluster.leader_of_most()
+        await asyncio.to_thread(cluster.kafka.signal_node, victim, signal.SIGKILL)
+        # Its partitions get new leaders among the two left: the rounds go on before it is back.
+        done = sum(operator.rounds for operator in load.operators)
+        await wait_for(lambda: sum(o.rounds for o in load.operators) >= done + SESSIONS, timeout=120, interval=0.2)
+        await restart(cluster, victim)
+
+    await under_load(cluster, load, fault, "kill -9 of the broker leading most partitions", capsys)
+
+
+async def test_rolling_restart_of_all_three_brokers_with_sigterm(
+    cluster: Cluster, load: Load, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def fault() -> None:
+        for node in cluster.kafka.nodes:
+            await asyncio.to_thread(cluster.kafka.stop_node, node.node_id)
+            await restart(cluster, node.node_id)
+            # The next one goes only once this one has caught up: two replicas must stay in sync for acks=all.
+            await wait_for(cluster.whole, timeout=WHOLE_WITHIN_SECONDS, interval=0.5)
+
+    await under_load(cluster, load, fault, "rolling SIGTERM restart of all three brokers", capsys)
+
+
+@pytest.mark.kafka_cluster
+async def test_kill_9_of_the_active_controller(
+    cluster: Cluster, load: Load, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def fault() -> None:
+        controller = cluster.kafka.active_controller()
+        assert controller is not None
+        await asyncio.to_thread(cluster.kafka.signal_node, controller, signal.SIGKILL)
+        # The two voters left elect a new controller (a later epoch), and the rounds go on before it is back.
+        await wait_for(lambda: cluster.kafka.active_controller() not in (None, controller), timeout=60)
+        done = sum(operator.rounds for operator in load.operators)
+        await wait_for(lambda: sum(o.rounds for o in load.operators) >= done + SESSIONS, timeout=120, interval=0.2)
+        await restart(cluster, controller)
+
+    await under_load(cluster, load, fault, "kill -9 of the active controller", capsys)
+
+
+@pytest.mark.kafka_cluster
+async def test_a_broker_paused_for_30_seconds_then_resumed(
+    cluster: Cluster, load: Load, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def fault() -> None:
+        victim = await cluster.leader_of_most()
+        cluster.kafka.signal_node(victim, signal.SIGSTOP)
+        try:
+            # Slow, not dead: the controller fences it after its session (5 s) and moves its leaderships, but its
+            # connections stay open, and what the clients had sent it waits for their request timeout.
+            await asyncio.sleep(30.0)
+        finally:
+            cluster.kafka.signal_node(victim, signal.SIGCONT)
+
+    await under_load(cluster, load, fault, "a broker paused 30 s (SIGSTOP, SIGCONT)", capsys)
+
+
+@pytest.mark.kafka_cluster
+async def test_two_brokers_down_for_20_seconds(
+    cluster: Cluster, load: Load, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def fault() -> None:
+        survivor = await cluster.leader_of_most()
+        victims = [node.node_id for node in cluster.kafka.nodes if node.node_id != survivor]
+        for victim in victims:
+            await asyncio.to_thread(cluster.kafka.signal_node, victim, signal.SIGKILL)
+        down = time.monotonic()
+        # One replica of three is below min.insync.replicas: writes stall (nothing is acknowledged, so nothing can
+        # be lost) until a second one is back.
+        await asyncio.sleep(20.0)
+        stalled = sum(operator.rounds for operator in load.operators)
+        await restart(cluster, victims[0])
+        with_two = time.monotonic()
+        await wait_for(lambda: sum(o.rounds for o in load.operators) >= stalled + SESSIONS, timeout=120, interval=0.2)
+        await restart(cluster, victims[1])
+        assert with_two - down >= 20.0
+
+    await under_load(cluster, load, fault, "two brokers down 20 s", capsys)
+
+
+def test_a_cluster_of_three_has_topics_made_with_three_replicas_two_in_sync(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert topic_env(1) == {}
+    for key, value in topic_env(3).items():
+        monkeypatch.setenv(key, value)
+    assert ServiceSettings().topic_policy() == TopicPolicy(replication_factor=3, min_insync_replicas=2)
+    # The active controller is read from the nodes' logs: the newest epoch's leader, as a leader or a follower saw it.
+    logs = tmp_path / "node-1" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "server.log").write_text(
+        "[t] INFO [RaftManager id=1] Completed transition to FollowerState(fetchTimeoutMs=2000, epoch=1, leader=2, "
+        "leaderEndpoints=...) from Unattached (org.apache.kafka.raft.QuorumState)\n"
+        "[t] INFO [RaftManager id=1] Completed transition to Leader(localReplicaKey=ReplicaKey(id=1, "
+        "directoryId=Optional[x]), epoch=2, epochStartOffset=9, highWatermark=Optional.empty) (org.apache...)\n"
+    )
+    node = KafkaNode(1, 1, 2, tmp_path / "node-1")
+    assert KafkaCluster([node]).active_controller() == 1
