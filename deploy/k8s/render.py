@@ -341,6 +341,9 @@ tmpSizeLimit: 512Mi
 gateway:
   # How long a public replica keeps answering after it is marked for deletion (the load balancer's lag).
   preStopSeconds: 5
+  # An MCP session lives in the replica that opened it: ClientIP keeps a client's requests on one replica (empty:
+  # none, where an ingress routes by the Mcp-Session-Id header instead).
+  sessionAffinity: ClientIP
 
 podDisruptionBudget:
   enabled: true
