@@ -389,7 +389,8 @@ class WebhookWorker:
                 for entry in entries:
                     last[entry["org_id"]] = max(last.get(entry["org_id"], -1), entry["position"])
                 await pg.execute(MOVE_CURSORS, list(last), list(last.values()))
-                crash_point("gateway.webhooks.collect.before_commit")
+                if rows:  # a fault test's crash as deliveries are written, not as other entries are passed over
+                    crash_point("gateway.webhooks.collect.before_commit")
         return len(entries)
 
     async def escalate_once(self, now: datetime | None = None) -> int:
