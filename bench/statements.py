@@ -32,24 +32,31 @@ from approval_round import Bench, BenchSession, Servers, Systems, cpu_seconds, w
 from sqlalchemy.engine import make_url
 
 QUERY = """
-SELECT s.query, s.calls, s.rows, s.total_exec_time, s.toplevel
+SELECT s.query, s.calls, s.rows, s.total_exec_time, s.toplevel, s.plans, s.total_plan_time
 FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1
 """
 
 
-Stats = tuple[dict[tuple[str, bool], tuple[int, int, float]], int]
-"""Per statement text and level (top-level or nested): executions, rows and milliseconds; and transactions
+Stats = tuple[dict[tuple[str, bool], tuple[int, int, float, int, float]], int]
+"""Per statement text and level (top-level or nested): executions, rows, milliseconds executing, plans made and
+milliseconds planning (these two counted only with ``pg_stat_statements.track_planning = on``); and transactions
 committed."""
 
 
 async def snapshot(conn: asyncpg.Connection, db: str) -> Stats:
     """What ``pg_stat_statements`` and ``pg_stat_database`` have counted in database ``db`` so far."""
     rows = await conn.fetch(QUERY, db)
-    stats: dict[tuple[str, bool], tuple[int, int, float]] = {}
+    stats: dict[tuple[str, bool], tuple[int, int, float, int, float]] = {}
     for r in rows:
         key = (" ".join(r["query"].split()), r["toplevel"])
-        c, n, t = stats.get(key, (0, 0, 0.0))
-        stats[key] = (c + r["calls"], n + r["rows"], t + r["total_exec_time"])
+        c, n, t, p, pt = stats.get(key, (0, 0, 0.0, 0, 0.0))
+        stats[key] = (
+            c + r["calls"],
+            n + r["rows"],
+            t + r["total_exec_time"],
+            p + r["plans"],
+            pt + r["total_plan_time"],
+        )
     commits = await conn.fetchval("SELECT xact_commit FROM pg_stat_database WHERE datname = $1", db)
     return stats, commits
 
@@ -57,10 +64,10 @@ async def snapshot(conn: asyncpg.Connection, db: str) -> Stats:
 def diff(after: Stats, before: Stats) -> Stats:
     """What was counted between two snapshots; statements that did not run are left out."""
     out = {}
-    for key, (c, n, t) in after[0].items():
-        b = before[0].get(key, (0, 0, 0.0))
-        if c - b[0]:
-            out[key] = (c - b[0], n - b[1], t - b[2])
+    for key, now in after[0].items():
+        then = before[0].get(key, (0, 0, 0.0, 0, 0.0))
+        if now[0] - then[0]:
+            out[key] = tuple(a - b for a, b in zip(now, then, strict=True))  # type: ignore[assignment]
     return out, after[1] - before[1]
 
 
@@ -177,8 +184,15 @@ async def main() -> None:
         for kind, seconds in sorted(by_kind.items(), key=lambda kv: -kv[1]):
             print(f"  {1000 * seconds / n:6.3f}  {kind}")
     lines = []
-    for key, (c, rows, t) in working.items():
-        r = resting.get(key, (0, 0, 0.0))
+    plans = sum(v[3] for v in working.values()) - sum(v[3] for v in resting.values())
+    planning = sum(v[4] for v in working.values()) - sum(v[4] for v in resting.values())
+    print(f"plans made per round, at rest subtracted: {plans / n:.2f}, {planning / n:.3f} ms")
+    planned = sorted(working.items(), key=lambda kv: -kv[1][4])
+    for (query, _), (_, _, _, p, pt) in planned[:8]:
+        if p:
+            print(f"  {p / n:6.2f} plans {pt / n:6.3f} ms  {query[: args.width]}")
+    for key, (c, rows, t, _, _) in working.items():
+        r = resting.get(key, (0, 0, 0.0, 0, 0.0))
         lines.append(((c - r[0]) / n, c / n, r[0] / n, rows / n, t / n, key))
     lines.sort(key=lambda line: -line[0])
     top = sum(line[0] for line in lines if line[5][1])

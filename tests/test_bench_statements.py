@@ -24,11 +24,15 @@ def statements() -> Iterator[ModuleType]:
 
 
 def test_a_difference_keeps_what_ran_between_the_snapshots(statements: ModuleType) -> None:
-    before = ({("SELECT 1", True): (5, 5, 1.0), ("BEGIN", True): (2, 0, 0.1)}, 10)
+    before = ({("SELECT 1", True): (5, 5, 1.0, 1, 0.25), ("BEGIN", True): (2, 0, 0.1, 0, 0.0)}, 10)
     after = (
-        {("SELECT 1", True): (8, 8, 1.5), ("BEGIN", True): (2, 0, 0.1), ("INSERT", False): (3, 3, 0.3)},
+        {
+            ("SELECT 1", True): (8, 8, 1.5, 2, 0.5),
+            ("BEGIN", True): (2, 0, 0.1, 0, 0.0),
+            ("INSERT", False): (3, 3, 0.25, 3, 0.125),
+        },
         14,
     )
     ran, commits = statements.diff(after, before)
-    assert ran == {("SELECT 1", True): (3, 3, 0.5), ("INSERT", False): (3, 3, 0.3)}
+    assert ran == {("SELECT 1", True): (3, 3, 0.5, 1, 0.25), ("INSERT", False): (3, 3, 0.25, 3, 0.125)}
     assert commits == 4
