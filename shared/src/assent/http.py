@@ -2,7 +2,9 @@
 
 :func:`install_guards` adds them to a FastAPI app:
 
-- a request whose body does not arrive within ``body_timeout_seconds`` is answered 408 and its connection closed;
+- a request whose body does not arrive within ``body_timeout_seconds`` is answered 408 and its connection closed
+  (:class:`RequestGuard`, the one layer of ours every request passes, which also counts and times it and opens its
+  server span);
 - a database that does not answer (refused or lost connections, a full pool, a server shutting down) is 503
   with ``{"detail": ..., "retry": true}`` and a ``Retry-After`` header;
 - a validation error is 422 with every string made JSON-safe, even when the input held a lone surrogate;
@@ -23,8 +25,9 @@ import json
 import logging
 import math
 import re
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -35,6 +38,8 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
 from pydantic import BeforeValidator, GetCoreSchemaHandler, GetJsonSchemaHandler, StringConstraints
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
@@ -43,6 +48,8 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .db import database_unavailable as database_unavailable
+from .metrics import HTTP_METHODS as _METHODS
+from .metrics import HTTP_REQUESTS, HTTP_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -50,14 +57,28 @@ RETRY_AFTER_SECONDS = 5
 """What a 503 for an unavailable database asks the client to wait before trying again."""
 
 
-def install_guards(app: FastAPI, *, body_timeout_seconds: float = 10.0) -> None:
-    """Add the body timeout, the database-outage answer, the JSON-safe 422 and the JSON 500 to ``app``.
+def install_guards(
+    app: FastAPI,
+    *,
+    body_timeout_seconds: float = 10.0,
+    trail: Callable[[str, str, int, float], None] | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+    untraced: Collection[str] = (),
+) -> None:
+    """Add the request guard (:class:`RequestGuard`: the body timeout, the request's metrics and its server span),
+    the database-outage answer, the JSON-safe 422 and the JSON 500 to ``app``.
 
     Call it while building the app, before it serves (Starlette refuses middleware added later).
     """
     if not body_timeout_seconds > 0:
         raise ValueError("body_timeout_seconds must be positive")
-    app.add_middleware(BodyTimeout, timeout_seconds=body_timeout_seconds)
+    app.add_middleware(
+        RequestGuard,
+        timeout_seconds=body_timeout_seconds,
+        trail=trail,
+        tracer_provider=tracer_provider,
+        untraced=untraced,
+    )
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]  # Starlette types a handler as taking any Exception
     for database_error in _DATABASE_ERRORS:
         app.add_exception_handler(database_error, _database_error)
@@ -65,31 +86,63 @@ def install_guards(app: FastAPI, *, body_timeout_seconds: float = 10.0) -> None:
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]  # as above
 
 
-class BodyTimeout:
-    """Pure ASGI middleware: the request body must arrive within ``timeout_seconds`` of the app first asking for it.
+_TRACE_HEADERS = frozenset({b"traceparent", b"tracestate", b"baggage"})
+"""The request headers the W3C trace context and baggage propagators read."""
 
+
+class RequestGuard:
+    """Pure ASGI middleware, the one layer of ours that every HTTP request passes: its body timeout, its metrics
+    (and trail line) and its server span, in one frame.
+
+    **Body timeout.** The request body must arrive within ``timeout_seconds`` of the app first asking for it.
     Only while the body is incomplete (until an ``http.request`` message without ``more_body``) does a deadline
     apply to ``receive``; after that ``receive`` is passed through, so a long-lived response (server-sent events)
     still learns of a disconnect. When the deadline passes before the response started, the client gets 408 with
     ``Connection: close``, and the app sees ``http.disconnect``; whatever it sends afterwards is dropped.
+
+    **Metrics.** ``assent_http_requests_total`` and ``assent_http_request_seconds``
+    (:mod:`assent.metrics`) by method, the route's template (read from the scope once the app has answered: the
+    router writes the route it matched there; ``unmatched`` when none did) and status (``0`` when the request
+    ended without a response: the client left); with ``trail``, the request is also logged through it. Each
+    label set's series is looked up once, then kept.
+
+    **Server span** (with ``tracer_provider``; not for the paths in ``untraced``: probes and scrapes). The
+    request continues the trace of its ``traceparent`` (or starts one, sampled as the provider's sampler says),
+    and its span is current while the app runs, so that what the request publishes carries the trace on. Only a
+    recorded span gets attributes (OpenTelemetry's HTTP server conventions: method, scheme, path, query, server
+    address, route, status, ``error.type``) and the name ``METHOD route``; a trace that is not recorded costs its
+    context and nothing more.
     """
 
-    def __init__(self, app: ASGIApp, timeout_seconds: float) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        timeout_seconds: float = 10.0,
+        trail: Callable[[str, str, int, float], None] | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        untraced: Collection[str] = (),
+    ) -> None:
         self.app = app
         self.timeout_seconds = timeout_seconds
+        self.trail = trail
+        tracer = tracer_provider.get_tracer("assent.http") if tracer_provider is not None else None
+        self.tracer = None if tracer is None or isinstance(tracer, trace.NoOpTracer) else tracer
+        self.untraced = frozenset(untraced)
+        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = time.perf_counter()
+        status = 0
         body_complete = False
         timed_out = False
         answered = False
-        response_started = False
         deadline: float | None = None
 
         async def guarded_receive() -> Message:
-            nonlocal body_complete, timed_out, answered, deadline
+            nonlocal body_complete, timed_out, answered, deadline, status
             if body_complete:
                 return await receive()
             if timed_out:
@@ -105,8 +158,9 @@ class BodyTimeout:
                     raise
                 timed_out = True
                 log.info("%s %s: the request body did not arrive in time", scope.get("method"), scope.get("path"))
-                if not response_started:
+                if not status:
                     answered = True
+                    status = 408
                     await _send_json(
                         send,
                         408,
@@ -119,14 +173,105 @@ class BodyTimeout:
             return message
 
         async def guarded_send(message: Message) -> None:
-            nonlocal response_started
+            nonlocal status
             if answered:
                 return  # the 408 went out instead
             if message["type"] == "http.response.start":
-                response_started = True
+                status = message["status"]
             await send(message)
 
-        await self.app(scope, guarded_receive, guarded_send)
+        span: Any = None
+        token: object = None
+        if self.tracer is not None and scope["path"] not in self.untraced:
+            span, token = self._start_span(scope)
+        error: BaseException | None = None
+        try:
+            await self.app(scope, guarded_receive, guarded_send)
+        except BaseException as exc:
+            status = status or 500
+            error = exc
+            raise
+        finally:
+            seconds = time.perf_counter() - started
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            method = scope["method"]
+            key = (method, route, status)
+            series = self._series.get(key)
+            if series is None:
+                if method not in _METHODS:
+                    method = "other"
+                series = self._series[key] = (
+                    HTTP_REQUESTS.labels(method, route, str(status)),
+                    HTTP_SECONDS.labels(method, route),
+                )
+            elif method not in _METHODS:
+                method = "other"
+            series[0].inc()
+            series[1].observe(seconds)
+            if self.trail is not None:
+                self.trail(method, route, status, seconds)
+            if token is not None:
+                otel_context.detach(token)  # type: ignore[arg-type]  # the token attach returned
+                if span.is_recording():
+                    _end_span(span, scope, status, error)
+
+    def _start_span(self, scope: Scope) -> tuple[Any, object]:
+        carrier: dict[str, str] | None = None
+        for name, value in scope["headers"]:
+            if name in _TRACE_HEADERS:
+                if carrier is None:
+                    carrier = {}
+                key, text = name.decode("latin-1"), value.decode("latin-1")
+                carrier[key] = f"{carrier[key]},{text}" if key in carrier else text
+        parent = propagate.extract(carrier) if carrier is not None else otel_context.Context()
+        method = scope["method"]
+        assert self.tracer is not None
+        span = self.tracer.start_span(
+            method if method in _METHODS else "HTTP", context=parent, kind=trace.SpanKind.SERVER
+        )
+        if span.is_recording():
+            span.set_attributes(_request_attributes(scope))
+        return span, otel_context.attach(trace.set_span_in_context(span, parent))
+
+
+def _request_attributes(scope: Scope) -> dict[str, Any]:
+    method = scope["method"]
+    attributes: dict[str, Any] = {
+        "url.scheme": scope.get("scheme", "http"),
+        "http.request.method": method if method in _METHODS else "_OTHER",
+        "url.path": scope["path"],
+    }
+    if method not in _METHODS:
+        attributes["http.request.method_original"] = method
+    if scope.get("http_version"):
+        attributes["network.protocol.version"] = scope["http_version"]
+    if scope.get("query_string"):
+        attributes["url.query"] = scope["query_string"].decode("latin-1")
+    server = scope.get("server")
+    if server and server[0] is not None:
+        attributes["server.address"] = server[0]
+        if server[1] is not None:
+            attributes["server.port"] = server[1]
+    return attributes
+
+
+def _end_span(span: Any, scope: Scope, status: int, error: BaseException | None) -> None:
+    route = getattr(scope.get("route"), "path", None)
+    if route:
+        span.set_attribute("http.route", route)
+        span.update_name(f"{scope['method'] if scope['method'] in _METHODS else 'HTTP'} {route}")
+    if status:
+        span.set_attribute("http.response.status_code", status)
+    if error is not None or status == 0 or status >= 500:
+        kind = type(error) if error is not None else None
+        span.set_attribute(
+            "error.type",
+            (kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}")
+            if kind is not None
+            else str(status or "incomplete_response"),
+        )
+        span.set_status(trace.StatusCode.ERROR)
+    span.end()
 
 
 async def _send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:

@@ -35,7 +35,6 @@ from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 disable_created_metrics()  # a ``_created`` series beside every counter and histogram doubles a scrape, for nothing
 
@@ -144,45 +143,6 @@ def count_backlog(relay: Any) -> None:
 OUTBOX_BACKLOG.set_function(lambda: float(sum(relay.backlog() for relay in list(_RELAYS))))
 
 
-_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-"""Methods counted by name; any other a client sends is ``other`` (a label value per made-up method would not do)."""
-
-
-class HttpMetrics:
-    """Pure ASGI middleware: counts each HTTP request by method, route template and status, and times it.
-
-    The route is read from the scope once the app has answered (the router writes the route it matched there);
-    a request the router matched to no route is ``unmatched``. A request that ends without a response (the
-    client left) counts with status ``0``. With ``trail``, it also logs the request on ``assent.trail``.
-    """
-
-    def __init__(self, app: ASGIApp, trail: Callable[[str, str, int, float], None] | None = None) -> None:
-        self.app = app
-        self.trail = trail
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 0
-
-        async def send_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_status)
-        except BaseException:
-            status = status or 500
-            raise
-        finally:
-            seconds = time.perf_counter() - started
-            route = getattr(scope.get("route"), "path", None) or "unmatched"
-            method = scope["method"] if scope["method"] in _METHODS else "other"
-            HTTP_REQUESTS.labels(method, route, str(status)).inc()
-            HTTP_SECONDS.labels(method, route).observe(seconds)
-            if self.trail is not None:
-                self.trail(method, route, status, seconds)
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+"""Methods counted by name; any other a client sends is ``other`` (a label value per made-up method would not do).
+The request guard (:class:`assent.http.RequestGuard`) counts and times every request."""

@@ -40,7 +40,7 @@ from ..http import PathId, install_guards
 from ..kinds import WORKSPACE_OWNER
 from ..logs import TRAIL, setup_logging
 from ..messaging import broker_answers, ensure_topics, make_broker, start_broker
-from ..metrics import READY, HttpMetrics
+from ..metrics import READY
 from ..outbox import Outbox, OutboxRelay
 from ..service_auth import InvalidServiceToken, ServiceSigner, ServiceVerifier, service_keys
 from ..settings import ServiceSettings
@@ -482,27 +482,27 @@ class ServiceRuntime:
             # /docs itself, from bundled files (the gateway's console).
             docs_url=None,
             redoc_url=None,
-            # FastAPI's own server span per request, in this service's provider: its name, route, status and
-            # the request's trace context, and no request header. Not its metrics (``/metrics`` has ours), nor
-            # its logs, nor a span per dependency, endpoint and serialization (each costs as much as the span),
-            # nor a trace of every probe and scrape.
-            telemetry={
-                "tracer_provider": self.provider,
-                "metrics": False,
-                "logs": False,
-                "operation_spans": False,
-                "exclude": lambda scope: scope.get("path") in UNTRACED_PATHS,
-            },
+            # FastAPI's own telemetry is off: the request guard (:class:`assent.http.RequestGuard`) opens the
+            # server span in this service's provider (its name, route, status and the request's trace context, no
+            # request header, attributes only when recorded; no trace of a probe or scrape), in the same layer as
+            # the body timeout and the metrics (``/metrics`` has ours). FastAPI's would add a layer of its own
+            # and build the span's attributes for every request, recorded or not.
+            telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
         )
         app.state.runtime = self  # for ``python -m <service> migrate`` (:func:`serve`)
-        install_guards(app, body_timeout_seconds=self.settings.http_body_timeout_seconds)
+        install_guards(
+            app,
+            body_timeout_seconds=self.settings.http_body_timeout_seconds,
+            trail=_http_trail,
+            tracer_provider=self.provider,
+            untraced=UNTRACED_PATHS,
+        )
 
         @app.exception_handler(NotFound)
         async def not_found(_: Request, exc: NotFound) -> JSONResponse:
             """An entity missing, or behind the caller's wall (:mod:`assent.runtime.walls`): the same 404."""
             return JSONResponse({"detail": str(exc)}, status_code=404)
 
-        app.add_middleware(HttpMetrics, trail=_http_trail)
         for router in self._routers:
             app.include_router(router)
         if not public_docs:
