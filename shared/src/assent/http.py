@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from urllib.parse import parse_qsl, urlencode
 
 import asyncpg.exceptions
 import sqlalchemy.exc
@@ -85,6 +86,11 @@ def install_guards(
     app.add_exception_handler(Exception, _unhandled)
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]  # as above
 
+
+_SENSITIVE_QUERY_PARAMETERS = frozenset(
+    {"X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token", "sig", "X-Goog-Signature"}
+)
+"""Query parameters a span records as ``REDACTED`` (OpenTelemetry's HTTP conventions)."""
 
 _TRACE_HEADERS = frozenset({b"traceparent", b"tracestate", b"baggage"})
 """The request headers the W3C trace context and baggage propagators read."""
@@ -246,7 +252,10 @@ def _request_attributes(scope: Scope) -> dict[str, Any]:
     if scope.get("http_version"):
         attributes["network.protocol.version"] = scope["http_version"]
     if scope.get("query_string"):
-        attributes["url.query"] = scope["query_string"].decode("latin-1")
+        query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+        attributes["url.query"] = urlencode(
+            [(key, "REDACTED" if key in _SENSITIVE_QUERY_PARAMETERS else value) for key, value in query]
+        )
     server = scope.get("server")
     if server and server[0] is not None:
         attributes["server.address"] = server[0]
