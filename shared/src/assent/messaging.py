@@ -16,6 +16,7 @@ from aiokafka.errors import (
     TopicAuthorizationFailedError,
     for_code,
 )
+from faststream import BaseMiddleware
 from faststream.kafka import KafkaBroker
 from faststream.kafka.opentelemetry import KafkaTelemetryMiddleware
 from faststream.opentelemetry.middleware import BaseTelemetryMiddleware
@@ -29,9 +30,17 @@ from .topics import Topic, TopicPolicy
 log = logging.getLogger(__name__)
 
 
-class _PublishSpans(BaseTelemetryMiddleware[Any]):
-    async def consume_scope(self, call_next: Any, msg: Any) -> Any:
-        return await call_next(msg)
+class _PublishSpans(BaseMiddleware):
+    """What the broker's middleware is for each message, consumed or published: a consumed message passes
+    through (the consumers open its span themselves), a publish in a trace not recorded only carries the trace's
+    context on, and only a publish that may be recorded builds FastStream's telemetry (its settings, span
+    attributes and metrics)."""
+
+    __slots__ = ("_telemetry",)
+
+    def __init__(self, msg: Any | None, /, *, context: Any, telemetry: PublishTelemetry) -> None:
+        super().__init__(msg, context=context)
+        self._telemetry = telemetry
 
     async def publish_scope(self, call_next: Any, msg: Any) -> Any:
         current = trace.get_current_span().get_span_context()
@@ -40,7 +49,15 @@ class _PublishSpans(BaseTelemetryMiddleware[Any]):
             # and the decision not to record it) without building them.
             propagate.inject(msg.headers)
             return await call_next(msg)
-        return await super().publish_scope(call_next, msg)
+        telemetry = self._telemetry
+        recorded: BaseTelemetryMiddleware[Any] = BaseTelemetryMiddleware(
+            self.msg,
+            tracer=telemetry._tracer,
+            metrics_container=telemetry._metrics,
+            settings_provider_factory=telemetry._settings_provider_factory,
+            context=self.context,
+        )
+        return await recorded.publish_scope(call_next, msg)
 
 
 class PublishTelemetry(KafkaTelemetryMiddleware):
@@ -52,14 +69,8 @@ class PublishTelemetry(KafkaTelemetryMiddleware):
     its own for every fetch.
     """
 
-    def __call__(self, msg: Any | None, /, *, context: Any) -> BaseTelemetryMiddleware[Any]:
-        return _PublishSpans(
-            msg,
-            tracer=self._tracer,
-            metrics_container=self._metrics,
-            settings_provider_factory=self._settings_provider_factory,
-            context=context,
-        )
+    def __call__(self, msg: Any | None, /, *, context: Any) -> BaseMiddleware:  # type: ignore[override]  # a lighter middleware than FastStream's telemetry, built only for a publish that may be recorded
+        return _PublishSpans(msg, context=context, telemetry=self)
 
 
 def make_broker(
