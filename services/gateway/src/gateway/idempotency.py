@@ -96,11 +96,11 @@ class Idempotency:
         if scope["type"] != "http" or scope["method"] != "POST" or not self._covers(scope["path"]):
             await self.app(scope, receive, send)
             return
-        headers = {name.decode("latin-1").lower(): value for name, value in scope["headers"]}
-        raw_key = headers.get(HEADER.lower())
-        if raw_key is None:
+        raw_key = _header(scope, _KEY_NAME)
+        if raw_key is None:  # most decisions: passed on without reading another header
             await self.app(scope, receive, send)
             return
+        headers = {name.decode("latin-1").lower(): value for name, value in scope["headers"]}
         key = raw_key.decode("latin-1")
         if not KEY_PATTERN.match(key):
             await _refuse(send, 422, f"the {HEADER} header must be 1 to 255 visible ASCII characters")
@@ -227,6 +227,17 @@ class Idempotency:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+_KEY_NAME = HEADER.lower().encode("latin-1")
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    """The request's header ``name`` (lower case; the servers pass header names in lower case), or None."""
+    for key, value in scope["headers"]:
+        if key == name or key.lower() == name:
+            return value  # type: ignore[no-any-return]  # the scope's headers are bytes pairs
+    return None
 
 
 async def _read_body(receive: Receive) -> tuple[bytes, Message | None]:

@@ -490,6 +490,7 @@ class ServiceRuntime:
             telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
         )
         app.state.runtime = self  # for ``python -m <service> migrate`` (:func:`serve`)
+        app.state.public = public_docs  # for :func:`serve`: only the public API may sit behind a proxy
         install_guards(
             app,
             body_timeout_seconds=self.settings.http_body_timeout_seconds,
@@ -700,6 +701,10 @@ def serve(app: FastAPI, settings: ServiceSettings) -> None:
         log_config=None,  # uvicorn's loggers propagate to the root's handler, with its format and filter
         loop="uvloop",
         http="httptools",
+        # ``X-Forwarded-For`` and ``-Proto`` from a proxy on the same host (uvicorn's default) matter only to the
+        # public API (the MCP face names its own address); an internal API is called by the gateway directly, and
+        # its requests need not pass the proxy's layer.
+        proxy_headers=bool(getattr(app.state, "public", True)),
     )
     server = _Server(config)
     server.run()
