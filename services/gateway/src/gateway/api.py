@@ -4,8 +4,9 @@ the gateway's own, and every owner's declared routes (:mod:`gateway.owner_routes
 Every endpoint needs a bearer token (but a provider's signed webhook). Client mistakes get 4xx with an
 :class:`~assent.api.Error` body that says why; an owner that does not answer is 503; a write that would send a message
 while Kafka takes none of the gateway's is 503 with ``retry``, before anything is recorded
-(:func:`gateway.handlers.check_kafka`); a decision whose outcome is late is 504 and still stands. The gateway names no kind and no owner's route: the decisions it takes come from the
-kind registry, the owners' routes from :data:`assent.api.ROUTES`.
+(:func:`gateway.handlers.check_kafka`); a decision whose outcome is late is 504 and still stands. The gateway names no
+kind and no owner's route: the decisions it takes come from the kind registry, the owners' routes from
+:data:`assent.api.ROUTES`.
 """
 
 import asyncio
