@@ -471,6 +471,7 @@ async def under_load(
         stop.set()
         await running
 
+    stalls = sum("Kafka has not taken" in str(u.body.get("detail")) for u in load.unavailable[refused:])
     healthy = pause(before(load.operators, warm, began))
     hit = pause(caught(load.operators, began, ended))
     stall = longest_stall(load.operators, began, ended)
@@ -478,7 +479,7 @@ async def under_load(
         print(
             f"\n{scenario}: {SESSIONS} sessions; rounds before: {healthy}; rounds caught by it: {hit}; "
             f"the fault lasted {ended - began:.1f} s, the longest time no round completed {stall:.2f} s; "
-            f"503 answers tried again: {len(load.unavailable) - refused}"
+            f"503 answers tried again: {len(load.unavailable) - refused} ({stalls} of them: Kafka took no writes)"
         )
 
     for process in cluster.system.processes.values():

@@ -10,6 +10,7 @@ kind and no owner's route: the decisions it takes come from the kind registry, t
 """
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -33,6 +34,8 @@ from .domain.events import Stream
 from .domain.history import History
 from .domain.proposals import Proposal
 from .handlers import Deps
+
+log = logging.getLogger(__name__)
 
 SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
 KEEP_ALIVE_SECONDS = 15.0
@@ -397,7 +400,13 @@ def errors(app: FastAPI) -> None:
         )
 
     @app.exception_handler(handlers.KafkaStalled)
-    async def stalled(_: Request, exc: handlers.KafkaStalled) -> JSONResponse:
+    async def stalled(request: Request, exc: handlers.KafkaStalled) -> JSONResponse:
+        log.warning(
+            "%s %s: Kafka has taken none of the gateway's messages for %.0f s; refused with 503",
+            request.method,
+            request.url.path,
+            exc.waited,
+        )
         return JSONResponse(
             {"detail": str(exc), "retry": True},
             status_code=503,
