@@ -3,13 +3,18 @@
 Every service of ``services.toml`` runs as its own process on a cluster of three Apache Kafka nodes of this module's
 own (``assent_devstack._kafka_cluster``: combined broker and controller, a three-voter KRaft quorum), with every
 topic created with three replicas and ``min.insync.replicas`` 2; PostgreSQL and Redis are the shared
-``endpoints``'. ``SESSIONS`` coach sessions (a hundred in ``make test-cluster``) run approval rounds (a memory edit and a new note proposed in one step,
-each seen and applied, the turn continued) without pause while a fault hits the cluster. A client does what the API asks of it: a ``503`` with
-``"retry": true`` is tried again.
+``endpoints``'. ``SESSIONS`` coach sessions (a hundred in ``make test-cluster``) run approval rounds without pause
+while a fault hits the cluster: a memory edit, a new note, a request for read access to a login and (in one session of
+ten) a source change proposed in one step, each seen and decided over HTTP (applied, granted, approved), the turn
+continued, the grant revoked. A client does what the API asks of it: a decision carries an ``Idempotency-Key``, and a
+``503`` or ``409`` with ``"retry": true``, a ``504`` or a dropped connection is tried again with it.
 
 Afterwards a round begun after the cluster is whole again completes in every session, and what the rounds wrote is
 exact: each agent's Memory moved by one version per round, its history holds each round's tool call once, each
-note proposed was made once by its round's tool call, the continuations topic holds one continuation per turn, and no service logged an unhandled error.
+note proposed was made once by its round's tool call, each source proposal approved is one commit, the audit history
+holds every request proposed, decided and resolved once and every turn continued once, the continuations topic holds
+one continuation per turn, and no service logged an unhandled error. With two brokers down, a write the gateway takes
+once its oldest message has waited past ``ASSENT_KAFKA_STALL_SECONDS`` is refused with 503 and ``retry``.
 
 Each scenario prints how long the rounds caught by the fault took (per session, the longest round in flight while
 the fault lasted: p50, p99 and longest across sessions) beside the rounds before it. The broker that leads most
@@ -148,12 +153,11 @@ async def cluster(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory
         yield running
 
 
-SOURCE_SESSIONS = int(os.environ.get("ASSENT_CLUSTER_SOURCE_SESSIONS", "10"))
-"""How many of the sessions propose a change of their agent's source in every round (the first ones). Each approval is
-a git commit in the agent's hosted repository and a deploy, run by the deployer one job at a time beside everything
-else: in every round of a hundred sessions that would make the deployer the round's bottleneck on two cores, and the
-rounds would measure its queue, not the cluster's faults. Ten sessions keep a source proposal decided every couple
-of seconds through each fault."""
+SOURCE_SESSIONS = int(os.environ.get("ASSENT_CLUSTER_SOURCE_SESSIONS", str(max(1, SESSIONS // 10))))
+"""How many of the sessions propose a change of their agent's source in every round (the first ones): one in ten (10
+in ``make test-cluster``, 3 in ``make test``). Each approval is a git commit in the agent's hosted repository and a
+deploy, run by the deployer one job at a time beside everything else: in every round of every session that would make
+the deployer the rounds' bottleneck on two cores, and they would measure its queue, not the cluster's faults."""
 LOGIN_TOOLS = {"list_orders": {"read_only_hint": True}}
 """The tools of the organisation's one login. Its server is never called: a round asks for read access, has it
 granted and revokes it."""
