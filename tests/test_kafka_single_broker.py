@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import Endpoints
 from tests.test_kafka_cluster import Cluster, Load, restart, running_cluster, sessions, under_load
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # as tests.test_kafka_cluster's
 
 
 @pytest.fixture(scope="module")

@@ -192,6 +192,7 @@ async def test_each_family_moves_by_what_a_round_did(stack: Stack) -> None:
         timed = moved(before, after, service, "assent_outbox_relay_seconds_count")
         assert 1 <= timed <= published, service
         assert total(after[service], "assent_outbox_backlog") == 0
+        assert total(after[service], "assent_outbox_oldest_seconds") == 0
 
     # HTTP: the decision by its route's template, once; every service counted the test's own scrapes.
     route = "/api/studio/sessions/{session_id}/edits/{seq}"

@@ -569,7 +569,11 @@ def http_pages(document: Mapping[str, Any]) -> dict[str, str]:
         f"{document['info']['version']}), which the gateway serves at `/openapi.json` and shows at `/docs`: "
         "[openapi.json](openapi.json). Every request carries `Authorization: Bearer <token>` but the providers' "
         'webhooks; an error\'s body is `{"detail": ...}`, with `code`, `retry`, `error_id` or `decision_id` '
-        "where they apply. The bodies' schemas: [HTTP API schemas](http-api-schemas.md). Who may call what: "
+        'where they apply. A `503` with `"retry": true` also carries a `Retry-After` header (seconds): nothing was '
+        "recorded, and the same request (with the same `Idempotency-Key`) succeeds once what was unavailable is back: "
+        "a database, an owner, or Kafka, which has taken none of the gateway's messages for longer than "
+        "`ASSENT_KAFKA_STALL_SECONDS` ([Writes while Kafka takes none](../how-to/run-a-kafka-cluster.md#stall)). "
+        "The bodies' schemas: [HTTP API schemas](http-api-schemas.md). Who may call what: "
         "[Who may do what](../explanation/permissions.md).\n\n",
         "| Group | Routes |\n|---|---|\n",
     ]

@@ -17,7 +17,7 @@ from assent.kinds import KINDS
 from assent.policy import Policy, Require, waiting_for
 from gateway.adapters.approvals import Tally
 from gateway.domain.proposals import Proposal
-from gateway.handlers import AwaitingApprovals, Deps, NotCounted, OutcomePending, Refused, decide
+from gateway.handlers import AwaitingApprovals, Deps, KafkaStalled, NotCounted, OutcomePending, Refused, decide
 
 
 class FakeDecisions:
@@ -294,3 +294,57 @@ async def test_listed_people_approve_whatever_their_role() -> None:
         await decide(built, policed("login"), "grant", "ann", "card", roles=ADMIN)
     await decide(built, policed("login"), "grant", "olga", "card", roles=frozenset({"viewer"}))
     assert [(m.decision, m.actor) for m in decisions.recorded] == [("grant", "olga")]
+
+
+# --- Kafka takes none of the gateway's messages ---------------------------------------------------------------
+
+
+class FakeRelay:
+    """The outbox relay's backlog: how long its oldest row has waited for Kafka (None: none waits)."""
+
+    def __init__(self, waited: float | None) -> None:
+        self.now = waited
+
+    def waited(self, now: float | None = None) -> float | None:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("waited", "bound", "refused"),
+    [
+        (None, 10.0, False),  # nothing waits: Kafka took everything so far
+        (0.004, 10.0, False),  # a produce's time
+        (6.0, 10.0, False),  # a leader's election
+        (10.0, 10.0, False),  # at the bound, not past it
+        (10.5, 10.0, True),
+        (45.0, 10.0, True),  # past the producer's own delivery timeout: the relay tries again, the rows wait
+        (45.0, 0.0, False),  # 0: never refused
+    ],
+)
+async def test_a_decision_is_refused_with_nothing_recorded_while_kafka_takes_none_of_the_gateways_messages(
+    waited: float | None, bound: float, refused: bool
+) -> None:
+    feed = FakeFeed()
+    decisions = FakeDecisions(then=lambda m: feed.waiting[m.decision_id].set_result(outcome_of(m)))
+    settings = SimpleNamespace(decision_timeout_seconds=5.0, kafka_stall_seconds=bound)
+    built = Deps(
+        runtime=None,  # type: ignore[arg-type]  # fakes
+        settings=settings,  # type: ignore[arg-type]  # fakes
+        events=feed,  # type: ignore[arg-type]  # fakes
+        decisions=decisions,
+        relay=FakeRelay(waited),
+    )
+    if not refused:
+        answer = await decide(built, proposal(), "apply", "olga", "card")
+        assert answer.outcome == "applied" and len(decisions.recorded) == 1
+        return
+    with pytest.raises(KafkaStalled) as stalled:
+        await decide(built, proposal(), "apply", "olga", "card")
+    assert decisions.recorded == [] and feed.waiting == {} and feed.forgotten == []
+    assert str(stalled.value) == (
+        f"Kafka has not taken the gateway's messages for {waited:.0f} s (too few in-sync replicas, or no leader); "
+        "nothing was recorded: try again shortly"
+    )
+    # A client mistake is still told as such, stalled or not: the refusal comes first.
+    with pytest.raises(Refused):
+        await decide(built, proposal("applied"), "apply", "olga", "card")

@@ -15,7 +15,7 @@ from fastapi import Depends, FastAPI, Header
 from assent.api import Identity, RequestModel
 from assent.contracts import Card, LineCounts, ProposalBase, ProposalOutcome, ProposalTarget
 from assent.kinds import KINDS, PAGE_KINDS, Answer, KindSpec, Options, decisions_at
-from gateway import decisions, handlers
+from gateway import api, decisions, handlers
 from gateway.domain.proposals import Proposal
 
 S = "/api/studio/sessions/{session_id}"
@@ -293,3 +293,29 @@ async def test_a_decision_is_taken_by_whom_its_kind_lets_with_its_options(
     assert decided.taken == []
     if sent is not None:
         assert sent in answer.json()["detail"]
+
+
+def test_every_decision_route_documents_its_503_while_kafka_takes_no_writes() -> None:
+    doc = document()
+    for path, methods in doc["paths"].items():
+        refused = methods["post"]["responses"]["503"]
+        assert "ASSENT_KAFKA_STALL_SECONDS" in refused["description"] and "Retry-After" in refused["description"], path
+
+
+async def test_a_write_refused_while_kafka_takes_no_writes_is_503_with_retry_and_retry_after() -> None:
+    """The answer's shape: the API's error body with ``retry``, and ``Retry-After``, as for a database outage."""
+    app = FastAPI()
+    api.errors(app)
+
+    @app.post("/decide")
+    async def decide() -> None:
+        raise handlers.KafkaStalled(12.4)
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway") as http:
+        answer = await http.post("/decide")
+    assert answer.status_code == 503 and answer.headers["Retry-After"] == "5"
+    assert answer.json() == {
+        "detail": "Kafka has not taken the gateway's messages for 12 s (too few in-sync replicas, or no leader); "
+        "nothing was recorded: try again shortly",
+        "retry": True,
+    }

@@ -15,6 +15,7 @@ Families (the ``_total``, ``_bucket``/``_sum``/``_count`` suffixes are the expos
 - ``assent_consumer_lag{topic, partition}``: records on each assigned partition not yet fetched (the partition's
   high watermark less the consumer's position), after each fetch;
 - ``assent_outbox_backlog``: outbox rows this process committed and has not yet seen Kafka acknowledge;
+  ``assent_outbox_oldest_seconds``: how long the oldest of them has waited (0: none waits);
   ``assent_outbox_relay_seconds``: from the commit of the oldest row of a publish to Kafka's acknowledgement of
   all of them; ``assent_outbox_published_total{path}``: rows published, ``fast`` (from memory) or ``sweep``
   (rows left behind by a process that died);
@@ -59,6 +60,10 @@ CONSUMER_LAG = Gauge(
 )
 OUTBOX_BACKLOG = Gauge(
     "assent_outbox_backlog", "Outbox rows this process committed that Kafka has not yet acknowledged"
+)
+OUTBOX_OLDEST_SECONDS = Gauge(
+    "assent_outbox_oldest_seconds",
+    "Seconds the oldest outbox row this process committed has waited for Kafka's acknowledgement (0: none waits)",
 )
 OUTBOX_RELAY_SECONDS = Histogram(
     "assent_outbox_relay_seconds",
@@ -136,11 +141,17 @@ _RELAYS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def count_backlog(relay: Any) -> None:
-    """Count ``relay``'s :meth:`backlog` (rows not yet acknowledged) in ``assent_outbox_backlog``, read at scrape."""
+    """Count ``relay``'s :meth:`backlog` (rows not yet acknowledged) in ``assent_outbox_backlog``, and how long the
+    oldest has waited (its :meth:`waited`) in ``assent_outbox_oldest_seconds``, read at scrape."""
     _RELAYS.add(relay)
 
 
+def _oldest() -> float:
+    return max((relay.waited() or 0.0 for relay in list(_RELAYS)), default=0.0)
+
+
 OUTBOX_BACKLOG.set_function(lambda: float(sum(relay.backlog() for relay in list(_RELAYS))))
+OUTBOX_OLDEST_SECONDS.set_function(_oldest)
 
 
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})

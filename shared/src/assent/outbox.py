@@ -312,6 +312,7 @@ class OutboxRelay:
         self._retry_batches = 0
         """How many handed-over batches ``_retry`` holds (it holds them joined)."""
         self._in_flight = 0
+        self._in_flight_since: float | None = None
         self._published: list[int] = []
         self._lock_conn: AsyncConnection | None = None
         self._lock_wanted = False
@@ -330,6 +331,18 @@ class OutboxRelay:
     def backlog(self) -> int:
         """Rows this process committed that Kafka has not acknowledged yet: waiting, being published, or to retry."""
         return sum(map(len, self.outbox.committed)) + sum(map(len, self._retry)) + self._in_flight
+
+    def waited(self, now: float | None = None) -> float | None:
+        """How long (seconds, ``time.monotonic``) the oldest row this process committed has waited for Kafka's
+        acknowledgement: handed over, being published or to be tried again. None when no row waits.
+
+        While Kafka takes the rows it stays near the time a produce takes; while Kafka cannot take them (fewer
+        in-sync replicas than ``min.insync.replicas``, no leader, requests timing out) it grows until it does
+        (:func:`writes_stalled`)."""
+        since = [t for t in (self._in_flight_since, self._retry_since, self.outbox.committed_since) if t is not None]
+        if not since:
+            return None
+        return max(0.0, (time.monotonic() if now is None else now) - min(since))
 
     @property
     def claimed(self) -> bool:
@@ -458,6 +471,7 @@ class OutboxRelay:
         self.outbox.committed_since = None
         envelopes = [envelope for batch in batches for envelope in batch]
         self._in_flight = len(envelopes)
+        self._in_flight_since = since
         try:
             await self._publish(envelopes)
         except BaseException:
@@ -467,6 +481,7 @@ class OutboxRelay:
             raise
         finally:
             self._in_flight = 0
+            self._in_flight_since = None
         self.outbox.acknowledged(handed)
         OUTBOX_RELAY_SECONDS.observe(time.monotonic() - since)
         OUTBOX_PUBLISHED.labels("fast").inc(len(envelopes))
@@ -520,6 +535,18 @@ class OutboxRelay:
             finally:
                 detach(token)
         await asyncio.gather(*pending)
+
+
+def writes_stalled(waited: float | None, bound: float) -> bool:
+    """Whether Kafka has stopped taking this process's messages, so that a write that would enqueue one should be
+    refused (503 with ``retry``) before anything is committed, rather than committed to wait.
+
+    ``waited`` is how long the oldest row this process committed has waited for Kafka's acknowledgement
+    (:meth:`OutboxRelay.waited`; None: no row waits), ``bound`` how long a row may wait before that counts (0: never
+    refuse). A relay that publishes keeps ``waited`` near the time of one produce, so the rule holds only while no
+    produce has succeeded for ``bound`` seconds, and lifts as soon as one does: the backlog goes at once.
+    """
+    return bound > 0 and waited is not None and waited > bound
 
 
 def _relay_key() -> int:

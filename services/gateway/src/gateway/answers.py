@@ -16,6 +16,15 @@ PERSON_ERRORS: dict[int | str, dict[str, Any]] = {
 owners' routes)."""
 
 
+KAFKA_STALLED: dict[str, Any] = {
+    "model": Error,
+    "description": "Kafka has taken none of the gateway's messages for longer than ``ASSENT_KAFKA_STALL_SECONDS`` "
+    "(too few in-sync replicas, no leader), or a service or its database is unavailable: nothing was recorded; "
+    "``retry: true`` and a ``Retry-After`` header, and the same request succeeds once it is back",
+}
+"""The 503 of a write that would send a message to Kafka (:class:`gateway.handlers.KafkaStalled`)."""
+
+
 class Awaiting(BaseModel):
     """An approval counted towards a ``require`` rule of the organisation's policy; the request waits for more
     (``approvals`` of ``required``, and ``detail`` says whose are still needed). Nothing was sent to the owner yet."""
@@ -55,6 +64,7 @@ DECISION_ANSWERS: dict[int | str, dict[str, Any]] = {
     },
     **{status: {"model": Error, "description": why} for status, why in BODY_ERRORS.items()},
     502: {"model": ProposalOutcome, "description": "The owner failed to carry the decision out"},
+    503: KAFKA_STALLED,
     504: {"model": Error, "description": "The owner has not answered yet; the decision stands (``decision_id``)"},
 }
 """What deciding a proposal answers (``/edits/{seq}``, ``/proposals/{id}``): the outcome, with its status."""

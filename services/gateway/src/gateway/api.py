@@ -2,12 +2,15 @@
 the gateway's own, and every owner's declared routes (:mod:`gateway.owner_routes`).
 
 Every endpoint needs a bearer token (but a provider's signed webhook). Client mistakes get 4xx with an
-:class:`~assent.api.Error` body that says why; an owner that does not answer is 503; a decision whose outcome is
-late is 504 and still stands. The gateway names no kind and no owner's route: the decisions it takes come from the
-kind registry, the owners' routes from :data:`assent.api.ROUTES`.
+:class:`~assent.api.Error` body that says why; an owner that does not answer is 503; a write that would send a message
+while Kafka takes none of the gateway's is 503 with ``retry``, before anything is recorded
+(:func:`gateway.handlers.check_kafka`); a decision whose outcome is late is 504 and still stands. The gateway names no
+kind and no owner's route: the decisions it takes come from the kind registry, the owners' routes from
+:data:`assent.api.ROUTES`.
 """
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -25,12 +28,14 @@ from assent.runtime import LiveCard
 
 from . import activity, decisions, handlers, history, owner_routes, policies, reverts, webhooks
 from .adapters.owners import Owners, OwnerUnavailable
-from .answers import PERSON_ERRORS, awaiting_answer
+from .answers import KAFKA_STALLED, PERSON_ERRORS, awaiting_answer
 from .auth import AgentNotFound, Authenticator, Gate
 from .domain.events import Stream
 from .domain.history import History
 from .domain.proposals import Proposal
 from .handlers import Deps
+
+log = logging.getLogger(__name__)
 
 SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
 KEEP_ALIVE_SECONDS = 15.0
@@ -175,6 +180,7 @@ def studio_router(deps: Deps, owners: Owners, user: Any) -> APIRouter:
             200: {"model": Continued},
             404: {"model": Error, "description": "No such session, or it has no paused turn"},
             409: {"model": Error, "description": "The turn still waits on decisions"},
+            503: KAFKA_STALLED,
         },
     )
     async def continue_turn(session_id: PathId, person: user) -> JSONResponse:
@@ -391,6 +397,20 @@ def errors(app: FastAPI) -> None:
         return JSONResponse(
             {"detail": "the decision was sent; its outcome has not arrived yet", "decision_id": exc.decision_id},
             status_code=504,
+        )
+
+    @app.exception_handler(handlers.KafkaStalled)
+    async def stalled(request: Request, exc: handlers.KafkaStalled) -> JSONResponse:
+        log.warning(
+            "%s %s: Kafka has taken none of the gateway's messages for %.0f s; refused with 503",
+            request.method,
+            request.url.path,
+            exc.waited,
+        )
+        return JSONResponse(
+            {"detail": str(exc), "retry": True},
+            status_code=503,
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
         )
 
     @app.exception_handler(OwnerUnavailable)

@@ -24,12 +24,12 @@ from assent.kinds import KINDS, SECTIONS
 
 from . import decisions, handlers, reverts
 from .adapters.desk import DeskStore, KeyStore
-from .answers import PERSON_ERRORS, status_of
+from .answers import KAFKA_STALLED, PERSON_ERRORS, status_of
 from .auth import Authenticator, Gate
 from .domain import desk as rules
 from .domain.desk import SessionNames, SessionRow, Skipped, Stopped, TrayItem
 from .domain.proposals import Proposal
-from .handlers import AwaitingApprovals, Deps, NotCounted, OutcomePending, Refused
+from .handlers import AwaitingApprovals, Deps, KafkaStalled, NotCounted, OutcomePending, Refused
 from .idempotency import HEADER, KEY_PATTERN, Idempotency
 
 NO_SESSION: dict[int | str, dict[str, Any]] = {
@@ -253,6 +253,7 @@ def router(deps: Deps, user: Any) -> APIRouter:
         200: {"model": AllDone},
         409: {"model": Error, "description": "A request with this Idempotency-Key is still being answered"},
         422: {"model": Error, "description": "This Idempotency-Key was used for a different request"},
+        503: KAFKA_STALLED,
     }
 
     @desk.post("/api/studio/sessions/{session_id}/apply-all", responses=all_answers)
@@ -305,6 +306,7 @@ async def run_all(
     that does not resolve its proposal."""
     check_bulk(person, via)
     await handlers.check_session(deps, session_id, person.org_id)
+    handlers.check_kafka(deps)  # 503 before the first decision; a stall found later stops the rest (below)
     async with deps.engine.connect() as conn:
         proposals = await (await DeskStore.over(conn)).open_proposals(session_id)
     plan = plan_of(proposals)
@@ -324,6 +326,8 @@ async def run_all(
             continue
         except Refused as exc:
             stopped = Stopped(seq=seq, kind=kind, status=exc.status, detail=exc.detail)
+        except KafkaStalled as exc:  # nothing of this one was recorded: Apply all again sends it and what follows
+            stopped = Stopped(seq=seq, kind=kind, status=503, detail=str(exc))
         except OutcomePending as exc:
             late = "the decision was sent; its outcome has not arrived yet"
             stopped = Stopped(seq=seq, kind=kind, status=504, detail=late, decision_id=exc.decision_id)

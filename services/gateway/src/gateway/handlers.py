@@ -37,6 +37,7 @@ from assent.contracts import (
 from assent.db import column_arrays, json_param
 from assent.domain import Agent
 from assent.kinds import KINDS, PAGE_KINDS, RESOLVED_OUTCOMES
+from assent.outbox import writes_stalled
 from assent.policy import Policy, Require, approval_refusal, evaluate
 from assent.runtime import Received, ServiceRuntime, UnitOfWork, batch_span
 from assent.runtime.uow import SqlUnitOfWork
@@ -99,6 +100,12 @@ class Policies(Protocol):
     async def at(self, org_id: str, version: int) -> Policy: ...
 
 
+class Relay(Protocol):
+    """How long the gateway's oldest outbox row has waited for Kafka (:class:`assent.outbox.OutboxRelay`)."""
+
+    def waited(self, now: float | None = None) -> float | None: ...
+
+
 class OutcomeFeed(Protocol):
     """Where a deciding HTTP request hears its outcome (:class:`~gateway.adapters.notify.EventFeed`)."""
 
@@ -119,6 +126,9 @@ class Deps:
     """Where approvals are counted (:class:`SqlApprovals`); unit tests pass a fake."""
     policies: Policies | None = None
     """The policies (:class:`PolicyBook`); unit tests pass a fake."""
+    relay: Relay | None = None
+    """Whose backlog says whether Kafka takes the gateway's messages; by default the runtime's outbox relay (none
+    without a runtime: unit tests on fakes never refuse)."""
 
     @property
     def engine(self) -> Any:
@@ -137,6 +147,12 @@ class Deps:
     @functools.cached_property
     def policy_book(self) -> Policies:
         return self.policies or PolicyBook(PolicyStore(self.runtime.engine))
+
+    @property
+    def outbox_relay(self) -> Relay | None:
+        if self.relay is not None:
+            return self.relay
+        return None if self.runtime is None else self.runtime.relay
 
     @functools.cached_property
     def history_keys(self) -> HistoryKeys:
@@ -174,6 +190,30 @@ class AwaitingApprovals(Exception):
         self.approvals = approvals
         self.required = required
         self.detail = detail
+
+
+class KafkaStalled(Exception):
+    """Kafka has taken none of the gateway's messages for longer than ``ASSENT_KAFKA_STALL_SECONDS``: a write that
+    would send one is refused (HTTP 503 with ``retry`` and ``Retry-After``) before anything is recorded."""
+
+    def __init__(self, waited: float) -> None:
+        super().__init__(
+            f"Kafka has not taken the gateway's messages for {waited:.0f} s (too few in-sync replicas, or no leader); "
+            "nothing was recorded: try again shortly"
+        )
+        self.waited = waited
+
+
+def check_kafka(deps: Deps) -> None:
+    """Refuse a write that would send a message (:class:`KafkaStalled`) while Kafka takes none of the gateway's
+    (:func:`assent.outbox.writes_stalled`); call it before anything of the write is recorded."""
+    relay = deps.outbox_relay
+    if relay is None:
+        return
+    waited = relay.waited()
+    if writes_stalled(waited, deps.settings.kafka_stall_seconds):
+        assert waited is not None
+        raise KafkaStalled(waited)
 
 
 class OutcomePending(Exception):
@@ -598,8 +638,9 @@ async def decide(
 
     Raises :class:`Refused` (already resolved: the status its kind's :attr:`~assent.kinds.Answer.answered` says; a
     decision that does not fit: 422; an approval that does not count: 403, or 409 for the same person twice),
-    :class:`AwaitingApprovals` when the approval was counted and more are needed, or :class:`OutcomePending` when the
-    owner has not answered within the configured time.
+    :class:`AwaitingApprovals` when the approval was counted and more are needed, :class:`KafkaStalled` when Kafka takes
+    none of the gateway's messages (nothing recorded), or :class:`OutcomePending` when the owner has not answered
+    within the configured time.
     """
     spec = KINDS[proposal.kind]
     if proposal.status != "pending":
@@ -613,6 +654,7 @@ async def decide(
         why = approval_refusal(required[0], actor, roles, proposal.operator)
         if why is not None:
             raise NotCounted(403, why)
+    check_kafka(deps)
     decision_id = f"dec_{uuid.uuid4().hex}"
     feed: OutcomeFeed = deps.events
     answered = feed.expect(decision_id)
@@ -702,6 +744,7 @@ PROJECTION_POLL_SECONDS = 0.25
 async def resend_continuation(deps: Deps, session_id: str) -> tuple[TurnContinuation, int]:
     """Continue: publish the latest paused turn's continuation again (same envelope id). Returns it, and how often
     it was sent now."""
+    check_kafka(deps)
     async with deps.runtime.unit_of_work() as uow:
         await uow.lock_session(session_id)
         store = await ProjectionStore.over(uow.conn)

@@ -32,7 +32,7 @@ from assent.topics import STUDIO_SESSIONS
 from . import handlers
 from .adapters.owners import Owners, segment
 from .adapters.projection import ProjectionStore
-from .answers import PERSON_ERRORS
+from .answers import KAFKA_STALLED, PERSON_ERRORS
 from .decisions import ADDRESSES, ENDPOINTS, address_of, decision_path, refusal
 
 SeqPath = Annotated[int, Path(ge=0, le=2_147_483_647)]
@@ -99,6 +99,7 @@ def router(deps: handlers.Deps, owners: Owners, user: Any) -> APIRouter:
                     "description": "The request was not applied, or its target already reads as before it",
                 },
                 422: {"model": Error, "description": "A request of a kind that cannot be reverted"},
+                503: KAFKA_STALLED,
             },
         )
     return reverts
@@ -125,6 +126,7 @@ async def file_revert(
         raise HTTPException(422, f"a {spec.name} request cannot be reverted")
     if proposal.status not in spec.applied_outcomes:
         raise HTTPException(409, f"only an applied request can be reverted; this one is {proposal.status}")
+    handlers.check_kafka(deps)  # before the owner files the revert: its session is opened through the outbox
     new_session = f"ses_{uuid.uuid4().hex}"
     reply = await owners.call(
         spec.owner,

@@ -57,6 +57,12 @@ class GatewaySettings(ServiceSettings):
     """The claim that lists the user's roles (a list, or a space-separated string)."""
     decision_timeout_seconds: float = 10.0
     """How long a decision POST waits for the owner's outcome before answering 504 (the decision stands)."""
+    kafka_stall_seconds: float = Field(default=10.0, ge=0)
+    """How long the oldest message the gateway committed may wait for Kafka's acknowledgement before the writes that
+    would send one (a decision, Apply all and Decline all, Continue, a revert) are refused with 503, ``retry`` and
+    ``Retry-After``, before anything is recorded, until Kafka takes the gateway's messages again (fewer in-sync
+    replicas than ``min.insync.replicas``, no leader). Longer than a leader's election (a few seconds); 0: never
+    refused, such writes are recorded and wait (a decision answers 504 after ``ASSENT_DECISION_TIMEOUT_SECONDS``)."""
     history_link_seconds: float = Field(default=1.0, gt=0)
     """How often the history linker chains the entries written since (an entry is in the history's pages this long
     after its change, at most, while the linker keeps up)."""
