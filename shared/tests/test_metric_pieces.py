@@ -16,7 +16,7 @@ from prometheus_client import REGISTRY
 from sqlalchemy import MetaData
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from assent.http import RequestGuard
+from assent.http import HttpGuard
 from assent.metrics import LagMeter, partition_lags
 from assent.outbox import Envelope, Outbox, OutboxRelay, outbox_table
 
@@ -80,7 +80,7 @@ async def test_http_requests_are_counted_by_route_template_and_status() -> None:
     async def broken() -> None:
         raise RuntimeError("bug")
 
-    app.add_middleware(RequestGuard, trail=lambda method, route, status, _: trail.append((method, route, status)))
+    app.add_middleware(HttpGuard, trail=lambda method, route, status, _: trail.append((method, route, status)))
     route = "/things/{thing_id}"
     before = {
         "ok": value("assent_http_requests_total", method="GET", route=route, status="200"),

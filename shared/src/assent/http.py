@@ -3,7 +3,7 @@
 :func:`install_guards` adds them to a FastAPI app:
 
 - a request whose body does not arrive within ``body_timeout_seconds`` is answered 408 and its connection closed
-  (:class:`RequestGuard`, the one layer of ours every request passes, which also counts and times it and opens its
+  (:class:`HttpGuard`, the one layer of ours every request passes, which also counts and times it and opens its
   server span);
 - a database that does not answer (refused or lost connections, a full pool, a server shutting down) is 503
   with ``{"detail": ..., "retry": true}`` and a ``Retry-After`` header;
@@ -66,7 +66,7 @@ def install_guards(
     tracer_provider: trace.TracerProvider | None = None,
     untraced: Collection[str] = (),
 ) -> None:
-    """Add the request guard (:class:`RequestGuard`: the body timeout, the request's metrics and its server span),
+    """Add the request guard (:class:`HttpGuard`: the body timeout, the request's metrics and its server span),
     the database-outage answer, the JSON-safe 422 and the JSON 500 to ``app``.
 
     Call it while building the app, before it serves (Starlette refuses middleware added later).
@@ -74,7 +74,7 @@ def install_guards(
     if not body_timeout_seconds > 0:
         raise ValueError("body_timeout_seconds must be positive")
     app.add_middleware(
-        RequestGuard,
+        HttpGuard,
         timeout_seconds=body_timeout_seconds,
         trail=trail,
         tracer_provider=tracer_provider,
@@ -96,7 +96,7 @@ _TRACE_HEADERS = frozenset({b"traceparent", b"tracestate", b"baggage"})
 """The request headers the W3C trace context and baggage propagators read."""
 
 
-class RequestGuard:
+class HttpGuard:
     """Pure ASGI middleware, the one layer of ours that every HTTP request passes: its body timeout, its metrics
     (and trail line) and its server span, in one frame.
 
@@ -236,11 +236,11 @@ class RequestGuard:
             method if method in _METHODS else "HTTP", context=parent, kind=trace.SpanKind.SERVER
         )
         if span.is_recording():
-            span.set_attributes(_request_attributes(scope))
+            span.set_attributes(_http_span_attributes(scope))
         return span, otel_context.attach(trace.set_span_in_context(span, parent))
 
 
-def _request_attributes(scope: Scope) -> dict[str, Any]:
+def _http_span_attributes(scope: Scope) -> dict[str, Any]:
     method = scope["method"]
     attributes: dict[str, Any] = {
         "url.scheme": scope.get("scheme", "http"),

@@ -156,4 +156,4 @@ OUTBOX_OLDEST_SECONDS.set_function(_oldest)
 
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 """Methods counted by name; any other a client sends is ``other`` (a label value per made-up method would not do).
-The request guard (:class:`assent.http.RequestGuard`) counts and times every request."""
+The request guard (:class:`assent.http.HttpGuard`) counts and times every request."""

@@ -482,7 +482,7 @@ class ServiceRuntime:
             # /docs itself, from bundled files (the gateway's console).
             docs_url=None,
             redoc_url=None,
-            # FastAPI's own telemetry is off: the request guard (:class:`assent.http.RequestGuard`) opens the
+            # FastAPI's own telemetry is off: the request guard (:class:`assent.http.HttpGuard`) opens the
             # server span in this service's provider (its name, route, status and the request's trace context, no
             # request header, attributes only when recorded; no trace of a probe or scrape), in the same layer as
             # the body timeout and the metrics (``/metrics`` has ours). FastAPI's would add a layer of its own
