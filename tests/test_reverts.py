@@ -61,11 +61,9 @@ async def test_a_reverted_memory_edit_is_a_new_request_that_restores_the_memory_
         assert board["items"][0]["reason"] == f"Revert of request #{seq} of session {session_id}"
 
         # Its session goes by "Revert" and is closed already: no coach calls a tool in it, and it is not left open.
-        async def listed() -> dict[str, Any] | None:
-            found = (await http.get("/api/studio/sessions", params={"state": "closed"})).json()["items"]
-            return next((s for s in found if s["session_id"] == filed["session_id"]), None)
-
-        row = await wait_for(listed)
+        # Both are kept before the answer, in one transaction: the list never shows it without its name.
+        found = (await http.get("/api/studio/sessions", params={"state": "closed"})).json()["items"]
+        row = next(s for s in found if s["session_id"] == filed["session_id"])
         assert (row["coach"]["name"], row["waiting_on"]) == ("Revert", 1)
 
         applied = await http.post(filed["path"], json={"decision": "apply"})

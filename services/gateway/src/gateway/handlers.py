@@ -245,9 +245,7 @@ class Projection:
         self.events = events
 
     async def on_session_event(self, message: SessionOpened | SessionClosed, uow: UnitOfWork) -> None:
-        await uow.sessions.record(message)
-        if isinstance(message, SessionOpened) and message.coach is not None:
-            await (await _store(uow)).record_coach(message.session_id, message.coach)
+        await record_session_event(uow, message)
 
     def on_proposed(self, batch: Sequence[Received], n: int) -> tuple[str, list[Any]]:
         """The proposals of a batch of ``ProposalProposed``, as one statement (parameters from ``$n``) that the runtime
@@ -426,6 +424,15 @@ class Projection:
 def _sql(uow: UnitOfWork) -> SqlUnitOfWork:
     assert isinstance(uow, SqlUnitOfWork)
     return uow
+
+
+async def record_session_event(uow: UnitOfWork, message: SessionOpened | SessionClosed) -> None:
+    """Keep a session's opening or closing, and the coach its opening names, in ``uow``: where the projection
+    consumes them, and where the gateway opens a session itself (a revert's), so that nothing reads the session
+    without its coach meanwhile."""
+    await uow.sessions.record(message)
+    if isinstance(message, SessionOpened) and message.coach is not None:
+        await (await _store(uow)).record_coach(message.session_id, message.coach)
 
 
 async def _store(uow: UnitOfWork) -> ProjectionStore:

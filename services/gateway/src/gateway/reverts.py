@@ -150,7 +150,7 @@ async def file_revert(
     closed = SessionClosed(session_id=new_session)
     async with deps.runtime.unit_of_work() as uow:
         for message in (opened, closed):
-            await uow.sessions.record(message)
+            await handlers.record_session_event(uow, message)
             await uow.emit(STUDIO_SESSIONS, new_session, message)
     filed = await _projected(deps, new_session, FIRST_SEQ)
     answer = RevertFiled(
