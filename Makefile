@@ -29,8 +29,12 @@ install: uv ## Create .venv with every package pinned in uv.lock, compiled to by
 run: install ## Run the whole system on this machine with a demo workspace and coach turn (Ctrl-C stops it)
 	@$(UV) run --frozen python -m assent_devstack.run
 
-test: install system-packages ## Run the whole test suite; starts Kafka, PostgreSQL and Redis unless endpoints are given
-	@$(UV) run --frozen pytest
+# Two workers (pytest-xdist), each with servers and services of its own, a file at a time: a file's tests share
+# what they start. TEST_WORKERS=0 runs the suite in this one process.
+TEST_WORKERS ?= 2
+
+test: install system-packages ## Run the whole test suite; starts Kafka, PostgreSQL and Redis unless endpoints are given (TEST_WORKERS=2: processes side by side)
+	@$(UV) run --frozen pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(ARGS)
 
 system-packages: ## Install the Debian packages the suite needs (chromium, for the console's browser tests) if missing
 	@bash .ci/system-packages

@@ -41,6 +41,11 @@ from assent.service_auth import ServiceSigner
 from assent_devstack.system import System, build_system
 from tests.issuer import test_issuer
 
+# pytest-xdist's workers are started with COLUMNS=80 and LINES=24; the CLI's consoles read COLUMNS once, when it
+# is imported, so a test that gives one run of the CLI a width of its own (or none) would get 80 on a worker.
+for _size in ("COLUMNS", "LINES"):
+    os.environ.pop(_size, None)
+
 TOKEN = "test-token"
 OPERATOR = "operator@example.com"
 STATIC_ORG = "org_static"
@@ -104,6 +109,31 @@ def fresh_prefix(label: str) -> str:
     prefix = f"{label}{uuid.uuid4().hex[:8]}."
     TOPIC_PREFIXES.append(prefix)
     return prefix
+
+
+LONGEST_FIRST = (
+    "test_devstack_stop",
+    "test_postgres_restarts",
+    "test_delivery",
+    "test_kafka_cluster",
+    "test_service_scaffold",
+    "test_api_fuzz",
+    "test_console",
+    "test_webhooks",
+    "test_policy_faults",
+    "test_runtime",
+    "test_auth",
+)
+"""The files that take longest (``--durations``), in that order. Where the suite is spread over workers a file at a
+time (``make test``: ``--dist loadfile``), they are handed out first, so no worker is left with one of them at the
+end while the others wait."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("dist", "no") == "no":
+        return
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: the rest keep their order
 
 
 @pytest.fixture(scope="session")

@@ -70,6 +70,9 @@ async def browser() -> AsyncIterator[Browser]:
     if not CHROMIUM_PRESENT:
         pytest.fail("Debian's chromium is missing: apt-get install -y chromium (.ci/system-packages does it)")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    # How long an expectation waits for the page to come true, not how fast it must: `make test` runs this file
+    # beside another worker's tests on the same cores, where 5 s (Playwright's default) is sometimes too short.
+    expect.set_options(timeout=20_000)
     async with async_playwright() as playwright:
         launched = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         yield launched
